@@ -1,0 +1,93 @@
+/*
+ * backends/gpu/gpu.h - what the GPU backends (OpenCL, CUDA) share.
+ *
+ * The ops themselves (which kernels run in which order, how partials are
+ * staged, where scratch lives) are written once in backends/gpu/ against a
+ * tiny device interface: launch a kernel by id with a list of arguments. The
+ * kernel bodies are written once in kernels/ and compiled by both OpenCL C
+ * (kernels_cl/) and nvcc (kernels_cu/). A backend supplies buffers (through
+ * its tally__backend_ops) and `launch`; everything else is shared, so the two
+ * GPU backends cannot drift apart.
+ */
+#ifndef TALLY_GPU_H
+#define TALLY_GPU_H
+
+#include "../../src/internal.h"
+
+/* Every kernel runs work-groups (blocks) of this many work-items. It equals
+ * TALLY_TREE_LANES: one work-item per lane of a reduction tile. */
+#define TALLY_GPU_GROUP_SIZE 256u
+
+/* The kernels, by id. The list lives in kernel_list.h as
+ * TALLY__KERNEL(name) lines; the name is the kernel's symbol in both the
+ * OpenCL program and the CUDA module. */
+typedef enum tally__kernel_id {
+#define TALLY__KERNEL(name) TALLY__K_##name,
+#include "kernel_list.h"
+#undef TALLY__KERNEL
+    TALLY__KERNEL_COUNT
+} tally__kernel_id;
+
+/* The symbol name of a kernel. */
+const char *tally__gpu_kernel_name(tally__kernel_id id);
+
+/* One kernel argument. A BUFFER argument becomes the buffer's native handle
+ * (cl_mem / CUdeviceptr); element offsets travel as separate U64 arguments
+ * because OpenCL cannot offset a cl_mem on the host side. */
+typedef enum tally__gpu_arg_kind {
+    TALLY__ARG_BUFFER = 1,
+    TALLY__ARG_U64 = 2,
+    TALLY__ARG_U32 = 3,
+    TALLY__ARG_I32 = 4,
+    TALLY__ARG_F32 = 5
+} tally__gpu_arg_kind;
+
+typedef struct tally__gpu_arg {
+    tally__gpu_arg_kind kind;
+    union {
+        const tally_buffer *buffer;
+        uint64_t u64;
+        uint32_t u32;
+        int32_t i32;
+        float f32;
+    } v;
+} tally__gpu_arg;
+
+#define TALLY__GPU_MAX_ARGS 32
+
+typedef struct tally__gpu_device_ops {
+    /* Enqueues `kernel` on `groups` work-groups of TALLY_GPU_GROUP_SIZE
+     * work-items (a 1-D grid), in order after all earlier work of the
+     * context. groups may exceed what one launch allows: the backend splits
+     * it or the kernel loops (kernels take their group count as
+     * TALLY_GROUP_COUNT() and stride over work). Errors carry the vendor's
+     * error name and text. */
+    tally_status (*launch)(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
+                           const tally__gpu_arg *args, int nargs);
+    /* Largest groups value one launch accepts (CUDA: 2^31 - 1). */
+    uint64_t max_groups;
+} tally__gpu_device_ops;
+
+/* The base of every GPU backend's context (after the common base). */
+typedef struct tally__gpu_context {
+    struct tally_context base;
+    const tally__gpu_device_ops *dev;
+    /* Scratch for tile partials, kept between calls so that small ops do not
+     * pay for an allocation; grown on demand, freed with the context. */
+    tally_buffer *scratch;
+    size_t scratch_bytes;
+} tally__gpu_context;
+
+/* Shared op implementations for the backends' ops tables. */
+tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job);
+tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job);
+tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job);
+tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
+tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
+tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
+tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
+
+/* Frees the scratch buffer; backends call it first in context_release. */
+void tally__gpu_context_cleanup(tally__gpu_context *gctx);
+
+#endif

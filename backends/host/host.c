@@ -1,0 +1,120 @@
+/*
+ * backends/host/host.c - the host backend's context and buffers. The host
+ * backend is tally's reference: plain C11 over the same portable headers
+ * that the kernels compile, run synchronously on the calling thread (plus
+ * worker threads inside one op).
+ */
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "host_backend.h"
+#include "host_parallel.h"
+
+static tally_status host_devices(tally_device_info *devices, int capacity, int *count)
+{
+    *count = 1;
+    if (capacity > 0) {
+        memset(&devices[0], 0, sizeof devices[0]);
+        devices[0].index = 0;
+        snprintf(devices[0].name, sizeof devices[0].name, "host CPU (%d threads)", tally__host_threads());
+        snprintf(devices[0].platform, sizeof devices[0].platform, "host");
+        devices[0].is_gpu = 0;
+    }
+    return TALLY_OK;
+}
+
+static tally_status host_context_create(int device, tally_context **out)
+{
+    if (device != 0)
+        return tally__error(NULL, TALLY_NO_DEVICE, "host backend: device %d does not exist (only device 0)",
+                            device);
+    tally__host_context *hc = calloc(1, sizeof *hc);
+    if (hc == NULL) return tally__error(NULL, TALLY_OUT_OF_MEMORY, "host backend: out of memory for a context");
+    hc->base.ops = &tally__host_ops;
+    snprintf(hc->base.device_name, sizeof hc->base.device_name, "host CPU (%d threads)", tally__host_threads());
+    *out = &hc->base;
+    return TALLY_OK;
+}
+
+static void host_context_release(tally_context *ctx)
+{
+    free(ctx);
+}
+
+static tally_status host_sync(tally_context *ctx)
+{
+    (void)ctx;
+    return TALLY_OK;
+}
+
+/* Memory is aligned to 64 bytes so that float4-style loops vectorise. */
+static tally_status host_buffer_create(tally_context *ctx, size_t bytes, tally_buffer **out)
+{
+    tally__host_buffer *hb = calloc(1, sizeof *hb);
+    if (hb == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host backend: out of memory for a buffer");
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes) {
+        free(hb);
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "host backend: %zu bytes is too large", bytes);
+    }
+    hb->data = aligned_alloc(64, rounded > 0 ? rounded : 64);
+    if (hb->data == NULL) {
+        free(hb);
+        return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host backend: could not allocate %zu bytes", bytes);
+    }
+    hb->base.ctx = ctx;
+    hb->base.bytes = bytes;
+    *out = &hb->base;
+    return TALLY_OK;
+}
+
+static void host_buffer_release(tally_buffer *buf)
+{
+    tally__host_buffer *hb = (tally__host_buffer *)buf;
+    free(hb->data);
+    free(hb);
+}
+
+static tally_status host_buffer_upload(tally_buffer *buf, size_t offset, const void *src, size_t bytes)
+{
+    memcpy((char *)((tally__host_buffer *)buf)->data + offset, src, bytes);
+    return TALLY_OK;
+}
+
+static tally_status host_buffer_download(const tally_buffer *buf, size_t offset, void *dst, size_t bytes)
+{
+    memcpy(dst, (const char *)((const tally__host_buffer *)buf)->data + offset, bytes);
+    return TALLY_OK;
+}
+
+static tally_status host_buffer_fill(tally_buffer *buf, size_t offset, size_t bytes, uint32_t pattern)
+{
+    uint32_t *p = (uint32_t *)((char *)((tally__host_buffer *)buf)->data + offset);
+    for (size_t i = 0; i < bytes / 4; i++) p[i] = pattern;
+    return TALLY_OK;
+}
+
+const tally__backend_ops tally__host_ops = {
+    .name = "host",
+    .kind = TALLY_BACKEND_HOST,
+    .devices = host_devices,
+    .first_gpu = NULL,
+    .context_create = host_context_create,
+    .context_wrap = NULL,
+    .context_release = host_context_release,
+    .sync = host_sync,
+    .buffer_create = host_buffer_create,
+    .buffer_wrap = NULL,
+    .buffer_release = host_buffer_release,
+    .buffer_upload = host_buffer_upload,
+    .buffer_download = host_buffer_download,
+    .buffer_fill = host_buffer_fill,
+    .reduce = tally__host_reduce,
+    .kl_div = tally__host_kl_div,
+    .dirichlet_multinomial = tally__host_dirichlet_multinomial,
+    .gmm_log_prob = tally__host_gmm_log_prob,
+    .gmm_sample = tally__host_gmm_sample,
+    .rng_fill = tally__host_rng_fill,
+    .categorical = tally__host_categorical,
+};

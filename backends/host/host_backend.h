@@ -1,0 +1,29 @@
+/*
+ * backends/host/host_backend.h - the host backend's objects and op entry
+ * points (ops in host_ops.c, objects in host.c).
+ */
+#ifndef TALLY_HOST_BACKEND_H
+#define TALLY_HOST_BACKEND_H
+
+#include "../../src/internal.h"
+
+typedef struct tally__host_context {
+    struct tally_context base;
+} tally__host_context;
+
+typedef struct tally__host_buffer {
+    struct tally_buffer base;
+    void *data;
+} tally__host_buffer;
+
+extern const tally__backend_ops tally__host_ops;
+
+tally_status tally__host_reduce(tally_context *ctx, const tally__reduce_job *job);
+tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job);
+tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job);
+tally_status tally__host_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
+tally_status tally__host_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
+tally_status tally__host_rng_fill(tally_context *ctx, const tally__rng_job *job);
+tally_status tally__host_categorical(tally_context *ctx, const tally__categorical_job *job);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * backends/host/host_tree.c - see host_tree.h and docs/reduction-tree.md.
+ */
+#include "host_tree.h"
+
+#include <stdlib.h>
+
+#include "host_parallel.h"
+#include "tally/terms.h"
+
+/* One tile of one level: each active lane folds its elements in order
+ * (quad steps ascending, the four elements of a quad ascending), then the
+ * lanes combine pairwise, halving the stride each step. */
+static float reduce_tile(const tally__tree_level *level, uint64_t tile, int kind, tally__host_term_fn term,
+                         const void *state)
+{
+    float lane[TALLY_TREE_LANES];
+    const uint64_t lanes = level->lanes, steps = level->quads_per_lane;
+    const uint64_t quads = level->n / 4 + (level->n % 4 != 0);
+    const uint64_t base = tile * lanes * steps;
+    const uint64_t active = quads - base < lanes ? quads - base : lanes;
+    for (uint64_t j = 0; j < active; j++) {
+        float acc = 0.0f;
+        int first = 1;
+        for (uint64_t q = 0; q < steps; q++) {
+            uint64_t quad = base + q * lanes + j;
+            if (quad >= quads) break;
+            for (uint64_t c = 0; c < 4; c++) {
+                uint64_t k = quad * 4 + c;
+                if (k >= level->n) break;
+                float v = term(state, k);
+                acc = first ? v : tally_combine(kind, acc, v);
+                first = 0;
+            }
+        }
+        lane[j] = acc;
+    }
+    for (uint64_t s = lanes / 2; s >= 1; s /= 2)
+        for (uint64_t j = 0; j < s; j++)
+            if (j + s < active) lane[j] = tally_combine(kind, lane[j], lane[j + s]);
+    return lane[0];
+}
+
+typedef struct level_task {
+    const tally__tree_level *level;
+    int kind;
+    tally__host_term_fn term;
+    const void *state;
+    float *partials;
+} level_task;
+
+static void run_tiles(void *arg, uint64_t begin, uint64_t end)
+{
+    level_task *t = arg;
+    for (uint64_t tile = begin; tile < end; tile++)
+        t->partials[tile] = reduce_tile(t->level, tile, t->kind, t->term, t->state);
+}
+
+static float read_partial(const void *state, uint64_t k)
+{
+    return ((const float *)state)[k];
+}
+
+tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tally__host_term_fn term,
+                                     const void *state, int parallel, float empty_value, float *out)
+{
+    if (plan->levels == 0) {
+        *out = empty_value;
+        return TALLY_OK;
+    }
+    if (plan->levels == 1) {
+        *out = reduce_tile(&plan->level[0], 0, kind, term, state);
+        return TALLY_OK;
+    }
+    float *partials = malloc(plan->level[0].tiles * sizeof *partials);
+    if (partials == NULL) return TALLY_OUT_OF_MEMORY;
+    level_task task = {.level = &plan->level[0], .kind = kind, .term = term, .state = state,
+                       .partials = partials};
+    if (parallel)
+        tally__host_parallel_for(plan->level[0].tiles, TALLY_TREE_TILE, run_tiles, &task);
+    else
+        run_tiles(&task, 0, plan->level[0].tiles);
+    /* Upper levels reduce the partials in place: tile t of a level reads
+     * only partials at or after t * tile_size, so writing partial t never
+     * clobbers an unread value. */
+    for (int i = 1; i < plan->levels; i++) {
+        const tally__tree_level *level = &plan->level[i];
+        float *next = partials;
+        for (uint64_t tile = 0; tile < level->tiles; tile++)
+            next[tile] = reduce_tile(level, tile, kind, read_partial, partials);
+    }
+    *out = partials[0];
+    free(partials);
+    return TALLY_OK;
+}

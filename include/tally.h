@@ -1,0 +1,392 @@
+/*
+ * tally.h - portable fused reductions and Philox random sampling.
+ *
+ * tally runs the same operations through CUDA, OpenCL or plain C on the host
+ * and returns bit-identical results on all of them. This header is the whole
+ * public API. It includes no vendor header: native handles (cl_mem,
+ * CUdeviceptr, CUstream, ...) are passed as void pointers or integers.
+ *
+ * Conventions that hold for every call unless its comment says otherwise:
+ *
+ * - Status: every fallible call returns a tally_status. TALLY_OK is 0. On an
+ *   error, the context (or, for calls without one, the calling thread) keeps a
+ *   message naming the argument, the shape or the vendor error; read it with
+ *   tally_last_error(). The library never prints and never exits.
+ * - Sizes, offsets and strides are 64-bit and counted in elements unless the
+ *   name says bytes. All size arithmetic is overflow-checked.
+ * - Threads: a context and the buffers made from it may be used from one
+ *   thread at a time (the caller serialises; tally takes no locks). Different
+ *   contexts may be used concurrently from different threads. The calls that
+ *   take no context (version, status strings, enumeration, tally_last_error
+ *   with NULL) may be called from any thread at any time.
+ * - Asynchrony: ops enqueue their work on the context's queue (a CUDA stream,
+ *   an OpenCL command queue) and may return before the device finishes.
+ *   Downloads and tally_read_scalar wait for all work queued before them;
+ *   tally_sync waits for everything. The host backend runs each op to
+ *   completion before returning.
+ * - Ownership: objects are created by tally_*_create and released by the
+ *   matching tally_*_release, which accepts NULL. A buffer must be released
+ *   before its context. Wrapped native objects (an app's cl_mem, device
+ *   pointer, stream or queue) stay owned by the app: tally never frees them.
+ */
+#ifndef TALLY_H
+#define TALLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TALLY_STATIC)
+#  define TALLY_API
+#elif defined(_WIN32)
+#  if defined(TALLY_BUILDING)
+#    define TALLY_API __declspec(dllexport)
+#  else
+#    define TALLY_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__)
+#  define TALLY_API __attribute__((visibility("default")))
+#else
+#  define TALLY_API
+#endif
+
+/* ------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------ */
+
+/* The library's version as TALLY_VERSION_HEX (0xMMmmpp), so a program can
+ * compare it with the TALLY_VERSION_* macros it was compiled against. */
+TALLY_API unsigned tally_version(void);
+/* "MAJOR.MINOR.PATCH". Static storage; never free it. */
+TALLY_API const char *tally_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Status codes: one X-macro table generates the enum, the message and the
+ * name, so the three can never disagree.
+ * ------------------------------------------------------------------------ */
+#define TALLY_STATUS_MAP(X)                                                        \
+    X(OK, 0, "success")                                                           \
+    X(INVALID_ARGUMENT, 1, "invalid argument")                                    \
+    X(SHAPE_MISMATCH, 2, "shapes do not agree")                                   \
+    X(SIZE_OVERFLOW, 3, "size arithmetic overflows 64 bits")                      \
+    X(OUT_OF_BOUNDS, 4, "view reaches outside its buffer")                        \
+    X(EMPTY_INPUT, 5, "operation is undefined on an empty input")                 \
+    X(WRONG_CONTEXT, 6, "object belongs to a different context")                  \
+    X(UNSUPPORTED_DTYPE, 7, "element type not supported by this operation")       \
+    X(BACKEND_NOT_COMPILED, 8, "backend was not compiled into this library")      \
+    X(LIBRARY_MISSING, 9, "backend's vendor library could not be loaded")         \
+    X(NO_DEVICE, 10, "backend found no usable device")                            \
+    X(DEVICE_UNSUITABLE, 11, "device lacks a feature tally needs")                \
+    X(OUT_OF_MEMORY, 12, "out of memory")                                         \
+    X(BUILD_FAILED, 13, "device program failed to build")                         \
+    X(BACKEND_ERROR, 14, "backend reported an error")                             \
+    X(RNG_EXHAUSTED, 15, "random stream offset would pass 2^64")                  \
+    X(IO_ERROR, 16, "file input or output failed")
+
+typedef enum tally_status {
+#define TALLY__STATUS_ENUM(name, code, text) TALLY_##name = code,
+    TALLY_STATUS_MAP(TALLY__STATUS_ENUM)
+#undef TALLY__STATUS_ENUM
+} tally_status;
+
+/* A fixed English sentence for a status ("invalid argument"). Static storage. */
+TALLY_API const char *tally_status_string(tally_status status);
+/* The status's name without prefix ("INVALID_ARGUMENT"). Static storage. */
+TALLY_API const char *tally_status_name(tally_status status);
+
+/* ------------------------------------------------------------------------
+ * Backends, devices and contexts
+ * ------------------------------------------------------------------------ */
+typedef enum tally_backend {
+    TALLY_BACKEND_AUTO = 0,
+    TALLY_BACKEND_CUDA = 1,
+    TALLY_BACKEND_OPENCL = 2,
+    TALLY_BACKEND_HOST = 3
+} tally_backend;
+
+/* Pass as a device index to mean "the default device, or TALLY_DEVICE". */
+#define TALLY_DEVICE_DEFAULT (-1)
+
+/* "auto", "cuda", "opencl" or "host"; NULL for an unknown value. */
+TALLY_API const char *tally_backend_name(tally_backend backend);
+/* Parses those names; returns TALLY_INVALID_ARGUMENT for anything else. */
+TALLY_API tally_status tally_backend_from_name(const char *name, tally_backend *out);
+
+/* 1 if the backend was compiled into this library, else 0. */
+TALLY_API int tally_backend_compiled(tally_backend backend);
+
+typedef struct tally_device_info {
+    int index;          /* the index to pass to tally_context_create */
+    char name[128];     /* the device's own name */
+    char platform[128]; /* OpenCL platform, CUDA driver version, or "host" */
+    int is_gpu;         /* 1 for a GPU */
+} tally_device_info;
+
+/*
+ * Lists the devices a backend can see, without creating a context.
+ * Writes at most `capacity` entries to `devices` (which may be NULL when
+ * capacity is 0) and the number available to *count. When the backend is
+ * compiled out, its vendor library is missing or it has no device, returns the
+ * matching status (BACKEND_NOT_COMPILED, LIBRARY_MISSING, NO_DEVICE) and sets
+ * *count to 0; tally_last_error(NULL) then says why. Any thread.
+ */
+TALLY_API tally_status tally_devices(tally_backend backend, tally_device_info *devices,
+                                     int capacity, int *count);
+
+typedef struct tally_context tally_context;
+
+/*
+ * Creates a context on one device of one backend.
+ *
+ * backend AUTO reads TALLY_BACKEND (auto|cuda|opencl|host) and, when that is
+ * unset or "auto", tries CUDA, then an OpenCL GPU, then any OpenCL device, then
+ * the host, keeping the first that is compiled in, whose vendor library loads
+ * and that has a device. device TALLY_DEVICE_DEFAULT reads TALLY_DEVICE (an
+ * index), else uses device 0. An explicit backend or index from the caller is
+ * never overridden by the environment.
+ *
+ * On failure *out is NULL and tally_last_error(NULL) on this thread says which
+ * backend failed and why (compiled out, library missing, no device, ...).
+ * The caller owns the context and releases it with tally_context_release.
+ */
+TALLY_API tally_status tally_context_create(tally_backend backend, int device,
+                                            tally_context **out);
+
+/*
+ * Creates an OpenCL context on the app's own objects: cl_context, cl_device_id
+ * and cl_command_queue (all required; the queue must be in order). tally
+ * retains them while the context lives and releases only its own references.
+ */
+TALLY_API tally_status tally_context_create_opencl(void *cl_context, void *cl_device_id,
+                                                   void *cl_command_queue, tally_context **out);
+
+/*
+ * Creates a CUDA context on the device's primary context, so pointers from
+ * the app's cudaMalloc work with tally. `stream` is a CUstream / cudaStream_t
+ * on which every op is enqueued, or NULL for a stream tally creates. tally
+ * never destroys the app's stream.
+ */
+TALLY_API tally_status tally_context_create_cuda(int device, void *stream, tally_context **out);
+
+/* Waits for queued work, frees what tally allocated. Accepts NULL. All buffers
+ * of the context must have been released. */
+TALLY_API void tally_context_release(tally_context *ctx);
+
+TALLY_API tally_backend tally_context_backend(const tally_context *ctx);
+/* The device's name; valid while the context lives. */
+TALLY_API const char *tally_context_device_name(const tally_context *ctx);
+
+/* Waits until all work queued on the context has finished. */
+TALLY_API tally_status tally_sync(tally_context *ctx);
+
+/*
+ * The last error's detail: for a context, the message of the last call on it
+ * that failed; for NULL, the last failure on this thread of a call that had no
+ * context to hold it (tally_context_create, tally_devices). Returns "" when
+ * there was none. The string stays valid until the next call on the same
+ * context (or thread).
+ */
+TALLY_API const char *tally_last_error(const tally_context *ctx);
+
+/* ------------------------------------------------------------------------
+ * Buffers
+ * ------------------------------------------------------------------------ */
+typedef struct tally_buffer tally_buffer;
+
+/* Allocates `bytes` of device memory (contents undefined). bytes may be 0. */
+TALLY_API tally_status tally_buffer_create(tally_context *ctx, size_t bytes, tally_buffer **out);
+/* Wraps the app's cl_mem without copying (OpenCL contexts only). The app keeps
+ * ownership; tally retains it while the buffer lives. */
+TALLY_API tally_status tally_buffer_wrap_opencl(tally_context *ctx, void *cl_mem,
+                                                tally_buffer **out);
+/* Wraps an app's device pointer of `bytes` bytes (CUDA contexts only). tally
+ * never frees it. */
+TALLY_API tally_status tally_buffer_wrap_cuda(tally_context *ctx, uint64_t device_ptr,
+                                              size_t bytes, tally_buffer **out);
+/* Releases a buffer (waits for queued work that uses it). Accepts NULL. */
+TALLY_API void tally_buffer_release(tally_buffer *buf);
+TALLY_API size_t tally_buffer_size(const tally_buffer *buf);
+
+/* Copies host memory into the buffer; returns when the copy is done (src may be
+ * reused). Ordered after work already queued. */
+TALLY_API tally_status tally_buffer_upload(tally_buffer *buf, size_t byte_offset,
+                                           const void *src, size_t bytes);
+/* Copies the buffer to host memory after all queued work; blocks. */
+TALLY_API tally_status tally_buffer_download(const tally_buffer *buf, size_t byte_offset,
+                                             void *dst, size_t bytes);
+/* Fills bytes [byte_offset, byte_offset + bytes) with a repeated 32-bit
+ * pattern (for example the bits of a float). Offset and size must be multiples
+ * of 4. Queued; may return before it is done. */
+TALLY_API tally_status tally_buffer_fill(tally_buffer *buf, size_t byte_offset, size_t bytes,
+                                         uint32_t pattern);
+
+/* ------------------------------------------------------------------------
+ * Views: a 2-D window on a buffer.
+ * ------------------------------------------------------------------------ */
+typedef enum tally_dtype {
+    TALLY_F32 = 1, /* float, the only type ops read today */
+    TALLY_U32 = 2, /* raw random draws */
+    TALLY_I32 = 3  /* indices and components */
+} tally_dtype;
+
+/*
+ * Element (r, c) lives at element index offset + r * stride + c of the buffer
+ * (units of the dtype's size). stride >= cols is required when rows > 1.
+ * A view does not own its buffer.
+ */
+typedef struct tally_view {
+    tally_buffer *buffer;
+    int64_t offset;
+    int64_t rows;
+    int64_t cols;
+    int64_t stride;
+    tally_dtype dtype;
+} tally_view;
+
+/* A contiguous fp32 view [rows, cols] starting at element `offset`. */
+TALLY_API tally_view tally_view_f32(tally_buffer *buf, int64_t offset, int64_t rows, int64_t cols);
+/* A strided fp32 view. */
+TALLY_API tally_view tally_view_f32_strided(tally_buffer *buf, int64_t offset, int64_t rows,
+                                            int64_t cols, int64_t stride);
+/* A contiguous view of another dtype. */
+TALLY_API tally_view tally_view_typed(tally_buffer *buf, tally_dtype dtype, int64_t offset,
+                                      int64_t rows, int64_t cols);
+
+/* Reads the one element of a 1x1 fp32 view to the host, after queued work. */
+TALLY_API tally_status tally_read_scalar(tally_context *ctx, tally_view view, float *out);
+
+/* ------------------------------------------------------------------------
+ * Reductions. The order of every addition is fixed by tally's planner
+ * (docs/reduction-tree.md), so results are identical on every backend.
+ * Queued: may return before the device finishes.
+ * ------------------------------------------------------------------------ */
+typedef enum tally_reduce_op {
+    TALLY_SUM = 1,
+    TALLY_MEAN = 2,
+    TALLY_MIN = 3,
+    TALLY_MAX = 4,
+    TALLY_LOGSUMEXP = 5,
+    TALLY_SUMSQ = 6
+} tally_reduce_op;
+
+typedef enum tally_axis {
+    TALLY_AXIS_ALL = 1, /* one scalar: out is 1x1 */
+    TALLY_AXIS_ROW = 2  /* one value per row: out has rows elements (rows x 1 or 1 x rows) */
+} tally_axis;
+
+/*
+ * out = op(x) over all elements or over each row. NaN propagates (min and max
+ * too). Empty input: sum and sumsq give 0, logsumexp -inf; mean, min and max
+ * return TALLY_EMPTY_INPUT. out must not overlap x.
+ */
+TALLY_API tally_status tally_reduce(tally_context *ctx, tally_reduce_op op, tally_axis axis,
+                                    tally_view x, tally_view out);
+
+typedef enum tally_reduction {
+    TALLY_REDUCTION_NONE = 0,     /* elementwise / per-row output */
+    TALLY_REDUCTION_SUM = 1,
+    TALLY_REDUCTION_MEAN = 2,     /* divided by the element (or row) count */
+    TALLY_REDUCTION_BATCHMEAN = 3 /* KL only: divided by rows */
+} tally_reduction;
+
+/* Flags for tally_kl_div. */
+#define TALLY_KL_LOG_TARGET 1u    /* target holds log-probabilities */
+#define TALLY_KL_INPUT_IS_PROB 2u /* input holds p; log p is taken in the same pass */
+
+/*
+ * KL divergence with torch.nn.functional.kl_div semantics (docs/ops.md).
+ * Pointwise: target*(log target - input), 0 where target == 0, NaN where
+ * target < 0; with LOG_TARGET, exp(target)*(target - input). With
+ * INPUT_IS_PROB, input is p and log p replaces it. out: same shape as input
+ * for NONE, else 1x1. One pass over the data. Queued.
+ */
+TALLY_API tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view target,
+                                    tally_reduction reduction, unsigned flags, tally_view out);
+
+/* Flags for tally_dirichlet_multinomial. */
+#define TALLY_DM_WITH_COEFFICIENT 1u /* add lgamma(N+1) - sum lgamma(n+1) */
+
+/*
+ * Dirichlet-multinomial log-likelihood of each row of counts [B, V] under
+ * alpha = exp(log_alpha); log_alpha is [1, V] (shared) or [B, V] (per row).
+ * Row value: lgamma(A) - lgamma(N + A) + sum_v (lgamma(n_v + a_v) - lgamma(a_v)),
+ * plus the multinomial coefficient with TALLY_DM_WITH_COEFFICIENT. A row with a
+ * negative count gives NaN. out: B values for NONE (B x 1 or 1 x B), 1x1 for
+ * SUM and MEAN (over rows). Queued.
+ */
+TALLY_API tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts,
+                                                   tally_view log_alpha, tally_reduction reduction,
+                                                   unsigned flags, tally_view out);
+
+/*
+ * Log density of a diagonal Gaussian mixture. z [B, D]; mu and log_var
+ * [B, K*D] (component k of row b in columns k*D .. k*D + D - 1); logits
+ * [1, K] (ignored when K == 1, may then have an empty buffer). out: B values.
+ * Queued.
+ */
+TALLY_API tally_status tally_gmm_log_prob(tally_context *ctx, tally_view z, tally_view mu,
+                                          tally_view log_var, tally_view logits,
+                                          int64_t components, tally_view out);
+
+/* A position in a Philox4x32-10 stream (docs/rng.md). */
+typedef struct tally_rng {
+    uint64_t seed;
+    uint64_t subsequence;
+    uint64_t offset;
+} tally_rng;
+
+/*
+ * Adds `consumed` (as reported by a random op) to rng->offset. Returns
+ * TALLY_RNG_EXHAUSTED, leaving rng unchanged, if that would pass 2^64.
+ */
+TALLY_API tally_status tally_rng_advance(tally_rng *rng, uint64_t consumed);
+
+/*
+ * Reparameterised sample of the mixture fused with its log density (one
+ * pass): component c_b ~ Categorical(softmax(logits)), eps ~ N(0, 1),
+ * z = mu_c + exp(0.5 * log_var_c) * eps, log_q = log density of z. Outputs z
+ * [B, D], log_q (B values) and, when component.buffer is not NULL, the
+ * component index per row as int32 (TALLY_I32 view of B values). *consumed
+ * (may be NULL) receives the stream elements used, a multiple of 4. Queued.
+ */
+TALLY_API tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally_view log_var,
+                                        tally_view logits, int64_t components, tally_rng rng,
+                                        tally_view z, tally_view log_q, tally_view component,
+                                        uint64_t *consumed);
+
+typedef enum tally_distribution {
+    TALLY_DIST_RAW = 1,     /* uint32 draws; out must be a TALLY_U32 view */
+    TALLY_DIST_UNIFORM = 2, /* (0, 1] */
+    TALLY_DIST_NORMAL = 3   /* standard normal */
+} tally_distribution;
+
+/*
+ * Fills out (row-major over its rows and cols) with stream elements
+ * offset, offset + 1, ... *consumed (may be NULL) receives the count rounded up
+ * to a multiple of 4. Queued.
+ */
+TALLY_API tally_status tally_rng_fill(tally_context *ctx, tally_distribution dist, tally_rng rng,
+                                      tally_view out, uint64_t *consumed);
+
+/* Flag for tally_categorical: the input holds logits rather than weights. */
+#define TALLY_CATEGORICAL_LOGITS 1u
+
+/*
+ * One index per row of weights [rows, cols] (non-negative) or of logits.
+ * Row r uses uniform(offset + r). A row whose weights are not all finite and
+ * non-negative, or sum to zero, gives index -1. out: TALLY_I32 view of rows
+ * values. *consumed: rows rounded up to a multiple of 4. Queued.
+ */
+TALLY_API tally_status tally_categorical(tally_context *ctx, tally_view weights, unsigned flags,
+                                         tally_rng rng, tally_view out, uint64_t *consumed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_H */

@@ -1,0 +1,211 @@
+/*
+ * tally/terms.h - the per-element terms and combine steps of every op,
+ * written once for C11, CUDA and OpenCL C.
+ *
+ * Every backend evaluates exactly these functions, in the order fixed by the
+ * reduction tree (docs/reduction-tree.md), so every backend produces the same
+ * bits. Nothing here depends on the device, the launch shape or the thread.
+ */
+#ifndef TALLY_TERMS_H
+#define TALLY_TERMS_H
+
+#include "dialect.h"
+#include "portable_math.h"
+#include "philox.h"
+
+/* ---- The reduction tree's fixed shape (docs/reduction-tree.md). ---- */
+
+/* Lanes of a full tile. A logical count fixed by tally, not the hardware's
+ * warp or SIMD width; GPU kernels run one work-item per lane. */
+#define TALLY_TREE_LANES 256u
+/* Quads (4 consecutive elements) each lane reads per full tile. */
+#define TALLY_TREE_QUADS_PER_LANE 16u
+/* Elements in a full tile: 256 lanes x 16 quads x 4 = 16384. */
+#define TALLY_TREE_TILE (TALLY_TREE_LANES * TALLY_TREE_QUADS_PER_LANE * 4u)
+
+/* ---- Combine steps. ---- */
+
+/* Reduction kinds shared by the planner, the host loops and the kernels. */
+#define TALLY_COMBINE_SUM 0
+#define TALLY_COMBINE_MIN 1
+#define TALLY_COMBINE_MAX 2
+
+/* min and max propagate NaN (as torch does): the first NaN operand wins. */
+TALLY_FN float tally_min_nan(float a, float b)
+{
+    if (a != a) return a;
+    if (b != b) return b;
+    return (b < a) ? b : a;
+}
+
+TALLY_FN float tally_max_nan(float a, float b)
+{
+    if (a != a) return a;
+    if (b != b) return b;
+    return (b > a) ? b : a;
+}
+
+TALLY_FN float tally_combine(int kind, float a, float b)
+{
+    if (kind == TALLY_COMBINE_MIN) return tally_min_nan(a, b);
+    if (kind == TALLY_COMBINE_MAX) return tally_max_nan(a, b);
+    return a + b;
+}
+
+/* ---- Constants. ---- */
+
+/* 0.5 * log(2 pi) rounded to float: 0.918938533204672741780... */
+#define TALLY_HALF_LOG_2PI 0.918938533204672742f
+
+/* ---- KL divergence (torch.nn.functional.kl_div). ---- */
+
+#define TALLY_KL_FLAG_LOG_TARGET 1u
+#define TALLY_KL_FLAG_INPUT_IS_PROB 2u
+
+/*
+ * The pointwise loss for input x and target t.
+ * - log_target: exp(t) * (t - x).
+ * - otherwise: t * (log t - x) for t > 0; 0 for t == 0 unless x is NaN
+ *   (torch's xlogy convention, which makes zero targets contribute nothing
+ *   even where log p is -inf); NaN for t < 0 or t NaN.
+ * With input_is_prob, x is replaced by log(x) first, inside the same pass.
+ */
+TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
+{
+    if (flags & TALLY_KL_FLAG_INPUT_IS_PROB) x = tally_logf(x);
+    if (flags & TALLY_KL_FLAG_LOG_TARGET) return tally_expf(t) * (t - x);
+    float v = t * (tally_logf(t) - x);
+    if (t == 0.0f) v = (x != x) ? x : 0.0f;
+    if (t < 0.0f) v = TALLY_F32_NAN;
+    return v;
+}
+
+/* ---- Dirichlet-multinomial. ---- */
+
+#define TALLY_DM_FLAG_COEFFICIENT 1u
+
+/*
+ * Per-element term for count n and concentration a = exp(log_alpha):
+ * (lgamma(n + a) - lgamma(a)), minus lgamma(n + 1) with the coefficient.
+ * A zero count contributes exactly 0 (lgamma(a) - lgamma(a), and
+ * lgamma(1) = 0), which lets kernels skip the lgamma calls for it without
+ * changing a bit. A negative count gives NaN.
+ */
+TALLY_FN float tally_dm_term(float n, float a, tally_u32 flags)
+{
+    if (n == 0.0f) return 0.0f;
+    float v = tally_lgammaf(n + a) - tally_lgammaf(a);
+    if (flags & TALLY_DM_FLAG_COEFFICIENT) v = v - tally_lgammaf(n + 1.0f);
+    if (n < 0.0f) v = TALLY_F32_NAN;
+    return v;
+}
+
+/*
+ * Row value from the three tree sums of the row: A = sum a, N = sum n and
+ * S = sum of tally_dm_term. Order: ((lgamma(A) - lgamma(N + A)) [+ lgamma(N + 1)]) + S.
+ */
+TALLY_FN float tally_dm_row(float A, float N, float S, tally_u32 flags)
+{
+    float v = tally_lgammaf(A) - tally_lgammaf(N + A);
+    if (flags & TALLY_DM_FLAG_COEFFICIENT) v = v + tally_lgammaf(N + 1.0f);
+    return v + S;
+}
+
+/* ---- Diagonal Gaussian mixture. ---- */
+
+/*
+ * One dimension's log-density term of a diagonal Gaussian:
+ * -0.5 * ((z - mu) * exp(-0.5 * lv))^2 - 0.5 * lv - 0.5 * log(2 pi).
+ * exp(-0.5 lv) is 1/std computed without a division.
+ */
+TALLY_FN float tally_gauss_term(float z, float mu, float lv)
+{
+    float y = (z - mu) * tally_expf(-0.5f * lv);
+    return (-0.5f * (y * y) - 0.5f * lv) - TALLY_HALF_LOG_2PI;
+}
+
+/* The standard deviation exp(0.5 * lv) used by the reparameterised sample. */
+TALLY_FN float tally_gauss_std(float lv)
+{
+    return tally_expf(0.5f * lv);
+}
+
+/*
+ * logsumexp finish: m + log(s) where m is the maximum and s the fixed-order
+ * sum of exp(x - m). An infinite or NaN maximum is the answer itself (all
+ * -inf gives -inf; any +inf gives +inf; NaN stays NaN).
+ */
+TALLY_FN float tally_lse_finish(float m, float s)
+{
+    if (!tally_isfinite(m)) return m;
+    return m + tally_logf(s);
+}
+
+/* ---- Sequential rules over short index ranges (components, categories). ---- */
+
+/* The value returned for a row whose weights cannot be sampled. */
+#define TALLY_CATEGORICAL_INVALID (-1)
+
+/*
+ * logsumexp of n values at p[0], p[step], ... in index order: the maximum
+ * first, then the index-order sum of exp(p_k - max). Used for the mixture's
+ * logits (its K values are few, so a sequential order is cheap and simple
+ * to reproduce).
+ */
+#define TALLY_DEFINE_LSE_SEQ(fn_name, address_space)                          \
+    TALLY_FN float fn_name(address_space const float *p, tally_u64 n)          \
+    {                                                                          \
+        float m = p[0];                                                        \
+        for (tally_u64 k = 1; k < n; k++) m = tally_max_nan(m, p[k]);           \
+        if (!tally_isfinite(m)) return m;                                      \
+        float s = 0.0f;                                                        \
+        for (tally_u64 k = 0; k < n; k++) s = s + tally_expf(p[k] - m);         \
+        return tally_lse_finish(m, s);                                         \
+    }
+/* OpenCL C 1.2 has no generic address space, so the same body is stamped out
+ * once per address space it reads from: global memory (logits), private
+ * arrays, and local (shared) memory. */
+TALLY_DEFINE_LSE_SEQ(tally_lse_seq, TALLY_GLOBAL)
+TALLY_DEFINE_LSE_SEQ(tally_lse_seq_private, )
+#if TALLY_DEVICE_PASS
+TALLY_DEFINE_LSE_SEQ(tally_lse_seq_local, TALLY_LOCAL)
+#endif
+
+/*
+ * The categorical rule on one row of n weights (or logits, whose weights are
+ * exp(l_k - max l)), read at w[0], w[1], ...:
+ * total = index-order sum of the weights; the result is the smallest k with
+ * w_k > 0 whose index-order running sum reaches u * total. A row with a
+ * negative, NaN or infinite weight, or a total of zero or infinity, gives
+ * TALLY_CATEGORICAL_INVALID. Requiring w_k > 0 only matters when u * total
+ * underflows to 0; otherwise the first k reaching the target has w_k > 0.
+ */
+TALLY_FN tally_i32 tally_categorical_row(TALLY_GLOBAL const float *w, tally_u64 n, int is_logits,
+                                         float u)
+{
+    float m = 0.0f;
+    if (is_logits) {
+        m = w[0];
+        for (tally_u64 k = 1; k < n; k++) m = tally_max_nan(m, w[k]);
+        if (!tally_isfinite(m)) return TALLY_CATEGORICAL_INVALID;
+    }
+    float total = 0.0f;
+    tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
+    for (tally_u64 k = 0; k < n; k++) {
+        float wk = is_logits ? tally_expf(w[k] - m) : w[k];
+        if (!(wk >= 0.0f) || tally_isinf(wk)) return TALLY_CATEGORICAL_INVALID;
+        total = total + wk;
+        if (wk > 0.0f) last_nonzero = (tally_i32)k;
+    }
+    if (!(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
+    float target = u * total;
+    float running = 0.0f;
+    for (tally_u64 k = 0; k < n; k++) {
+        float wk = is_logits ? tally_expf(w[k] - m) : w[k];
+        running = running + wk;
+        if (wk > 0.0f && running >= target) return (tally_i32)k;
+    }
+    return last_nonzero;
+}
+
+#endif /* TALLY_TERMS_H */

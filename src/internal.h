@@ -1,0 +1,217 @@
+/*
+ * src/internal.h - what the front end and the backends share.
+ *
+ * The front end (src/) validates every argument, plans every reduction and
+ * then calls the chosen backend through its const ops table. A backend never
+ * validates user input again and the front end never names a backend: it
+ * only holds tally__backend_ops pointers.
+ */
+#ifndef TALLY_INTERNAL_H
+#define TALLY_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally.h"
+
+#if defined(__GNUC__)
+#  define TALLY__PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#  define TALLY__PRINTF(fmt_index, first_arg)
+#endif
+
+typedef struct tally__backend_ops tally__backend_ops;
+
+/* ------------------------------------------------------------------------
+ * Base objects: every backend's context and buffer begin with these, so the
+ * front end touches only the base.
+ * ------------------------------------------------------------------------ */
+struct tally_context {
+    const tally__backend_ops *ops;
+    char device_name[256];
+    char *error;          /* last error message, heap, "" when none */
+    size_t error_capacity;
+    int64_t live_buffers; /* buffers not yet released; checked at release */
+};
+
+struct tally_buffer {
+    tally_context *ctx;
+    size_t bytes;
+    int wrapped; /* 1 when the memory belongs to the app */
+};
+
+/* ------------------------------------------------------------------------
+ * Errors: a site reports in one line, e.g.
+ *   return tally__error(ctx, TALLY_INVALID_ARGUMENT, "kl_div: input is NULL");
+ * ctx may be NULL: the message then goes to the calling thread's record.
+ * ------------------------------------------------------------------------ */
+tally_status tally__error(tally_context *ctx, tally_status status, const char *fmt, ...)
+    TALLY__PRINTF(3, 4);
+tally_status tally__verror(tally_context *ctx, tally_status status, const char *fmt, va_list ap);
+/* Appends text (a build log, say) to the context's current message. */
+void tally__error_append(tally_context *ctx, const char *text);
+/* Clears the context's message at the start of a call. */
+void tally__error_clear(tally_context *ctx);
+/* Moves a context's message to the thread record (used when a context that
+ * failed half way is torn down during creation). */
+void tally__error_to_thread(tally_context *ctx);
+
+/* ------------------------------------------------------------------------
+ * The reduction planner (src/plan.c; docs/reduction-tree.md).
+ * ------------------------------------------------------------------------ */
+
+/* How one vector of n elements is reduced by one level of the tree. */
+typedef struct tally__tree_level {
+    uint64_t n;              /* elements in the vector */
+    uint32_t lanes;          /* lanes per tile: a power of two, 1..256 */
+    uint32_t quads_per_lane; /* quads each lane reads: 1..16 */
+    uint64_t tiles;          /* tiles; each yields one partial */
+} tally__tree_level;
+
+#define TALLY__TREE_MAX_LEVELS 8
+
+/* All levels: level 0 reduces the input, level i reduces the partials of
+ * level i-1, and the last level has one tile. n == 0 gives zero levels. */
+typedef struct tally__tree_plan {
+    int levels;
+    tally__tree_level level[TALLY__TREE_MAX_LEVELS];
+} tally__tree_plan;
+
+tally__tree_level tally__plan_level(uint64_t n);
+tally__tree_plan tally__plan_vector(uint64_t n);
+
+/* ------------------------------------------------------------------------
+ * Jobs: fully validated requests, passed to a backend.
+ * ------------------------------------------------------------------------ */
+
+/* A validated view: element (r, c) at buffer element offset + r*stride + c. */
+typedef struct tally__array {
+    tally_buffer *buffer;
+    uint64_t offset;
+    uint64_t rows;
+    uint64_t cols;
+    uint64_t stride; /* == cols when the view is contiguous */
+} tally__array;
+
+/* Reduction of a view: axis ALL reduces the row-major sequence of all
+ * rows*cols elements as one vector; axis ROW reduces each row on its own. */
+typedef struct tally__reduce_job {
+    tally_reduce_op op;
+    tally_axis axis;
+    tally__array x;
+    tally__array out;        /* 1 element (ALL) or rows elements (ROW), contiguous run */
+    tally__tree_plan plan;   /* for one vector: rows*cols (ALL) or cols (ROW) */
+} tally__reduce_job;
+
+typedef struct tally__kl_job {
+    tally__array input;
+    tally__array target;
+    tally_reduction reduction;
+    uint32_t flags;        /* TALLY_KL_FLAG_* from tally/terms.h */
+    tally__array out;      /* same shape as input (NONE) or 1 element */
+    tally__tree_plan plan; /* over rows*cols elements (unused for NONE) */
+} tally__kl_job;
+
+typedef struct tally__dm_job {
+    tally__array counts;     /* [B, V] */
+    tally__array log_alpha;  /* [1, V] or [B, V] */
+    int per_row_alpha;
+    tally_reduction reduction;
+    uint32_t flags;          /* TALLY_DM_FLAG_* */
+    tally__array out;        /* B elements (NONE) or 1 */
+    tally__tree_plan row_plan;  /* over V */
+    tally__tree_plan rows_plan; /* over B row values (SUM, MEAN) */
+} tally__dm_job;
+
+typedef struct tally__gmm_job {
+    tally__array z;        /* [B, D]: input of log_prob, output of sample */
+    tally__array mu;       /* [B, K*D] */
+    tally__array log_var;  /* [B, K*D] */
+    tally__array logits;   /* [1, K]; unused when K == 1 */
+    uint64_t components;   /* K */
+    uint64_t dim;          /* D */
+    tally__array log_q;    /* B elements */
+    tally__array component; /* B int32 elements, or buffer NULL */
+    tally__tree_plan dim_plan; /* over D */
+    tally_rng rng;         /* sample only */
+} tally__gmm_job;
+
+typedef struct tally__rng_job {
+    tally_distribution dist;
+    tally_rng rng;
+    tally__array out; /* element k of the row-major order gets stream element offset + k */
+} tally__rng_job;
+
+typedef struct tally__categorical_job {
+    tally__array weights;
+    int is_logits;
+    tally_rng rng;
+    tally__array out; /* rows int32 elements */
+} tally__categorical_job;
+
+/* ------------------------------------------------------------------------
+ * The ops table. Every entry is required unless marked optional. Entries
+ * return a status and report details with tally__error on the context (or on
+ * the thread for calls without one).
+ * ------------------------------------------------------------------------ */
+struct tally__backend_ops {
+    const char *name;
+    tally_backend kind;
+
+    /* Devices this backend can see (no context). On failure: the status
+     * BACKEND_NOT_COMPILED is never returned here (the table exists only
+     * when compiled), LIBRARY_MISSING or NO_DEVICE with a thread message. */
+    tally_status (*devices)(tally_device_info *devices, int capacity, int *count);
+    /* For AUTO's "an OpenCL GPU first" rule: the index of the first GPU
+     * device, or -1. Optional (NULL: device 0 is used). */
+    int (*first_gpu)(void);
+
+    /* Allocates the backend's context (base first), fills ops and
+     * device_name. On failure returns a status with a thread message and
+     * leaves *out NULL. */
+    tally_status (*context_create)(int device, tally_context **out);
+    /* Optional: a context on the app's native objects (OpenCL: cl_context,
+     * cl_device_id, cl_command_queue; CUDA: device index in handles[0] as
+     * intptr_t, CUstream in handles[1]). */
+    tally_status (*context_wrap)(void *const handles[3], tally_context **out);
+    void (*context_release)(tally_context *ctx);
+    tally_status (*sync)(tally_context *ctx);
+
+    tally_status (*buffer_create)(tally_context *ctx, size_t bytes, tally_buffer **out);
+    /* Optional: wraps a native handle (OpenCL: cl_mem in native; CUDA: the
+     * device pointer in address with bytes). */
+    tally_status (*buffer_wrap)(tally_context *ctx, void *native, uint64_t address, size_t bytes,
+                                tally_buffer **out);
+    void (*buffer_release)(tally_buffer *buf);
+    tally_status (*buffer_upload)(tally_buffer *buf, size_t offset, const void *src, size_t bytes);
+    tally_status (*buffer_download)(const tally_buffer *buf, size_t offset, void *dst,
+                                    size_t bytes);
+    tally_status (*buffer_fill)(tally_buffer *buf, size_t offset, size_t bytes, uint32_t pattern);
+
+    tally_status (*reduce)(tally_context *ctx, const tally__reduce_job *job);
+    tally_status (*kl_div)(tally_context *ctx, const tally__kl_job *job);
+    tally_status (*dirichlet_multinomial)(tally_context *ctx, const tally__dm_job *job);
+    tally_status (*gmm_log_prob)(tally_context *ctx, const tally__gmm_job *job);
+    tally_status (*gmm_sample)(tally_context *ctx, const tally__gmm_job *job);
+    tally_status (*rng_fill)(tally_context *ctx, const tally__rng_job *job);
+    tally_status (*categorical)(tally_context *ctx, const tally__categorical_job *job);
+};
+
+/* The tables of the compiled-in backends (src/backends.c, generated from the
+ * build configuration); NULL when a backend is compiled out. */
+const tally__backend_ops *tally__backend_table(tally_backend backend);
+
+/* ------------------------------------------------------------------------
+ * Small helpers shared by the front end and the backends.
+ * ------------------------------------------------------------------------ */
+
+/* a*b and a+b with overflow detection: return 0 on success, 1 on overflow. */
+int tally__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+int tally__add_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* Number of stream elements an op that needs `count` consumes: count
+ * rounded up to a multiple of 4 (0 on overflow, checked by the caller). */
+uint64_t tally__round_up4(uint64_t count);
+
+#endif /* TALLY_INTERNAL_H */
