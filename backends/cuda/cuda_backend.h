@@ -1,0 +1,38 @@
+/*
+ * backends/cuda/cuda_backend.h - the CUDA backend's objects.
+ *
+ * The ops are the shared GPU layer's (backends/gpu/); this backend supplies
+ * the context, the buffers and `launch` (cuda.c) over the driver API opened
+ * at run time (cuda_driver.c), and the kernels compiled by nvcc into a
+ * fatbin that the build embeds (tally__cuda_fatbin).
+ */
+#ifndef TALLY_CUDA_BACKEND_H
+#define TALLY_CUDA_BACKEND_H
+
+#include "../gpu/gpu.h"
+#include "cuda_driver.h"
+
+typedef struct tally__cuda_context {
+    tally__gpu_context gpu; /* first: the front end and backends/gpu/ see only this */
+    CUdevice device;
+    CUcontext primary;      /* the device's primary context, retained */
+    CUstream stream;        /* every op, copy and fill is enqueued here */
+    int own_stream;         /* 1 when tally created the stream (and destroys it) */
+    CUmodule module;
+    CUfunction kernels[TALLY__KERNEL_COUNT];
+} tally__cuda_context;
+
+typedef struct tally__cuda_buffer {
+    struct tally_buffer base;
+    CUdeviceptr pointer;    /* 0 for an empty buffer */
+} tally__cuda_buffer;
+
+extern const tally__backend_ops tally__cuda_ops;
+
+/* The kernels as a fatbin (machine code for each supported architecture plus
+ * PTX), generated at build time by scripts/embed_binary.py from nvcc's
+ * output. Aligned for cuModuleLoadData. */
+extern const unsigned char tally__cuda_fatbin[];
+extern const size_t tally__cuda_fatbin_size;
+
+#endif

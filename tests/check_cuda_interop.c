@@ -1,0 +1,414 @@
+/*
+ * tests/check_cuda_interop.c - tally inside a CUDA application, on a GPU.
+ *
+ * The test plays the app: it opens the driver itself, makes the device's
+ * primary context current (as the CUDA runtime does), allocates memory and
+ * creates a stream, then hands both to tally (tally_context_create_cuda,
+ * tally_buffer_wrap_cuda). It checks results against float64 references
+ * and against the host backend bit for bit, that tally's work ran on the
+ * app's stream, that tally left the thread's current context alone, and that
+ * tally freed nothing of the app's: the app still reads, frees and destroys
+ * its memory and stream successfully afterwards.
+ *
+ * Registered with TALLY_TEST_BACKEND=cuda: the runner exits 77 (SKIP) where
+ * CUDA has no library or device, so this file only runs on GPU machines.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference.h"
+#include "testutil.h"
+
+const int tally_test_needs_backend = 1;
+
+/* ---- The app's own use of the driver ---------------------------------------
+ * Declared here rather than taken from cuda.h, so that this file builds where
+ * the toolkit is absent (and is then skipped at run time). The symbols are the
+ * driver's versioned names, as cuda.h maps them. */
+typedef int drv_result;
+typedef int drv_device;
+typedef void *drv_context;
+typedef void *drv_stream;
+typedef unsigned long long drv_ptr;
+#define DRV_SUCCESS 0
+#define DRV_STREAM_NON_BLOCKING 1u
+
+#define APP_SYMBOLS(X)                                                                   \
+    X(cuInit, (unsigned flags))                                                          \
+    X(cuDeviceGet, (drv_device * device, int ordinal))                                   \
+    X(cuDevicePrimaryCtxRetain, (drv_context * ctx, drv_device device))                  \
+    X(cuDevicePrimaryCtxRelease_v2, (drv_device device))                                 \
+    X(cuCtxSetCurrent, (drv_context ctx))                                                \
+    X(cuCtxGetCurrent, (drv_context * ctx))                                              \
+    X(cuMemAlloc_v2, (drv_ptr * ptr, size_t bytes))                                      \
+    X(cuMemFree_v2, (drv_ptr ptr))                                                       \
+    X(cuMemcpyHtoD_v2, (drv_ptr dst, const void *src, size_t bytes))                     \
+    X(cuMemcpyDtoH_v2, (void *dst, drv_ptr src, size_t bytes))                           \
+    X(cuStreamCreate, (drv_stream * stream, unsigned flags))                             \
+    X(cuStreamDestroy_v2, (drv_stream stream))                                           \
+    X(cuStreamSynchronize, (drv_stream stream))                                          \
+    X(cuCtxCreate_v2, (drv_context * ctx, unsigned flags, drv_device device))            \
+    X(cuCtxDestroy_v2, (drv_context ctx))
+
+static struct {
+#define APP_FIELD(sym, params) drv_result(*sym) params;
+    APP_SYMBOLS(APP_FIELD)
+#undef APP_FIELD
+} drv;
+
+static drv_device app_device;
+static drv_context app_primary;
+
+/* Opens the driver and makes device 0's primary context current on this
+ * thread, the state a CUDA runtime app is in after its first cudaMalloc. */
+static void app_setup(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(lib != NULL, "dlopen(libcuda.so.1): %s", dlerror());
+#define APP_RESOLVE(sym, params)                                   \
+    {                                                              \
+        void *address = dlsym(lib, #sym);                          \
+        ck_assert_msg(address != NULL, "libcuda lacks %s", #sym);  \
+        memcpy(&drv.sym, &address, sizeof address);                \
+    }
+    APP_SYMBOLS(APP_RESOLVE)
+#undef APP_RESOLVE
+    ck_assert_int_eq(drv.cuInit(0), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuDeviceGet(&app_device, 0), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuDevicePrimaryCtxRetain(&app_primary, app_device), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuCtxSetCurrent(app_primary), DRV_SUCCESS);
+}
+
+static void app_teardown(void)
+{
+    ck_assert_int_eq(drv.cuDevicePrimaryCtxRelease_v2(app_device), DRV_SUCCESS);
+}
+
+static drv_ptr app_alloc(size_t bytes)
+{
+    drv_ptr p = 0;
+    ck_assert_int_eq(drv.cuMemAlloc_v2(&p, bytes), DRV_SUCCESS);
+    return p;
+}
+
+static void assert_current_is_app(const char *when)
+{
+    drv_context current = NULL;
+    ck_assert_int_eq(drv.cuCtxGetCurrent(&current), DRV_SUCCESS);
+    ck_assert_msg(current == app_primary, "%s: the thread's current context changed", when);
+}
+
+/* A host-backend result for the same input: the bits CUDA must match. */
+static float host_sum(const float *x, size_t n)
+{
+    tally_context *host = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_HOST, 0, &host), NULL);
+    tally_buffer *in = tt_upload(host, x, n), *out = tt_buffer(host, 1);
+    tt_ok(tally_reduce(host, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(in, 0, 1, (int64_t)n),
+                       tally_view_f32(out, 0, 1, 1)),
+          host);
+    float v = tt_read1(out, 0);
+    tally_buffer_release(in);
+    tally_buffer_release(out);
+    tally_context_release(host);
+    return v;
+}
+
+/* ---- Tests ----------------------------------------------------------------- */
+
+/* Enough elements for a two-level tree (62 tiles, then their partials). */
+#define SUM_N 1000003u
+#define RNG_N 4099u
+
+START_TEST(test_app_memory_and_stream)
+{
+    float *x = tt_alloc(SUM_N * sizeof *x);
+    tt_fill_uniform(x, SUM_N, 11, -1.0, 1.0);
+
+    drv_stream stream = NULL;
+    ck_assert_int_eq(drv.cuStreamCreate(&stream, DRV_STREAM_NON_BLOCKING), DRV_SUCCESS);
+    drv_ptr dx = app_alloc(SUM_N * 4), dsum = app_alloc(16), draw = app_alloc(RNG_N * 4),
+            duni = app_alloc(RNG_N * 4);
+    ck_assert_int_eq(drv.cuMemcpyHtoD_v2(dx, x, SUM_N * 4), DRV_SUCCESS);
+
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create_cuda(0, stream, &ctx), NULL);
+    ck_assert_int_eq(tally_context_backend(ctx), TALLY_BACKEND_CUDA);
+    assert_current_is_app("after tally_context_create_cuda");
+
+    tally_buffer *bx = NULL, *bsum = NULL, *braw = NULL, *buni = NULL;
+    tt_ok(tally_buffer_wrap_cuda(ctx, dx, SUM_N * 4, &bx), ctx);
+    tt_ok(tally_buffer_wrap_cuda(ctx, dsum, 16, &bsum), ctx);
+    tt_ok(tally_buffer_wrap_cuda(ctx, draw, RNG_N * 4, &braw), ctx);
+    tt_ok(tally_buffer_wrap_cuda(ctx, duni, RNG_N * 4, &buni), ctx);
+    tt_poison(bsum);
+    tt_poison(braw);
+    tt_poison(buni);
+
+    /* The ops are queued on the app's stream; the app waits on that stream
+     * and reads the results with its own copies. */
+    tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(bx, 0, 1, SUM_N),
+                       tally_view_f32(bsum, 1, 1, 1)),
+          ctx);
+    tally_rng rng = {.seed = 0x0123456789abcdefull, .subsequence = 7, .offset = 6};
+    uint64_t consumed = 0;
+    tt_ok(tally_rng_fill(ctx, TALLY_DIST_RAW, rng, tally_view_typed(braw, TALLY_U32, 0, 1, RNG_N), &consumed),
+          ctx);
+    ck_assert_uint_eq(consumed, (RNG_N + 3) / 4 * 4);
+    tt_ok(tally_rng_fill(ctx, TALLY_DIST_UNIFORM, rng, tally_view_f32(buni, 0, 1, RNG_N), NULL), ctx);
+    assert_current_is_app("after the ops");
+    ck_assert_int_eq(drv.cuStreamSynchronize(stream), DRV_SUCCESS);
+
+    float sums[4];
+    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(sums, dsum, sizeof sums), DRV_SUCCESS);
+    ck_assert_uint_eq(tt_bits(sums[0]), TT_POISON);
+    ck_assert_uint_eq(tt_bits(sums[2]), TT_POISON);
+    double ref = 0.0, mag = 0.0;
+    tally_ref_mat m = tally_ref_mat_make(x, 1, SUM_N, SUM_N);
+    ck_assert_int_eq(tally_ref_reduce(TALLY_REF_SUM, TALLY_REF_AXIS_ALL, m, &ref, &mag), 1);
+    tt_assert_close(sums[1], ref, tally_ref_tolerance(mag, SUM_N, 0.0), "sum of %u floats", SUM_N);
+    tt_assert_bits(sums[1], tally_ref_tree_f32(x, SUM_N, 0, 0.0f), "sum against the float32 tree rule");
+    tt_assert_bits(sums[1], host_sum(x, SUM_N), "sum against the host backend");
+
+    uint32_t *raw = tt_alloc(RNG_N * 4);
+    float *uni = tt_alloc(RNG_N * 4);
+    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(raw, draw, RNG_N * 4), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(uni, duni, RNG_N * 4), DRV_SUCCESS);
+    for (uint64_t k = 0; k < RNG_N; k++) {
+        uint32_t want = tally_ref_rng_raw(rng.seed, rng.subsequence, rng.offset + k);
+        ck_assert_msg(raw[k] == want, "raw[%llu] = 0x%08x, reference 0x%08x", (unsigned long long)k, raw[k],
+                      want);
+        float u = tally_ref_rng_uniform(rng.seed, rng.subsequence, rng.offset + k);
+        tt_assert_bits(uni[k], u, "uniform[%llu]", (unsigned long long)k);
+        ck_assert_msg(uni[k] > 0.0f && uni[k] <= 1.0f, "uniform[%llu] = %g", (unsigned long long)k,
+                      (double)uni[k]);
+    }
+
+    /* tally's own download agrees with the app's copy. */
+    tt_assert_bits(tt_read1(bsum, 1), sums[1], "tally_buffer_download of the wrapped sum");
+
+    tally_buffer_release(bx);
+    tally_buffer_release(bsum);
+    tally_buffer_release(braw);
+    tally_buffer_release(buni);
+    tally_context_release(ctx);
+    assert_current_is_app("after tally_context_release");
+
+    /* Nothing of the app's was freed or destroyed: its data is intact, its
+     * stream still works, and each free succeeds exactly once. */
+    ck_assert_int_eq(drv.cuStreamSynchronize(stream), DRV_SUCCESS);
+    float *back = tt_alloc(SUM_N * sizeof *back);
+    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(back, dx, SUM_N * 4), DRV_SUCCESS);
+    ck_assert_msg(memcmp(back, x, SUM_N * 4) == 0, "the app's input changed");
+    ck_assert_int_eq(drv.cuMemFree_v2(dx), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemFree_v2(dsum), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemFree_v2(draw), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemFree_v2(duni), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuStreamDestroy_v2(stream), DRV_SUCCESS);
+    free(back);
+    free(raw);
+    free(uni);
+    free(x);
+}
+END_TEST
+
+/* tally's own stream and memory: empty buffers, fills, partial copies, and
+ * an allocation the device cannot satisfy, after which the context still
+ * works. */
+START_TEST(test_own_buffers)
+{
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_CUDA, TALLY_DEVICE_DEFAULT, &ctx), NULL);
+
+    tally_buffer *empty = NULL;
+    tt_ok(tally_buffer_create(ctx, 0, &empty), ctx);
+    ck_assert_uint_eq(tally_buffer_size(empty), 0);
+    tt_ok(tally_buffer_upload(empty, 0, NULL, 0), ctx);
+    tt_ok(tally_buffer_fill(empty, 0, 0, 0u), ctx);
+    tally_buffer_release(empty);
+
+    enum { N = 1000 };
+    tally_buffer *buf = tt_buffer(ctx, N);
+    uint32_t got[N];
+    tt_ok(tally_buffer_fill(buf, 40, 400, 0x3f800000u), ctx);
+    float part[3] = {2.5f, -0.0f, 7.0f};
+    tt_write(buf, 500, part, 3);
+    tt_read(buf, 0, got, N);
+    for (int i = 0; i < N; i++) {
+        uint32_t want = (i >= 10 && i < 110) ? 0x3f800000u : TT_POISON;
+        if (i >= 500 && i < 503) want = tt_bits(part[i - 500]);
+        ck_assert_msg(got[i] == want, "element %d = 0x%08x, expected 0x%08x", i, got[i], want);
+    }
+
+    /* 2^50 bytes (a petabyte) exceeds any GPU's memory. */
+    tally_buffer *huge = (tally_buffer *)ctx;
+    tt_assert_status(tally_buffer_create(ctx, (size_t)1 << 50, &huge), TALLY_OUT_OF_MEMORY, ctx);
+    ck_assert_ptr_null(huge);
+    ck_assert_msg(strstr(tally_last_error(ctx), "cuMemAlloc") != NULL &&
+                      strstr(tally_last_error(ctx), "CUDA_ERROR_OUT_OF_MEMORY") != NULL,
+                  "message: %s", tally_last_error(ctx));
+    tt_ok(tally_buffer_fill(buf, 0, 4, 0x40000000u), ctx);
+    tt_assert_bits(tt_read1(buf, 0), 2.0f, "a fill after the failed allocation");
+    tt_ok(tally_sync(ctx), ctx);
+
+    tally_buffer_release(buf);
+    tally_context_release(ctx);
+}
+END_TEST
+
+/* Wrapping rejects what would fault inside a kernel. */
+START_TEST(test_wrap_rejects)
+{
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create_cuda(0, NULL, &ctx), NULL);
+    drv_ptr p = app_alloc(64);
+    tally_buffer *buf = NULL;
+    tt_assert_status(tally_buffer_wrap_cuda(ctx, p + 2, 16, &buf), TALLY_INVALID_ARGUMENT, ctx);
+    ck_assert_msg(strstr(tally_last_error(ctx), "aligned") != NULL, "message: %s", tally_last_error(ctx));
+    float host[16];
+    tt_assert_status(tally_buffer_wrap_cuda(ctx, (uint64_t)(uintptr_t)host, sizeof host, &buf),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    ck_assert_msg(strstr(tally_last_error(ctx), "cuMemGetAddressRange") != NULL, "message: %s",
+                  tally_last_error(ctx));
+    ck_assert_ptr_null(buf);
+    /* A pointer inside an allocation and a zero-byte wrap are fine. */
+    tt_ok(tally_buffer_wrap_cuda(ctx, p + 16, 48, &buf), ctx);
+    tally_buffer_release(buf);
+    tt_ok(tally_buffer_wrap_cuda(ctx, 0, 0, &buf), ctx);
+    tally_buffer_release(buf);
+    tally_context_release(ctx);
+    ck_assert_int_eq(drv.cuMemFree_v2(p), DRV_SUCCESS);
+}
+END_TEST
+
+/* A context made on one thread is used from another that has no current
+ * context; tally pushes and pops its own, leaving that thread as it was. */
+typedef struct worker {
+    tally_context *ctx;
+    tally_buffer *in, *out;
+    tally_status status;
+    float result;
+    drv_context before, after;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    drv.cuCtxGetCurrent(&w->before);
+    w->status = tally_reduce(w->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(w->in, 0, 1, 4097),
+                             tally_view_f32(w->out, 0, 1, 1));
+    if (w->status == TALLY_OK) w->status = tally_buffer_download(w->out, 0, &w->result, 4);
+    drv.cuCtxGetCurrent(&w->after);
+    return NULL;
+}
+
+START_TEST(test_other_thread)
+{
+    float x[4097];
+    tt_fill_uniform(x, 4097, 5, -100.0, 100.0);
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_CUDA, 0, &ctx), NULL);
+    worker w = {.ctx = ctx, .in = tt_upload(ctx, x, 4097), .out = tt_buffer(ctx, 1)};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, work, &w), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    tt_ok(w.status, ctx);
+    ck_assert_ptr_null(w.before);
+    ck_assert_ptr_null(w.after);
+    tt_assert_bits(w.result, tally_ref_tree_f32(x, 4097, 0, 0.0f), "sum computed from another thread");
+    tally_buffer_release(w.in);
+    tally_buffer_release(w.out);
+    tally_context_release(ctx);
+}
+END_TEST
+
+/* A stream of another CUDA context than the device's primary one is
+ * refused at creation instead of failing in the first launch. */
+START_TEST(test_foreign_stream_rejected)
+{
+    drv_context other = NULL;
+    ck_assert_int_eq(drv.cuCtxCreate_v2(&other, 0, app_device), DRV_SUCCESS); /* now current */
+    drv_stream stream = NULL;
+    ck_assert_int_eq(drv.cuStreamCreate(&stream, DRV_STREAM_NON_BLOCKING), DRV_SUCCESS);
+    tally_context *ctx = NULL;
+    tt_assert_status(tally_context_create_cuda(0, stream, &ctx), TALLY_INVALID_ARGUMENT, NULL);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(tally_last_error(NULL), "another CUDA context") != NULL, "message: %s",
+                  tally_last_error(NULL));
+    ck_assert_int_eq(drv.cuStreamDestroy_v2(stream), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuCtxDestroy_v2(other), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuCtxSetCurrent(app_primary), DRV_SUCCESS);
+}
+END_TEST
+
+/* Two tally contexts share the primary context (each with its own module
+ * and stream); releasing one leaves the other working. */
+START_TEST(test_two_contexts)
+{
+    float x[1000];
+    tt_fill_uniform(x, 1000, 9, 0.0, 1.0);
+    tally_context *a = NULL, *b = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_CUDA, 0, &a), NULL);
+    tt_ok(tally_context_create_cuda(0, NULL, &b), NULL);
+    tally_buffer *xa = tt_upload(a, x, 1000), *oa = tt_buffer(a, 1);
+    tally_buffer *xb = tt_upload(b, x, 1000), *ob = tt_buffer(b, 1);
+    tt_ok(tally_reduce(a, TALLY_MAX, TALLY_AXIS_ALL, tally_view_f32(xa, 0, 1, 1000), tally_view_f32(oa, 0, 1, 1)),
+          a);
+    tally_buffer_release(xa);
+    float max_a = tt_read1(oa, 0);
+    tally_buffer_release(oa);
+    tally_context_release(a);
+    tt_ok(tally_reduce(b, TALLY_MAX, TALLY_AXIS_ALL, tally_view_f32(xb, 0, 1, 1000), tally_view_f32(ob, 0, 1, 1)),
+          b);
+    tt_ok(tally_sync(b), b);
+    float want = tally_ref_tree_f32(x, 1000, 2, 0.0f);
+    tt_assert_bits(max_a, want, "max in the first context");
+    tt_assert_bits(tt_read1(ob, 0), want, "max in the second context after the first was released");
+    tally_buffer_release(xb);
+    tally_buffer_release(ob);
+    tally_context_release(b);
+}
+END_TEST
+
+START_TEST(test_devices_match_context)
+{
+    tally_device_info info[16];
+    int count = 0;
+    tt_ok(tally_devices(TALLY_BACKEND_CUDA, info, 16, &count), NULL);
+    ck_assert_int_ge(count, 1);
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_CUDA, 0, &ctx), NULL);
+    ck_assert_str_eq(tally_context_device_name(ctx), info[0].name);
+    tally_context_release(ctx);
+}
+END_TEST
+
+Suite *tally_test_suite(void)
+{
+    /* Run by hand without TALLY_TEST_BACKEND, the runner would have probed
+     * the host; probe CUDA here so that a machine without it skips. */
+    if (tt_backend() != TALLY_BACKEND_CUDA) {
+        setenv("TALLY_TEST_BACKEND", "cuda", 1);
+        char why[1200];
+        int usable = tt_probe_backend(why, sizeof why);
+        if (usable <= 0) {
+            fprintf(stderr, "%s: %s\n", usable == 0 ? "SKIP" : "FAIL", why);
+            exit(usable == 0 ? 77 : EXIT_FAILURE);
+        }
+    }
+    Suite *s = suite_create("cuda_interop");
+    TCase *tc = tcase_create("interop");
+    tcase_add_checked_fixture(tc, app_setup, app_teardown);
+    tcase_add_test(tc, test_app_memory_and_stream);
+    tcase_add_test(tc, test_own_buffers);
+    tcase_add_test(tc, test_wrap_rejects);
+    tcase_add_test(tc, test_other_thread);
+    tcase_add_test(tc, test_foreign_stream_rejected);
+    tcase_add_test(tc, test_two_contexts);
+    tcase_add_test(tc, test_devices_match_context);
+    suite_add_tcase(s, tc);
+    return s;
+}
