@@ -1,0 +1,1016 @@
+/*
+ * bench/bench_ops.c - tally-bench: times tally's ops through the public API
+ * on one backend and compares them with bandwidth ceilings measured in the
+ * same run. See bench/README.md for the workloads and what each number means.
+ *
+ * Every workload is checked after it is timed (outputs poisoned first, then
+ * compared with an expectation or a float64 host computation), so a broken
+ * kernel cannot post a fast time unnoticed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#define POISON_F32 0x7fc00000u /* a quiet NaN */
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ------------------------------------------------------------------------
+ * Results.
+ * ------------------------------------------------------------------------ */
+typedef struct result {
+    char workload[24];
+    char shape[48];
+    char what[96];
+    int is_ceiling;
+    int failed; /* the run stopped with an error (in error) */
+    int ok;     /* the result passed its check */
+    bench_timing t;
+    double bytes_read, bytes_written;
+    const char *ceiling; /* "read", "write" or "copy": the rate this workload is held to */
+    int latency_bound;
+    double value;
+    char check[320];
+    char error[1024];
+    int64_t sets;
+} result;
+
+#define MAX_RESULTS 32
+static result results[MAX_RESULTS];
+static int result_count;
+static FILE *json_out;
+
+static double result_gbps(const result *r)
+{
+    if (r->t.ms_median <= 0) return NAN;
+    return (r->bytes_read + r->bytes_written) / (r->t.ms_median * 1e-3) / 1e9;
+}
+
+static double ceiling_gbps(const bench *b, const char *which)
+{
+    if (which == NULL) return NAN;
+    double v = strcmp(which, "read") == 0 ? b->ceil_read : strcmp(which, "write") == 0 ? b->ceil_write : b->ceil_copy;
+    return v > 0 ? v : NAN;
+}
+
+/* ---- JSON lines ---- */
+static void json_key(const char *key, int *first)
+{
+    fprintf(json_out, "%s\"%s\":", *first ? "{" : ",", key);
+    *first = 0;
+}
+
+static void json_str(const char *key, const char *s, int *first)
+{
+    json_key(key, first);
+    fputc('"', json_out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(json_out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(json_out, "\\u%04x", *p);
+        else
+            fputc(*p, json_out);
+    }
+    fputc('"', json_out);
+}
+
+static void json_num(const char *key, double v, int *first)
+{
+    json_key(key, first);
+    if (isfinite(v))
+        fprintf(json_out, "%.9g", v);
+    else
+        fputs("null", json_out);
+}
+
+static void json_int(const char *key, long long v, int *first)
+{
+    json_key(key, first);
+    fprintf(json_out, "%lld", v);
+}
+
+static void json_bool(const char *key, int v, int *first)
+{
+    json_key(key, first);
+    fputs(v ? "true" : "false", json_out);
+}
+
+static void json_end(void)
+{
+    fputs("}\n", json_out);
+    fflush(json_out);
+}
+
+static void json_common(const bench *b, const char *record, int *first)
+{
+    json_str("record", record, first);
+    json_str("bench", "tally", first);
+    json_str("backend", tally_backend_name(b->backend), first);
+}
+
+static void json_result(const bench *b, const result *r)
+{
+    if (json_out == NULL) return;
+    int first = 1;
+    json_common(b, r->failed ? "error" : r->is_ceiling ? "ceiling" : "result", &first);
+    json_str("workload", r->workload, &first);
+    json_str("shape", r->shape, &first);
+    if (r->what[0]) json_str("what", r->what, &first);
+    if (r->failed) {
+        json_str("error", r->error, &first);
+        json_end();
+        return;
+    }
+    json_bool("ok", r->ok, &first);
+    json_num("ms", r->t.ms_median, &first);
+    json_num("ms_min", r->t.ms_min, &first);
+    json_num("ms_max", r->t.ms_max, &first);
+    json_num("us", r->t.ms_median * 1e3, &first);
+    json_int("batches", r->t.batches, &first);
+    json_int("calls_per_batch", r->t.calls, &first);
+    json_str("timer", r->t.timer, &first);
+    json_num("wall_us_per_call", r->t.wall_us_median, &first);
+    json_num("single_us", r->t.single_us, &first);
+    json_bool("latency_bound", r->latency_bound, &first);
+    json_num("bytes_read", r->bytes_read, &first);
+    json_num("bytes_written", r->bytes_written, &first);
+    json_num("gbps", result_gbps(r), &first);
+    if (!r->is_ceiling) {
+        json_str("ceiling", r->ceiling, &first);
+        json_num("ceiling_gbps", ceiling_gbps(b, r->ceiling), &first);
+        json_num("frac_ceiling", result_gbps(r) / ceiling_gbps(b, r->ceiling), &first);
+        json_num("frac_read", result_gbps(r) / ceiling_gbps(b, "read"), &first);
+        json_num("frac_copy", result_gbps(r) / ceiling_gbps(b, "copy"), &first);
+        json_num("frac_write", result_gbps(r) / ceiling_gbps(b, "write"), &first);
+        json_int("rotation_sets", r->sets, &first);
+    }
+    json_num("value", r->value, &first);
+    json_str("check", r->check, &first);
+    json_end();
+}
+
+/* ---- the terminal ---- */
+static void fmt_time(char *out, size_t size, double ms)
+{
+    if (!isfinite(ms))
+        snprintf(out, size, "-");
+    else if (ms < 1.0)
+        snprintf(out, size, "%.2f us", ms * 1e3);
+    else
+        snprintf(out, size, "%.3f ms", ms);
+}
+
+static void print_row(const bench *b, const result *r)
+{
+    char tm[24], wall[24], single[24], frac[24];
+    if (r->failed) {
+        printf("%-12s %-16s FAILED: %s\n", r->workload, r->shape, r->error);
+        return;
+    }
+    fmt_time(tm, sizeof tm, r->t.ms_median);
+    fmt_time(wall, sizeof wall, r->t.wall_us_median * 1e-3);
+    fmt_time(single, sizeof single, r->t.single_us * 1e-3);
+    double f = r->is_ceiling ? NAN : result_gbps(r) / ceiling_gbps(b, r->ceiling);
+    if (isfinite(f))
+        snprintf(frac, sizeof frac, "%5.1f%% %s", 100.0 * f, r->ceiling);
+    else
+        snprintf(frac, sizeof frac, "%s", r->is_ceiling ? "(ceiling)" : "-");
+    printf("%-12s %-16s %11s %11s %11s %9.1f  %-12s %-14.8g %s\n", r->workload, r->shape, tm,
+           r->latency_bound ? wall : "", r->latency_bound ? single : "", result_gbps(r), frac, r->value,
+           r->ok ? "ok" : "WRONG");
+}
+
+static void print_header(void)
+{
+    printf("%-12s %-16s %11s %11s %11s %9s  %-12s %-14s %s\n", "workload", "shape", "time/call", "wall/call",
+           "single", "GB/s", "of ceiling", "value", "check");
+}
+
+static result *new_result(const char *name)
+{
+    if (result_count == MAX_RESULTS) return NULL;
+    result *r = &results[result_count++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->workload, sizeof r->workload, "%s", name);
+    r->value = NAN;
+    r->sets = 1;
+    return r;
+}
+
+static void finish_result(const bench *b, result *r)
+{
+    if (r->failed && r->error[0] == '\0') snprintf(r->error, sizeof r->error, "%s", b->err);
+    json_result(b, r);
+    print_row(b, r);
+    if (!r->failed && !r->ok) printf("             check: %s\n", r->check);
+    fflush(stdout);
+}
+
+static void ceiling_report(bench *b, const char *name, const char *what, double bytes, const bench_timing *t,
+                           double value, int ok, const char *check)
+{
+    result *r = new_result(name);
+    if (r == NULL) return;
+    r->is_ceiling = 1;
+    r->t = *t;
+    r->ok = ok;
+    r->value = value;
+    snprintf(r->shape, sizeof r->shape, "%.3f GiB", (strcmp(name, "ceil_copy") == 0 ? bytes / 2 : bytes) / GIB);
+    snprintf(r->what, sizeof r->what, "%s", what);
+    snprintf(r->check, sizeof r->check, "%s", check);
+    if (strcmp(name, "ceil_write") == 0)
+        r->bytes_written = bytes;
+    else if (strcmp(name, "ceil_read") == 0)
+        r->bytes_read = bytes;
+    else
+        r->bytes_read = r->bytes_written = bytes / 2;
+    finish_result(b, r);
+}
+
+/* ------------------------------------------------------------------------
+ * Workload helpers.
+ * ------------------------------------------------------------------------ */
+#define TCHK(b, name, call)                                                                           \
+    do {                                                                                              \
+        tally_status tchk_st_ = (call);                                                               \
+        if (tchk_st_ != TALLY_OK)                                                                     \
+            return bench_fail((b), "%s: %s: %s", (name), tally_status_name(tchk_st_),                 \
+                              tally_last_error((b)->ctx));                                            \
+    } while (0)
+
+typedef struct wl_bufs {
+    tally_buffer *list[8];
+    int n;
+} wl_bufs;
+
+static int make_buffer(bench *b, wl_bufs *bufs, uint64_t elements, const char *what, tally_buffer **out)
+{
+    tally_status st = tally_buffer_create(b->ctx, (size_t)elements * 4u, out);
+    if (st != TALLY_OK)
+        return bench_fail(b, "tally_buffer_create(%s, %.3f GiB): %s: %s", what, (double)elements * 4 / GIB,
+                          tally_status_name(st), tally_last_error(b->ctx));
+    bufs->list[bufs->n++] = *out;
+    return 0;
+}
+
+static void release_buffers(wl_bufs *bufs)
+{
+    for (int i = 0; i < bufs->n; i++) tally_buffer_release(bufs->list[i]);
+    bufs->n = 0;
+}
+
+static int64_t scaled(const bench *b, int64_t n)
+{
+    double v = floor((double)n * b->scale + 0.5);
+    return v < 1.0 ? 1 : (int64_t)v;
+}
+
+static int64_t round_up4(int64_t n)
+{
+    return (n + 3) & ~(int64_t)3;
+}
+
+/* How many copies of a set of inputs (and outputs) a batch rotates through,
+ * so that together they are at least --rotate-mib. */
+static int64_t rotation_sets(const bench *b, double set_bytes)
+{
+    if (b->rotate_bytes <= 0 || set_bytes >= b->rotate_bytes) return 1;
+    double n = ceil(b->rotate_bytes / set_bytes);
+    return n > 4096 ? 4096 : (int64_t)n;
+}
+
+static int fill_device(bench *b, tally_distribution dist, uint64_t seed, tally_buffer *buf, int64_t count)
+{
+    tally_rng rng = {.seed = seed, .subsequence = 0, .offset = 0};
+    TCHK(b, "tally_rng_fill", tally_rng_fill(b->ctx, dist, rng, tally_view_f32(buf, 0, 1, count), NULL));
+    return 0;
+}
+
+static int poison(bench *b, tally_buffer *buf, int64_t offset, int64_t count)
+{
+    TCHK(b, "tally_buffer_fill", tally_buffer_fill(buf, (size_t)offset * 4u, (size_t)count * 4u, POISON_F32));
+    return 0;
+}
+
+static int download(bench *b, tally_buffer *buf, int64_t offset, int64_t count, void *dst)
+{
+    TCHK(b, "tally_buffer_download", tally_buffer_download(buf, (size_t)offset * 4u, dst, (size_t)count * 4u));
+    return 0;
+}
+
+static int read_scalar(bench *b, tally_buffer *buf, int64_t offset, float *out)
+{
+    TCHK(b, "tally_read_scalar", tally_read_scalar(b->ctx, tally_view_f32(buf, offset, 1, 1), out));
+    return 0;
+}
+
+static int all_finite(const float *v, int64_t n, int64_t *bad)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            *bad = i;
+            return 0;
+        }
+    return 1;
+}
+
+/* splitmix64: the host's own generator for inputs made on the host. */
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static double host_uniform(uint64_t *state)
+{
+    return (double)(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ------------------------------------------------------------------------
+ * kl: KL batchmean with INPUT_IS_PROB over two [16384, 16384] matrices.
+ * ------------------------------------------------------------------------ */
+typedef struct kl_state {
+    tally_buffer *p, *t, *out;
+    int64_t rows, cols, sets;
+} kl_state;
+
+static int kl_call(bench *b, void *arg, int64_t i)
+{
+    kl_state *s = arg;
+    int64_t k = i % s->sets, n = s->rows * s->cols;
+    TCHK(b, "tally_kl_div",
+         tally_kl_div(b->ctx, tally_view_f32(s->p, k * n, s->rows, s->cols), tally_view_f32(s->t, k * n, s->rows, s->cols),
+                      TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, tally_view_f32(s->out, k, 1, 1)));
+    return 0;
+}
+
+static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
+{
+    int64_t n = s->rows * s->cols;
+    if (make_buffer(b, bufs, (uint64_t)(s->sets * n), "p", &s->p) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * n), "t", &s->t) ||
+        make_buffer(b, bufs, (uint64_t)s->sets + 1, "out", &s->out))
+        return 1;
+    /* Independent uniform (0, 1] draws: positive probabilities, and p != t so
+     * the divergence is far from zero. */
+    if (fill_device(b, TALLY_DIST_UNIFORM, 101, s->p, s->sets * n) ||
+        fill_device(b, TALLY_DIST_UNIFORM, 202, s->t, s->sets * n))
+        return 1;
+    if (bench_measure(b, kl_call, s, 0, &r->t)) return 1;
+
+    /* Check 1: E[t log t - t log p] = -1/4 + 1/2 for independent uniforms, so
+     * the batchmean is cols / 4. */
+    float v = NAN, v_sub = NAN;
+    int64_t slot = s->sets;
+    if (poison(b, s->out, slot, 1)) return 1;
+    TCHK(b, "tally_kl_div",
+         tally_kl_div(b->ctx, tally_view_f32(s->p, 0, s->rows, s->cols), tally_view_f32(s->t, 0, s->rows, s->cols),
+                      TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, tally_view_f32(s->out, slot, 1, 1)));
+    if (read_scalar(b, s->out, slot, &v)) return 1;
+    double expect = 0.25 * (double)s->cols;
+    int ok1 = isfinite(v) && fabs(v / expect - 1.0) < 0.02;
+
+    /* Check 2: the first rows against a float64 host computation. */
+    int64_t sub = s->rows < 4 ? s->rows : 4, m = sub * s->cols;
+    float *p = malloc(sizeof(float) * (size_t)m * 2);
+    if (p == NULL) return bench_fail(b, "out of host memory");
+    float *t = p + m;
+    int rc = poison(b, s->out, slot, 1) ||
+             download(b, s->p, 0, m, p) || download(b, s->t, 0, m, t);
+    if (rc == 0) {
+        tally_status st = tally_kl_div(b->ctx, tally_view_f32(s->p, 0, sub, s->cols), tally_view_f32(s->t, 0, sub, s->cols),
+                                       TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, tally_view_f32(s->out, slot, 1, 1));
+        if (st != TALLY_OK) rc = bench_fail(b, "tally_kl_div(check rows): %s", tally_last_error(b->ctx));
+    }
+    if (rc == 0) rc = read_scalar(b, s->out, slot, &v_sub);
+    double ref = 0.0;
+    for (int64_t i = 0; i < m && rc == 0; i++) ref += (double)t[i] * (log((double)t[i]) - log((double)p[i]));
+    free(p);
+    if (rc) return 1;
+    ref /= (double)sub;
+    int ok2 = isfinite(v_sub) && fabs(v_sub - ref) <= 1e-4 * fabs(ref) + 1e-6;
+    r->value = v;
+    r->ok = ok1 && ok2;
+    snprintf(r->check, sizeof r->check,
+             "%s: batchmean %.6g vs expected ~%.6g (cols/4); first %lld rows %.8g vs float64 %.8g", r->ok ? "ok" : "WRONG",
+             (double)v, expect, (long long)sub, (double)v_sub, ref);
+    return 0;
+}
+
+static int run_kl(bench *b, result *r)
+{
+    kl_state s = {.rows = scaled(b, 16384), .cols = 16384};
+    double n = (double)(s.rows * s.cols);
+    s.sets = rotation_sets(b, 2.0 * n * 4.0);
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
+    r->bytes_read = 2.0 * n * 4.0;
+    r->bytes_written = 4.0;
+    r->ceiling = "read";
+    r->sets = s.sets;
+    wl_bufs bufs = {.n = 0};
+    int rc = kl_body(b, r, &s, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * gmm_small / gmm_large: fused mixture sample + log density.
+ * ------------------------------------------------------------------------ */
+typedef struct gmm_state {
+    tally_buffer *mu, *lv, *logits, *z, *lq, *comp;
+    int64_t B, K, D, sets;
+    uint64_t need; /* stream elements one call consumes */
+} gmm_state;
+
+static int gmm_sample_call(bench *b, gmm_state *s, int64_t k, uint64_t offset, tally_view component, uint64_t *consumed)
+{
+    int64_t KD = s->K * s->D;
+    tally_rng rng = {.seed = 303, .subsequence = 0, .offset = offset};
+    TCHK(b, "tally_gmm_sample",
+         tally_gmm_sample(b->ctx, tally_view_f32(s->mu, k * s->B * KD, s->B, KD),
+                          tally_view_f32(s->lv, k * s->B * KD, s->B, KD), tally_view_f32(s->logits, 0, 1, s->K), s->K,
+                          rng, tally_view_f32(s->z, k * s->B * s->D, s->B, s->D), tally_view_f32(s->lq, k * s->B, 1, s->B),
+                          component, consumed));
+    return 0;
+}
+
+static int gmm_call(bench *b, void *arg, int64_t i)
+{
+    gmm_state *s = arg;
+    tally_view none = {.buffer = NULL};
+    /* Each call draws fresh randomness, as a training loop would. */
+    return gmm_sample_call(b, s, i % s->sets, (uint64_t)i * s->need, none, NULL);
+}
+
+/* log q(z) of row r in float64: logsumexp_k (log w_k + sum_d log N(z_d; mu, exp(lv))). */
+static double gmm_host_log_q(const gmm_state *s, const float *z, const float *mu, const float *lv, const float *logits,
+                             double *magnitude)
+{
+    double m = -INFINITY, lse_logits = 0.0;
+    for (int64_t k = 0; k < s->K; k++) m = logits[k] > m ? logits[k] : m;
+    for (int64_t k = 0; k < s->K; k++) lse_logits += exp(logits[k] - m);
+    lse_logits = m + log(lse_logits);
+    double v[64], vmax = -INFINITY, acc = 0.0;
+    *magnitude = 0.0;
+    for (int64_t k = 0; k < s->K && k < 64; k++) {
+        double c = 0.0;
+        for (int64_t d = 0; d < s->D; d++) {
+            double l = lv[k * s->D + d], y = (z[d] - (double)mu[k * s->D + d]) * exp(-0.5 * l);
+            double term = -0.5 * y * y - 0.5 * l - 0.918938533204672742;
+            c += term;
+            *magnitude += fabs(term);
+        }
+        v[k] = (s->K > 1 ? logits[k] - lse_logits : 0.0) + c;
+        vmax = v[k] > vmax ? v[k] : vmax;
+    }
+    for (int64_t k = 0; k < s->K && k < 64; k++) acc += exp(v[k] - vmax);
+    *magnitude /= (double)s->K;
+    return vmax + log(acc);
+}
+
+static int gmm_check(bench *b, result *r, gmm_state *s)
+{
+    int64_t B = s->B, D = s->D, KD = s->K * s->D;
+    int64_t rows = B < 64 ? B : 64;
+    float *z = malloc(sizeof(float) * (size_t)(B * D + B + 2 * rows * KD + s->K));
+    int32_t *comp = malloc(sizeof(int32_t) * (size_t)B);
+    if (z == NULL || comp == NULL) {
+        free(z);
+        free(comp);
+        return bench_fail(b, "out of host memory");
+    }
+    float *lq = z + B * D, *mu = lq + B, *lv = mu + rows * KD, *logits = lv + rows * KD;
+    tally_view none = {.buffer = NULL};
+    int64_t bad = -1;
+    /* Check 1, on the timed path (no component output): outputs poisoned,
+     * one call, every value finite and log q consistent with the z drawn. */
+    int rc = poison(b, s->z, 0, B * D) || poison(b, s->lq, 0, B) || gmm_sample_call(b, s, 0, 12345 * s->need, none, NULL) ||
+             download(b, s->z, 0, B * D, z) || download(b, s->lq, 0, B, lq) || download(b, s->mu, 0, rows * KD, mu) ||
+             download(b, s->lv, 0, rows * KD, lv) || download(b, s->logits, 0, s->K, logits);
+    int finite = rc == 0 && all_finite(z, B * D, &bad) && all_finite(lq, B, &bad);
+    double worst = 0.0, mean_lq = 0.0;
+    int ok1 = finite;
+    for (int64_t i = 0; i < B && rc == 0; i++) mean_lq += lq[i];
+    for (int64_t i = 0; i < rows && rc == 0 && finite; i++) {
+        double mag, ref = gmm_host_log_q(s, z + i * D, mu + i * KD, lv + i * KD, logits, &mag);
+        double err = fabs(lq[i] - ref), tol = 1e-5 * mag + 1e-4 * fabs(ref) + 1e-4;
+        if (err / tol > worst) worst = err / tol;
+        if (!(err <= tol)) ok1 = 0;
+    }
+    /* Check 2, with the component output: z - mu_c over std_c must look
+     * standard normal. */
+    double sum = 0.0, sumsq = 0.0;
+    int ok2 = 1;
+    if (rc == 0) {
+        rc = poison(b, s->z, 0, B * D) || poison(b, s->comp, 0, B) ||
+             gmm_sample_call(b, s, 0, 54321 * s->need, tally_view_typed(s->comp, TALLY_I32, 0, 1, B), NULL) ||
+             download(b, s->z, 0, rows * D, z) || download(b, s->comp, 0, B, comp);
+    }
+    for (int64_t i = 0; i < rows && rc == 0 && ok2; i++) {
+        int32_t c = comp[i];
+        if (c < 0 || c >= s->K) {
+            ok2 = 0;
+            break;
+        }
+        for (int64_t d = 0; d < D; d++) {
+            double e = (z[i * D + d] - (double)mu[i * KD + c * D + d]) * exp(-0.5 * lv[i * KD + c * D + d]);
+            sum += e;
+            sumsq += e * e;
+        }
+    }
+    double cnt = (double)(rows * D), mean = sum / cnt, var = sumsq / cnt - mean * mean;
+    ok2 = ok2 && fabs(mean) < 5.0 / sqrt(cnt) + 0.01 && fabs(var - 1.0) < 5.0 * sqrt(2.0 / cnt) + 0.02;
+    free(z);
+    free(comp);
+    if (rc) return 1;
+    r->value = mean_lq / (double)B;
+    r->ok = ok1 && ok2;
+    snprintf(r->check, sizeof r->check,
+             "%s: outputs %s; log_q vs float64 on %lld rows, worst %.2f of tolerance; eps mean %.4f var %.4f over %.0f "
+             "draws%s",
+             r->ok ? "ok" : "WRONG", finite ? "finite" : "NOT FINITE", (long long)rows, worst, mean, var, cnt,
+             ok2 ? "" : " (component or noise wrong)");
+    if (!finite) snprintf(r->check + strlen(r->check), sizeof r->check - strlen(r->check), " (first bad %lld)", (long long)bad);
+    return 0;
+}
+
+static int gmm_body(bench *b, result *r, gmm_state *s, wl_bufs *bufs)
+{
+    int64_t KD = s->K * s->D;
+    if (make_buffer(b, bufs, (uint64_t)(s->sets * s->B * KD), "mu", &s->mu) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * s->B * KD), "log_var", &s->lv) ||
+        make_buffer(b, bufs, (uint64_t)s->K, "logits", &s->logits) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * s->B * s->D), "z", &s->z) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * s->B), "log_q", &s->lq) ||
+        make_buffer(b, bufs, (uint64_t)s->B, "component", &s->comp))
+        return 1;
+    /* mu ~ N(0, 1), log_var ~ U(0, 1], logits ~ N(0, 1). */
+    if (fill_device(b, TALLY_DIST_NORMAL, 301, s->mu, s->sets * s->B * KD) ||
+        fill_device(b, TALLY_DIST_UNIFORM, 302, s->lv, s->sets * s->B * KD) ||
+        fill_device(b, TALLY_DIST_NORMAL, 304, s->logits, s->K))
+        return 1;
+    tally_view none = {.buffer = NULL};
+    if (gmm_sample_call(b, s, 0, 0, none, &s->need)) return 1;
+    if (bench_measure(b, gmm_call, s, r->latency_bound, &r->t)) return 1;
+    return gmm_check(b, r, s);
+}
+
+static int run_gmm(bench *b, result *r, int64_t B, int64_t K, int64_t D, int latency_bound)
+{
+    gmm_state s = {.B = scaled(b, B), .K = K, .D = D};
+    double KD = (double)(K * D), Bs = (double)s.B;
+    s.sets = rotation_sets(b, (2.0 * Bs * KD + Bs * (double)D + Bs) * 4.0);
+    snprintf(r->shape, sizeof r->shape, "%lldx%lldx%lld", (long long)s.B, (long long)K, (long long)D);
+    r->bytes_read = (2.0 * Bs * KD + (double)K) * 4.0;
+    r->bytes_written = (Bs * (double)D + Bs) * 4.0;
+    r->ceiling = "copy";
+    r->latency_bound = latency_bound;
+    r->sets = s.sets;
+    wl_bufs bufs = {.n = 0};
+    int rc = gmm_body(b, r, &s, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
+static int run_gmm_small(bench *b, result *r) { return run_gmm(b, r, 256, 4, 64, 1); }
+static int run_gmm_large(bench *b, result *r) { return run_gmm(b, r, 65536, 8, 128, 0); }
+
+/* ------------------------------------------------------------------------
+ * dm_small / dm_large: Dirichlet-multinomial per row, shared log_alpha.
+ * ------------------------------------------------------------------------ */
+typedef struct dm_state {
+    tally_buffer *counts, *log_alpha, *out;
+    int64_t B, V, sets;
+} dm_state;
+
+static int dm_call(bench *b, void *arg, int64_t i)
+{
+    dm_state *s = arg;
+    int64_t k = i % s->sets;
+    TCHK(b, "tally_dirichlet_multinomial",
+         tally_dirichlet_multinomial(b->ctx, tally_view_f32(s->counts, k * s->B * s->V, s->B, s->V),
+                                     tally_view_f32(s->log_alpha, 0, 1, s->V), TALLY_REDUCTION_NONE, 0,
+                                     tally_view_f32(s->out, k * s->B, 1, s->B)));
+    return 0;
+}
+
+/* Counts floor(4u): 0..3, a quarter of them zero, as small count data is. */
+static void dm_make_counts(float *c, int64_t n, int64_t set)
+{
+    uint64_t state = UINT64_C(0xC0FFEE) + (uint64_t)set * UINT64_C(0x1000003);
+    for (int64_t i = 0; i < n; i++) c[i] = (float)floor(4.0 * host_uniform(&state));
+}
+
+static int dm_body(bench *b, result *r, dm_state *s, wl_bufs *bufs, float *host)
+{
+    int64_t BV = s->B * s->V;
+    if (make_buffer(b, bufs, (uint64_t)(s->sets * BV), "counts", &s->counts) ||
+        make_buffer(b, bufs, (uint64_t)s->V, "log_alpha", &s->log_alpha) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * s->B), "out", &s->out))
+        return 1;
+    float *la = host + BV, *out = la + s->V;
+    uint64_t state = 77;
+    for (int64_t v = 0; v < s->V; v++) la[v] = (float)(-2.0 + 3.0 * host_uniform(&state)); /* alpha in [0.14, 2.7) */
+    TCHK(b, "tally_buffer_upload", tally_buffer_upload(s->log_alpha, 0, la, (size_t)s->V * 4u));
+    for (int64_t k = 0; k < s->sets; k++) {
+        dm_make_counts(host, BV, k);
+        TCHK(b, "tally_buffer_upload", tally_buffer_upload(s->counts, (size_t)(k * BV) * 4u, host, (size_t)BV * 4u));
+    }
+    if (bench_measure(b, dm_call, s, r->latency_bound, &r->t)) return 1;
+
+    /* Check: poisoned output, one call on set 0, all finite, and the first
+     * rows against lgamma in float64. */
+    dm_make_counts(host, BV, 0);
+    if (poison(b, s->out, 0, s->B) || dm_call(b, s, 0) || download(b, s->out, 0, s->B, out)) return 1;
+    int64_t bad = -1, rows = s->B < 16 ? s->B : 16;
+    int finite = all_finite(out, s->B, &bad), ok = finite;
+    double worst = 0.0, mean = 0.0;
+    for (int64_t i = 0; i < s->B; i++) mean += out[i];
+    for (int64_t i = 0; i < rows && finite; i++) {
+        double A = 0.0, N = 0.0, S = 0.0, mag = 0.0;
+        for (int64_t v = 0; v < s->V; v++) {
+            double a = exp((double)la[v]), n = host[i * s->V + v];
+            A += a;
+            N += n;
+            if (n != 0.0) {
+                S += lgamma(n + a) - lgamma(a);
+                mag += fabs(lgamma(n + a)) + fabs(lgamma(a));
+            }
+        }
+        double ref = lgamma(A) - lgamma(N + A) + S;
+        mag += fabs(lgamma(A)) + fabs(lgamma(N + A));
+        double err = fabs(out[i] - ref), tol = 1e-5 * mag + 1e-4;
+        if (err / tol > worst) worst = err / tol;
+        if (!(err <= tol)) ok = 0;
+    }
+    r->value = mean / (double)s->B;
+    r->ok = ok;
+    snprintf(r->check, sizeof r->check, "%s: outputs %s; first %lld rows vs float64 lgamma, worst %.2f of tolerance",
+             ok ? "ok" : "WRONG", finite ? "finite" : "NOT FINITE", (long long)rows, worst);
+    return 0;
+}
+
+static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound)
+{
+    dm_state s = {.B = scaled(b, B), .V = V};
+    double BV = (double)(s.B * V);
+    s.sets = rotation_sets(b, (BV + (double)s.B) * 4.0);
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.B, (long long)V);
+    r->bytes_read = (BV + (double)V) * 4.0;
+    r->bytes_written = (double)s.B * 4.0;
+    r->ceiling = "copy";
+    r->latency_bound = latency_bound;
+    r->sets = s.sets;
+    float *host = malloc(sizeof(float) * (size_t)(s.B * V + V + s.B));
+    if (host == NULL) return bench_fail(b, "out of host memory");
+    wl_bufs bufs = {.n = 0};
+    int rc = dm_body(b, r, &s, &bufs, host);
+    release_buffers(&bufs);
+    free(host);
+    return rc;
+}
+
+static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 512, 256, 1); }
+static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0); }
+
+/* ------------------------------------------------------------------------
+ * normal_fill: 2^28 standard normals (write bandwidth).
+ * ------------------------------------------------------------------------ */
+typedef struct fill_state {
+    tally_buffer *out;
+    int64_t n, sets;
+} fill_state;
+
+static int fill_call(bench *b, void *arg, int64_t i)
+{
+    fill_state *s = arg;
+    tally_rng rng = {.seed = 404, .subsequence = 0, .offset = (uint64_t)i * (uint64_t)s->n};
+    TCHK(b, "tally_rng_fill",
+         tally_rng_fill(b->ctx, TALLY_DIST_NORMAL, rng, tally_view_f32(s->out, (i % s->sets) * s->n, 1, s->n), NULL));
+    return 0;
+}
+
+static int fill_body(bench *b, result *r, fill_state *s, wl_bufs *bufs)
+{
+    if (make_buffer(b, bufs, (uint64_t)(s->sets * s->n), "out", &s->out)) return 1;
+    if (bench_measure(b, fill_call, s, 0, &r->t)) return 1;
+    int64_t m = s->n < (1 << 22) ? s->n : (1 << 22), tail = s->n < 1024 ? s->n : 1024;
+    float *v = malloc(sizeof(float) * (size_t)(m + tail));
+    if (v == NULL) return bench_fail(b, "out of host memory");
+    int rc = poison(b, s->out, 0, s->n) || fill_call(b, s, 0) || download(b, s->out, 0, m, v) ||
+             download(b, s->out, s->n - tail, tail, v + m);
+    int64_t bad = -1;
+    int finite = rc == 0 && all_finite(v, m + tail, &bad);
+    double sum = 0.0, sumsq = 0.0;
+    for (int64_t i = 0; i < m && finite; i++) {
+        sum += v[i];
+        sumsq += (double)v[i] * v[i];
+    }
+    free(v);
+    if (rc) return 1;
+    double mean = sum / (double)m, var = sumsq / (double)m - mean * mean;
+    int ok = finite && fabs(mean) < 5.0 / sqrt((double)m) + 1e-3 && fabs(var - 1.0) < 5.0 * sqrt(2.0 / (double)m) + 1e-3;
+    r->value = finite ? sqrt(var) : NAN;
+    r->ok = ok;
+    snprintf(r->check, sizeof r->check, "%s: %s to the last element; first %lld: mean %.5f, std %.5f",
+             ok ? "ok" : "WRONG", finite ? "written and finite" : "NOT all written/finite", (long long)m, mean, sqrt(var));
+    return 0;
+}
+
+static int run_normal_fill(bench *b, result *r)
+{
+    fill_state s = {.n = round_up4(scaled(b, (int64_t)1 << 28))};
+    s.sets = rotation_sets(b, (double)s.n * 4.0);
+    snprintf(r->shape, sizeof r->shape, "%lld", (long long)s.n);
+    r->bytes_written = (double)s.n * 4.0;
+    r->ceiling = "write";
+    r->sets = s.sets;
+    wl_bufs bufs = {.n = 0};
+    int rc = fill_body(b, r, &s, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * sum_4g: tally_reduce sum over 2^30 floats (tally's own read rate).
+ * ------------------------------------------------------------------------ */
+typedef struct sum_state {
+    tally_buffer *x, *out;
+    int64_t n, sets;
+} sum_state;
+
+static int sum_call(bench *b, void *arg, int64_t i)
+{
+    sum_state *s = arg;
+    int64_t k = i % s->sets;
+    TCHK(b, "tally_reduce",
+         tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, k * s->n, 1, s->n),
+                      tally_view_f32(s->out, k, 1, 1)));
+    return 0;
+}
+
+static int sum_body(bench *b, result *r, sum_state *s, wl_bufs *bufs)
+{
+    if (make_buffer(b, bufs, (uint64_t)(s->sets * s->n), "x", &s->x) ||
+        make_buffer(b, bufs, (uint64_t)s->sets + 1, "out", &s->out))
+        return 1;
+    if (fill_device(b, TALLY_DIST_UNIFORM, 505, s->x, s->sets * s->n)) return 1;
+    if (bench_measure(b, sum_call, s, 0, &r->t)) return 1;
+    float v = NAN, v_sub = NAN;
+    int64_t slot = s->sets, m = s->n < (1 << 20) ? s->n : (1 << 20);
+    if (poison(b, s->out, slot, 1)) return 1;
+    TCHK(b, "tally_reduce", tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, 0, 1, s->n),
+                                         tally_view_f32(s->out, slot, 1, 1)));
+    if (read_scalar(b, s->out, slot, &v)) return 1;
+    double expect = 0.5 * (double)s->n;
+    int ok1 = isfinite(v) && fabs(v / expect - 1.0) < 1e-3 + 3.0 / sqrt((double)s->n);
+    float *x = malloc(sizeof(float) * (size_t)m);
+    if (x == NULL) return bench_fail(b, "out of host memory");
+    int rc = download(b, s->x, 0, m, x) || poison(b, s->out, slot, 1);
+    if (rc == 0) {
+        tally_status st = tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, 0, 1, m),
+                                       tally_view_f32(s->out, slot, 1, 1));
+        if (st != TALLY_OK) rc = bench_fail(b, "tally_reduce(check): %s", tally_last_error(b->ctx));
+    }
+    if (rc == 0) rc = read_scalar(b, s->out, slot, &v_sub);
+    double ref = 0.0;
+    for (int64_t i = 0; i < m; i++) ref += x[i];
+    free(x);
+    if (rc) return 1;
+    int ok2 = isfinite(v_sub) && fabs(v_sub - ref) <= 1e-5 * ref;
+    r->value = v;
+    r->ok = ok1 && ok2;
+    snprintf(r->check, sizeof r->check, "%s: sum %.8g vs expected ~%.8g (n/2); first %lld: %.8g vs float64 %.8g",
+             r->ok ? "ok" : "WRONG", (double)v, expect, (long long)m, (double)v_sub, ref);
+    return 0;
+}
+
+static int run_sum_4g(bench *b, result *r)
+{
+    sum_state s = {.n = round_up4(scaled(b, (int64_t)1 << 30))};
+    s.sets = rotation_sets(b, (double)s.n * 4.0);
+    snprintf(r->shape, sizeof r->shape, "%lld", (long long)s.n);
+    r->bytes_read = (double)s.n * 4.0;
+    r->bytes_written = 4.0;
+    r->ceiling = "read";
+    r->sets = s.sets;
+    wl_bufs bufs = {.n = 0};
+    int rc = sum_body(b, r, &s, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * main
+ * ------------------------------------------------------------------------ */
+typedef struct workload {
+    const char *name;
+    int (*run)(bench *b, result *r);
+} workload;
+
+static const workload workloads[] = {
+    {.name = "kl", .run = run_kl},
+    {.name = "gmm_small", .run = run_gmm_small},
+    {.name = "gmm_large", .run = run_gmm_large},
+    {.name = "dm_small", .run = run_dm_small},
+    {.name = "dm_large", .run = run_dm_large},
+    {.name = "normal_fill", .run = run_normal_fill},
+    {.name = "sum_4g", .run = run_sum_4g},
+};
+#define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tally-bench [options]\n"
+            "  --backend cuda|opencl|host  backend to time (default host)\n"
+            "  --device N                  device index (see --list); default: CUDA 0, first OpenCL GPU\n"
+            "  --json PATH                 write JSON lines (one record per ceiling / workload)\n"
+            "  --only A,B,...              workloads: kl gmm_small gmm_large dm_small dm_large normal_fill sum_4g\n"
+            "  --no-ceilings               skip the ceiling measurements\n"
+            "  --scale F                   multiply batch sizes and element counts by F (e.g. 0.01 to smoke-test)\n"
+            "  --reps N                    timed batches per measurement, median reported (default 5)\n"
+            "  --calls N                   calls per batch (default: enough for --batch-ms; latency-bound: --small-calls)\n"
+            "  --batch-ms F                target length of a batch (default 50)\n"
+            "  --small-calls N             calls per batch for gmm_small and dm_small (default 1000)\n"
+            "  --rotate-mib F              rotate among input copies totalling this much (default 120; 0: off)\n"
+            "  --list                      list the devices each backend sees\n");
+}
+
+static int selected(const char *only, const char *name)
+{
+    if (only == NULL) return 1;
+    size_t len = strlen(name);
+    for (const char *p = only; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0) return 1;
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, bench *b, const char **json_path, const char **only, int *ceilings,
+                      int *list)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (strcmp(a, "--backend") == 0 && val) {
+            if (tally_backend_from_name(val, &b->backend) != TALLY_OK || b->backend == TALLY_BACKEND_AUTO) {
+                fprintf(stderr, "tally-bench: unknown backend '%s' (cuda, opencl or host)\n", val);
+                return 2;
+            }
+        } else if (strcmp(a, "--device") == 0 && val) {
+            b->device = atoi(val);
+        } else if (strcmp(a, "--json") == 0 && val) {
+            *json_path = val;
+        } else if (strcmp(a, "--only") == 0 && val) {
+            *only = val;
+        } else if (strcmp(a, "--scale") == 0 && val) {
+            b->scale = atof(val);
+        } else if (strcmp(a, "--reps") == 0 && val) {
+            b->reps = atoi(val);
+        } else if (strcmp(a, "--calls") == 0 && val) {
+            b->calls = atoi(val);
+        } else if (strcmp(a, "--batch-ms") == 0 && val) {
+            b->batch_ms = atof(val);
+        } else if (strcmp(a, "--small-calls") == 0 && val) {
+            b->small_calls = atoi(val);
+        } else if (strcmp(a, "--rotate-mib") == 0 && val) {
+            b->rotate_bytes = atof(val) * 1024.0 * 1024.0;
+        } else {
+            takes = 0;
+            if (strcmp(a, "--no-ceilings") == 0) {
+                *ceilings = 0;
+            } else if (strcmp(a, "--list") == 0) {
+                *list = 1;
+            } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+                usage(stdout);
+                exit(0);
+            } else {
+                fprintf(stderr, "tally-bench: unknown or incomplete option '%s'\n", a);
+                usage(stderr);
+                return 2;
+            }
+        }
+        i += takes;
+    }
+    if (!(b->scale > 0) || b->reps < 1 || b->small_calls < 1 || !(b->batch_ms > 0)) {
+        fprintf(stderr, "tally-bench: --scale and --batch-ms must be > 0, --reps and --small-calls >= 1\n");
+        return 2;
+    }
+    if (*only != NULL) {
+        for (const char *p = *only; *p;) {
+            const char *end = strchr(p, ',');
+            size_t n = end ? (size_t)(end - p) : strlen(p), k;
+            for (k = 0; k < WORKLOAD_COUNT; k++)
+                if (strlen(workloads[k].name) == n && strncmp(p, workloads[k].name, n) == 0) break;
+            if (k == WORKLOAD_COUNT) {
+                fprintf(stderr, "tally-bench: unknown workload '%.*s' in --only\n", (int)n, p);
+                return 2;
+            }
+            p += n + (end != NULL);
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static bench b;
+    b.backend = TALLY_BACKEND_HOST;
+    b.device = -1;
+    b.scale = 1.0;
+    b.reps = 5;
+    b.batch_ms = 50.0;
+    b.small_calls = 1000;
+    b.rotate_bytes = BENCH_ROTATE_BYTES_DEFAULT;
+    const char *json_path = NULL, *only = NULL;
+    int ceilings = 1, list = 0;
+    int rc = parse_args(argc, argv, &b, &json_path, &only, &ceilings, &list);
+    if (rc) return rc;
+    if (list) {
+        bench_list_devices();
+        return 0;
+    }
+    if (json_path != NULL && (json_out = fopen(json_path, "w")) == NULL) {
+        perror(json_path);
+        return 2;
+    }
+    const char *backend = tally_backend_name(b.backend);
+    int open_rc = bench_open(&b);
+    if (open_rc != 0) {
+        int first = 1;
+        printf("tally-bench: backend %s %s: %s\n", backend, open_rc == 1 ? "not available here, skipped" : "failed",
+               b.err);
+        if (json_out != NULL) {
+            json_common(&b, open_rc == 1 ? "skipped" : "error", &first);
+            json_str("error", b.err, &first);
+            json_end();
+            fclose(json_out);
+        }
+        bench_close(&b);
+        return open_rc == 1 ? 0 : 1;
+    }
+
+    time_t now = time(NULL);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    printf("tally-bench: tally %s, backend %s, device %s\n", tally_version_string(), backend, b.device_name);
+    printf("timer %s; scale %g; %d batches per median; rotation to %.0f MiB\n\n", b.timer_name, b.scale, b.reps,
+           b.rotate_bytes / (1024.0 * 1024.0));
+    if (json_out != NULL) {
+        int first = 1;
+        json_common(&b, "meta", &first);
+        json_str("tally_version", tally_version_string(), &first);
+        json_str("device", b.device_name, &first);
+        json_int("device_index", b.device, &first);
+        json_str("timer", b.timer_name, &first);
+        json_num("scale", b.scale, &first);
+        json_int("reps", b.reps, &first);
+        json_num("rotate_mib", b.rotate_bytes / (1024.0 * 1024.0), &first);
+        json_str("time", stamp, &first);
+        json_end();
+    }
+    print_header();
+
+    int failures = 0;
+    if (ceilings) {
+        b.err[0] = '\0';
+        int bad = bench_ceilings(&b, ceiling_report);
+        if (b.err[0] != '\0') {
+            result *r = new_result("ceilings");
+            if (r != NULL) {
+                r->failed = 1;
+                finish_result(&b, r);
+            }
+        }
+        failures += bad != 0;
+    }
+    for (size_t k = 0; k < WORKLOAD_COUNT; k++) {
+        if (!selected(only, workloads[k].name)) continue;
+        result *r = new_result(workloads[k].name);
+        if (r == NULL) break;
+        b.err[0] = '\0';
+        if (workloads[k].run(&b, r)) r->failed = 1;
+        finish_result(&b, r);
+        failures += r->failed || !r->ok;
+    }
+
+    printf("\nceilings (GB/s): read %.1f, copy %.1f (read + write), write %.1f\n", b.ceil_read, b.ceil_copy,
+           b.ceil_write);
+    printf("time/call: median over %d batches (%s); wall/call: host clock over a batch of back-to-back calls;\n"
+           "single: median of isolated calls. %s\n",
+           b.reps, b.timer_name, failures ? "SOME RUNS FAILED OR GAVE WRONG VALUES." : "All checks passed.");
+    if (json_out != NULL) fclose(json_out);
+    bench_close(&b);
+    return failures ? 1 : 0;
+}
