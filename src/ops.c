@@ -24,6 +24,7 @@ static const char *dtype_name(tally_dtype d)
 static tally_status check_view(tally_context *ctx, const char *op, const char *arg, tally_view v,
                                tally_dtype dtype, tally__array *out)
 {
+    *out = (tally__array){.buffer = NULL};
     if (v.buffer == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: %s has no buffer", op, arg);
     if (v.buffer->ctx != ctx)
         return tally__error(ctx, TALLY_WRONG_CONTEXT, "%s: %s's buffer belongs to another context", op, arg);
@@ -116,10 +117,12 @@ static tally_status check_rng(tally_context *ctx, const char *op, tally_rng rng,
                               int overflowed)
 {
     uint64_t end;
-    if (overflowed || tally__add_u64(rng.offset, consumed_count, &end))
+    if (overflowed)
         return tally__error(ctx, TALLY_RNG_EXHAUSTED,
-                            "%s: offset %llu plus the %s elements it needs passes 2^64", op,
-                            (unsigned long long)rng.offset, overflowed ? "(overflowing)" : "");
+                            "%s: the number of stream elements needed overflows 64 bits", op);
+    if (tally__add_u64(rng.offset, consumed_count, &end))
+        return tally__error(ctx, TALLY_RNG_EXHAUSTED, "%s: offset %llu plus the %llu elements it needs passes 2^64",
+                            op, (unsigned long long)rng.offset, (unsigned long long)consumed_count);
     return TALLY_OK;
 }
 

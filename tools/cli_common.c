@@ -1,0 +1,311 @@
+/*
+ * tools/cli_common.c - shared helpers of the `tally` tool (see cli_common.h).
+ */
+#include "cli_common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- Numbers ---------------------------------------------------------- */
+
+static int digit_value(char c, unsigned base)
+{
+    unsigned v;
+    if (c >= '0' && c <= '9') v = (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v = (unsigned)(c - 'a') + 10u;
+    else if (c >= 'A' && c <= 'F') v = (unsigned)(c - 'A') + 10u;
+    else return -1;
+    return v < base ? (int)v : -1;
+}
+
+/* Written by hand rather than with strtoull, which accepts leading spaces,
+ * a sign ("-1" wraps to 2^64 - 1) and octal, none of which a seed or a
+ * shape should silently become. */
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (s == NULL || out == NULL) return -1;
+    unsigned base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+    }
+    if (*s == '\0') return -1;
+    uint64_t v = 0;
+    for (; *s != '\0'; s++) {
+        int d = digit_value(*s, base);
+        if (d < 0) return -1;
+        if (v > (UINT64_MAX - (uint64_t)d) / base) return -1;
+        v = v * base + (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_size(const char *s, int64_t *out)
+{
+    uint64_t v;
+    if (cli_parse_u64(s, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int cli_parse_index(const char *s, int *out)
+{
+    uint64_t v;
+    if (cli_parse_u64(s, &v) != 0 || v > 1000000u) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* ---- Options ---------------------------------------------------------- */
+
+int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, size_t n_options,
+                    const char **value, char *err, size_t err_size)
+{
+    const char *arg = argv[*pos];
+    *value = NULL;
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+        snprintf(err, err_size, "unexpected argument '%s'", arg);
+        return -1;
+    }
+    const char *name = arg + 2;
+    const char *eq = strchr(name, '=');
+    size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    for (size_t i = 0; i < n_options; i++) {
+        const cli_option *o = &options[i];
+        if (strlen(o->name) != len || strncmp(o->name, name, len) != 0) continue;
+        if (!o->has_value) {
+            if (eq != NULL) {
+                snprintf(err, err_size, "option --%s takes no value", o->name);
+                return -1;
+            }
+            *pos += 1;
+            return o->id;
+        }
+        if (eq != NULL) {
+            *value = eq + 1;
+            *pos += 1;
+        } else {
+            if (*pos + 1 >= argc) {
+                snprintf(err, err_size, "option --%s needs a value", o->name);
+                return -1;
+            }
+            *value = argv[*pos + 1];
+            *pos += 2;
+        }
+        return o->id;
+    }
+    snprintf(err, err_size, "unknown option '--%.*s'", (int)len, name);
+    return -1;
+}
+
+/* ---- Reporting -------------------------------------------------------- */
+
+int cli_usage_error(const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tally: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n\n", stderr);
+    va_end(ap);
+    fputs(usage, stderr);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_library_error(const tally_context *ctx, tally_status status)
+{
+    const char *message = tally_last_error(ctx);
+    if (message == NULL || message[0] == '\0') message = tally_status_string(status);
+    fprintf(stderr, "error: %s: %s\n", tally_status_name(status), message);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_io_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: IO_ERROR: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_EXIT_FAIL;
+}
+
+/* ---- Files ------------------------------------------------------------ */
+
+static int host_is_little_endian(void)
+{
+    const uint32_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* Files are little-endian; a big-endian host swaps each element. */
+static void to_or_from_little_endian(uint32_t *p, uint64_t count)
+{
+    if (host_is_little_endian()) return;
+    for (uint64_t i = 0; i < count; i++) {
+        uint32_t v = p[i];
+        p[i] = (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
+    }
+}
+
+int cli_read_elements(const char *what, const char *path, uint64_t count, void **out)
+{
+    *out = NULL;
+    if (count > (uint64_t)SIZE_MAX / 4u) {
+        fprintf(stderr, "tally: %s: %llu elements do not fit this machine's memory\n", what,
+                (unsigned long long)count);
+        return CLI_EXIT_USAGE;
+    }
+    size_t bytes = (size_t)count * 4u;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return cli_io_error("cannot open %s file '%s': %s", what, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size != (uint64_t)bytes) {
+        fclose(f);
+        fprintf(stderr, "tally: %s file '%s' has %lld bytes but its shape needs %llu (%llu fp32 values)\n",
+                what, path, (long long)sb.st_size, (unsigned long long)bytes, (unsigned long long)count);
+        return CLI_EXIT_USAGE;
+    }
+    void *data = malloc(bytes > 0 ? bytes : 4u);
+    if (data == NULL) {
+        fclose(f);
+        return cli_io_error("out of memory reading '%s' (%zu bytes)", path, bytes);
+    }
+    size_t got = fread(data, 1, bytes, f);
+    int extra = fgetc(f) != EOF; /* non-regular files (pipes) are sized by reading */
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(data);
+        return cli_io_error("cannot read %s file '%s'", what, path);
+    }
+    if (got != bytes || extra) {
+        free(data);
+        fprintf(stderr, "tally: %s file '%s' is %s than its shape needs (%zu bytes, %llu fp32 values)\n",
+                what, path, got != bytes ? "shorter" : "longer", bytes, (unsigned long long)count);
+        return CLI_EXIT_USAGE;
+    }
+    to_or_from_little_endian(data, count);
+    *out = data;
+    return CLI_EXIT_OK;
+}
+
+int cli_write_elements(const char *path, const void *data, uint64_t count)
+{
+    size_t bytes = (size_t)count * 4u;
+    const void *src = data;
+    uint32_t *swapped = NULL;
+    if (!host_is_little_endian() && count > 0) {
+        swapped = malloc(bytes);
+        if (swapped == NULL) return cli_io_error("out of memory writing '%s'", path);
+        memcpy(swapped, data, bytes);
+        to_or_from_little_endian(swapped, count);
+        src = swapped;
+    }
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        free(swapped);
+        return cli_io_error("cannot create '%s': %s", path, strerror(errno));
+    }
+    size_t put = bytes > 0 ? fwrite(src, 1, bytes, f) : 0;
+    int failed = put != bytes || ferror(f);
+    if (fclose(f) != 0) failed = 1;
+    free(swapped);
+    if (failed) return cli_io_error("cannot write '%s': %s", path, strerror(errno));
+    return CLI_EXIT_OK;
+}
+
+/* ---- Odds and ends ---------------------------------------------------- */
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t cli_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f != NULL) {
+        char line[256];
+        unsigned long long kib = 0;
+        int found = 0;
+        while (fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+                found = 1;
+                break;
+            }
+        fclose(f);
+        if (found) return (uint64_t)kib * 1024u;
+    }
+#if defined(_SC_AVPHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) return (uint64_t)pages * (uint64_t)page;
+#endif
+    return 0;
+}
+
+int cli_processors(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) return 1;
+    return n > 256 ? 256 : (int)n;
+}
+
+void cli_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s != NULL ? s : ""); *p != '\0'; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_number(FILE *f, double v)
+{
+    if (v != v || v == 1.0 / 0.0 || v == -1.0 / 0.0) fputs("null", f);
+    else fprintf(f, "%.9g", v);
+}
+
+uint32_t cli_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+float cli_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+int cli_same_bits(uint32_t a, uint32_t b)
+{
+    /* NaN payloads and signs are not part of tally's results: CUDA writes
+     * one canonical NaN, x86 another, so any two NaNs count as the same. */
+    int a_nan = (a & 0x7f800000u) == 0x7f800000u && (a & 0x007fffffu) != 0;
+    int b_nan = (b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0;
+    if (a_nan || b_nan) return a_nan && b_nan;
+    return a == b;
+}

@@ -1,0 +1,103 @@
+/*
+ * tools/cli_common.h - what the subcommands of the `tally` tool share:
+ * exit codes, strict number parsing, a small long-option scanner, error
+ * reporting, raw little-endian files, clocks and memory queries.
+ *
+ * The tool reaches the library only through the public API (tally.h).
+ */
+#ifndef TALLY_CLI_COMMON_H
+#define TALLY_CLI_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tally.h"
+
+/* Exit codes of every subcommand. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1  /* a library error, an I/O error or a crosscheck mismatch */
+#define CLI_EXIT_USAGE 2 /* bad arguments */
+
+#if defined(__GNUC__)
+#  define CLI_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#  define CLI_PRINTF(fmt_index, first_arg)
+#endif
+
+/* ---- Subcommands (one file each). ---- */
+int cli_info(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_crosscheck(int argc, char **argv);
+int cli_demo(int argc, char **argv);
+
+extern const char cli_info_usage[];
+extern const char cli_run_usage[];
+extern const char cli_crosscheck_usage[];
+extern const char cli_demo_usage[];
+
+/* ---- Number parsing: the whole string must be the number. ---- */
+
+/* Unsigned 64-bit: decimal digits, or 0x followed by hex digits. Rejects an
+ * empty string, signs, spaces, junk after the digits and overflow.
+ * Returns 0 on success, -1 otherwise. */
+int cli_parse_u64(const char *s, uint64_t *out);
+/* A non-negative count that fits int64_t (sizes and shapes). */
+int cli_parse_size(const char *s, int64_t *out);
+/* A non-negative int (device indices). */
+int cli_parse_index(const char *s, int *out);
+
+/* ---- Long options: "--name value" or "--name=value". ---- */
+
+typedef struct cli_option {
+    const char *name; /* without the leading "--" */
+    int has_value;
+    int id;
+} cli_option;
+
+/*
+ * Reads the option at argv[*pos] and advances *pos past it (and its value).
+ * Returns the option's id, or -1 with a message in err for an argument that
+ * is not a known option or lacks its value (or has one it does not take).
+ */
+int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, size_t n_options,
+                    const char **value, char *err, size_t err_size);
+
+/* ---- Reporting. ---- */
+
+/* "tally: <message>" and the usage text on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *usage, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* "error: STATUS_NAME: <tally_last_error(ctx)>" on stderr (the status's own
+ * sentence when the library left no message); returns CLI_EXIT_FAIL. */
+int cli_library_error(const tally_context *ctx, tally_status status);
+/* "error: IO_ERROR: <message>" on stderr; returns CLI_EXIT_FAIL. */
+int cli_io_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+
+/* ---- Raw files: little-endian 4-byte elements. ---- */
+
+/* Reads a file that must hold exactly `count` 4-byte elements into a new
+ * malloc'd array (at least 4 bytes even when count is 0). Returns
+ * CLI_EXIT_OK, CLI_EXIT_USAGE (the size does not match: message printed) or
+ * CLI_EXIT_FAIL (the file cannot be read: message printed). */
+int cli_read_elements(const char *what, const char *path, uint64_t count, void **out);
+/* Writes count 4-byte elements; CLI_EXIT_OK or CLI_EXIT_FAIL (printed). */
+int cli_write_elements(const char *path, const void *data, uint64_t count);
+
+/* ---- Odds and ends. ---- */
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+/* Bytes of memory the system can still give (MemAvailable), or 0 if unknown. */
+uint64_t cli_mem_available(void);
+/* Online processors (at least 1). */
+int cli_processors(void);
+/* Writes s as a JSON string literal, quotes included. */
+void cli_json_string(FILE *f, const char *s);
+/* Writes a double as a JSON number, or null when it is not finite. */
+void cli_json_number(FILE *f, double v);
+/* 1 when a and b are the same bits, or both are NaNs (any payload). */
+int cli_same_bits(uint32_t a, uint32_t b);
+uint32_t cli_f32_bits(float f);
+float cli_bits_f32(uint32_t u);
+
+#endif /* TALLY_CLI_COMMON_H */

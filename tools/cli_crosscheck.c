@@ -1,0 +1,1229 @@
+/*
+ * tools/cli_crosscheck.c - `tally crosscheck`: every op, on shapes from tiny
+ * to large, on every available backend; each output compared bit for bit
+ * with the host backend's and, within a documented tolerance, with the
+ * float64 references of tools/reference.h.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_common.h"
+#include "cli_exec.h"
+#include "cli_gen.h"
+#include "reference.h"
+
+const char cli_crosscheck_usage[] =
+    "usage: tally crosscheck [--backends LIST] [--ops LIST] [--quick] [--json]\n"
+    "\n"
+    "Runs every op - each reduction on both axes, kl_div with every reduction and\n"
+    "flag combination, dirichlet_multinomial with shared and per-row alpha, with\n"
+    "and without the coefficient, under each reduction, gmm_log_prob, gmm_sample,\n"
+    "rng raw/uniform/normal, categorical on weights and on logits - on tiny, odd\n"
+    "(rows and cols not multiples of 4), strided (stride > cols, non-zero offset),\n"
+    "two-level-tree and large shapes (KL over 4096x4096; --quick shrinks the large\n"
+    "ones), with deterministic realistic inputs (softmaxed rows, integer counts...).\n"
+    "\n"
+    "  --backends LIST  comma-separated among host, opencl, cuda. The host backend is\n"
+    "                   always run: it is the reference for bits. Default: every\n"
+    "                   backend compiled in and available (others are reported as\n"
+    "                   skipped); a backend named here that is unavailable is an\n"
+    "                   error (exit 1). Every device of each backend is checked\n"
+    "                   (shown as backend:index when it has several).\n"
+    "  --ops LIST       only these ops (sum, mean, min, max, logsumexp, sumsq, kl_div,\n"
+    "                   dirichlet_multinomial, gmm_log_prob, gmm_sample, rng,\n"
+    "                   categorical).\n"
+    "  --quick          smaller large shapes.\n"
+    "  --json           results as one JSON object on stdout instead of a table.\n"
+    "\n"
+    "Checks, for each case and backend (progress goes to stderr):\n"
+    "  bits     every output equals the host backend's bit for bit (any NaN equals\n"
+    "           any NaN: payloads are not part of the contract). Sum, sumsq, min and\n"
+    "           max must also equal, on every backend, the tree simulated in float32\n"
+    "           by tools/reference.c. Nothing outside an output view may change.\n"
+    "  err/tol  the largest |result - float64 reference| / tol over the outputs, where\n"
+    "           tol = (tree depth(n) + e) * 2^-24 * mag, mag being the reference's\n"
+    "           scale of the float rounding (sum |terms|, see tools/reference.h) and\n"
+    "           e the op's own roundings: 0 sum, 1 sumsq, 2 mean, 4 logsumexp,\n"
+    "           8 kl_div, 32 dirichlet_multinomial (float lgamma is good to ~3e-6\n"
+    "           absolute below 10) plus the depth over rows for its sum and mean,\n"
+    "           8 + 2K gmm_log_prob and the sample's log_q (checked against its own\n"
+    "           z). min and max must be exact. Draws: raw and uniform exact; normal\n"
+    "           within 8 * 2^-24 * its radius sqrt(-2 log u); the sample's z within\n"
+    "           16 * 2^-24 * (|mu| + std * radius); categorical indices and\n"
+    "           components must fall in their category's interval within\n"
+    "           (n + 4) * 2^-22. A result passes when err/tol <= 1.\n"
+    "  ulp      the largest distance from the float64 reference in float32 ulps, for\n"
+    "           information (large where the result cancels, e.g. a sum near 0).\n"
+    "\n"
+    "Exit status: 0 when every result passes; 1 on any mismatch, out-of-tolerance\n"
+    "result, op failure or unavailable named backend; 2 bad arguments.\n";
+
+#define U TALLY_REF_F32_U
+
+/* ---- Cases ----------------------------------------------------------------- */
+
+typedef struct xc_case {
+    const char *op;
+    char variant[128];
+    char shape[64];
+    cli_job job; /* kind, parameters and shape; tensors laid out per case */
+    int strided;
+    int special; /* reductions: rows with NaN, infinities, zeros, subnormals */
+    int zeros;   /* kl: sparse supports; categorical: an invalid row */
+    uint64_t data_seed;
+} xc_case;
+
+typedef struct xc_result {
+    const char *op;
+    char variant[128];
+    char shape[64];
+    tally_backend backend;
+    const char *target; /* xc_target.label */
+    int device;
+    int ran;
+    char error[320];
+    uint64_t elements;
+    uint64_t bit_mismatches;
+    char first_mismatch[160];
+    int bits_compared; /* a host result existed to compare with */
+    int tree; /* -1 not applicable, 0 differs, 1 equal */
+    int wrote_outside;
+    double max_ulp;   /* NAN when no float output is compared */
+    double max_ratio; /* max err/tol; INFINITY for an exact check that failed */
+    uint64_t out_of_tolerance;
+    char worst[160];
+    char tree_note[160];
+    double op_seconds;
+    int pass;
+} xc_result;
+
+/* One device of one backend (or, when unused, a backend and why). */
+typedef struct xc_target {
+    tally_backend backend;
+    int device; /* index; -1 for a backend skipped as a whole */
+    int used;
+    char label[32]; /* "opencl", or "opencl:1" when the backend has several devices */
+    char name[256];
+    char reason[512];
+    tally_context *ctx;
+} xc_target;
+
+#define XC_MAX_TARGETS 32
+
+typedef struct xc_state {
+    int quick, json, count_only, tty;
+    const char *ops_filter;
+    int total, index;
+    int wanted[4]; /* per tally_backend: 0 no, 1 by default, 2 named in --backends */
+    xc_target targets[XC_MAX_TARGETS];
+    int n_targets;
+    xc_result *results;
+    size_t n_results, cap_results;
+    int fatal; /* a host allocation failed */
+} xc_state;
+
+static const char *reduce_name(tally_reduce_op op)
+{
+    switch (op) {
+    case TALLY_SUM: return "sum";
+    case TALLY_MEAN: return "mean";
+    case TALLY_MIN: return "min";
+    case TALLY_MAX: return "max";
+    case TALLY_LOGSUMEXP: return "logsumexp";
+    case TALLY_SUMSQ: return "sumsq";
+    }
+    return "?";
+}
+
+static const char *reduction_name(tally_reduction r)
+{
+    switch (r) {
+    case TALLY_REDUCTION_NONE: return "none";
+    case TALLY_REDUCTION_SUM: return "sum";
+    case TALLY_REDUCTION_MEAN: return "mean";
+    case TALLY_REDUCTION_BATCHMEAN: return "batchmean";
+    }
+    return "?";
+}
+
+static int op_selected(const char *filter, const char *op)
+{
+    if (filter == NULL) return 1;
+    size_t len = strlen(op);
+    for (const char *p = filter; *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        if (n == len && strncmp(p, op, n) == 0) return 1;
+        if (comma == NULL) break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+/* ---- Inputs ---------------------------------------------------------------- */
+
+/* Places every tensor of a strided case at a non-zero offset with a row
+ * stride that is neither cols nor a multiple of 4; vectors of outputs get a
+ * stride of 3. Every output gets spare elements after it, so that writes past
+ * its end are seen. */
+static void place_tensors(xc_case *c)
+{
+    cli_job *job = &c->job;
+    for (int k = 0; k < job->n_in + job->n_out; k++) {
+        int is_in = k < job->n_in;
+        cli_tensor *t = is_in ? &job->in[k] : &job->out[k - job->n_in];
+        t->pad_after = 5;
+        if (!c->strided) continue;
+        t->offset = 13 + 2 * k;
+        if (t->cols == 1 && t->rows > 1 && !is_in) t->stride = 3;
+        else t->stride = t->cols + 13;
+    }
+}
+
+static float *alloc_floats(uint64_t n)
+{
+    return malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+/* Reductions: N(0.25, 1.5^2); the "specials" case adds a NaN, infinities,
+ * signed zeros, subnormals and large finite values to chosen rows. */
+static void gen_reduce(const xc_case *c, float *x, cli_rand *r)
+{
+    const cli_job *job = &c->job;
+    cli_fill_normal(x, (uint64_t)(job->rows * job->cols), r, 0.25, 1.5);
+    if (!c->special) return;
+    int64_t C = job->cols;
+    float *row;
+    if (job->rows > 1) x[1 * C + C / 2] = NAN;
+    if (job->rows > 2) x[2 * C + 3 % C] = INFINITY;
+    if (job->rows > 3) {
+        row = x + 3 * C;
+        row[C - 1] = -INFINITY;
+        row[0] = -0.0f;
+        row[1 % C] = 0.0f;
+    }
+    if (job->rows > 4) {
+        row = x + 4 * C;
+        for (int64_t k = 0; k < C; k += 3) row[k] = (k % 2) ? 1e-40f : -3e-42f;
+        /* Large but with squares that stay finite in float. */
+        row[C / 2] = 3e18f;
+        row[C / 3] = -2e17f;
+    }
+}
+
+/* Mixture parameters; z (log_prob) near a random component. */
+static void gen_gmm(const cli_job *job, float *z, float *mu, float *lv, float *logits, cli_rand *r)
+{
+    int64_t B = job->batch, K = job->components, D = job->dim;
+    cli_fill_normal(mu, (uint64_t)(B * K * D), r, 0.0, 1.5);
+    cli_fill_normal(lv, (uint64_t)(B * K * D), r, -0.5, 0.6);
+    cli_fill_normal(logits, (uint64_t)K, r, 0.0, 1.0);
+    if (z == NULL) return;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t k = (int64_t)(cli_rand_u64(r) % (uint64_t)K);
+        for (int64_t d = 0; d < D; d++) {
+            size_t i = (size_t)(b * K * D + k * D + d);
+            z[b * D + d] = (float)(mu[i] + exp(0.5 * lv[i]) * cli_rand_normal(r));
+        }
+    }
+}
+
+/* Categorical rows: weights exp(N(0,1)) with ~20% zeros, or logits N(0, 2^2)
+ * with ~10% -inf. With `zeros`, row 0 cannot be sampled (all zero / all -inf). */
+static void gen_categorical(const xc_case *c, float *w, cli_rand *r)
+{
+    const cli_job *job = &c->job;
+    int logits = (job->flags & TALLY_CATEGORICAL_LOGITS) != 0;
+    for (int64_t row = 0; row < job->rows; row++) {
+        float *p = w + row * job->cols;
+        int any = 0;
+        for (int64_t k = 0; k < job->cols; k++) {
+            double g = cli_rand_normal(r);
+            int off = cli_rand_unit(r) < (logits ? 0.1 : 0.2);
+            p[k] = logits ? (off ? -INFINITY : (float)(2.0 * g)) : (off ? 0.0f : (float)exp(g));
+            any |= !off;
+        }
+        if (!any) p[0] = logits ? 0.0f : 1.0f;
+        if (c->zeros && row == 0)
+            for (int64_t k = 0; k < job->cols; k++) p[k] = logits ? -INFINITY : 0.0f;
+    }
+}
+
+/* Allocates and fills the inputs of a case. Returns 0, or -1 when out of memory. */
+static int gen_inputs(xc_case *c)
+{
+    cli_job *job = &c->job;
+    cli_rand r = cli_rand_make(c->data_seed);
+    for (int k = 0; k < job->n_in; k++) {
+        job->in[k].data = alloc_floats(cli_tensor_count(&job->in[k]));
+        if (job->in[k].data == NULL) return -1;
+    }
+    switch (job->kind) {
+    case CLI_OP_REDUCE: gen_reduce(c, job->in[0].data, &r); break;
+    case CLI_OP_KL: {
+        int prob = (job->flags & TALLY_KL_INPUT_IS_PROB) != 0, logt = (job->flags & TALLY_KL_LOG_TARGET) != 0;
+        unsigned char *mask = NULL;
+        /* Shared zeros make 0 * log 0 terms; log targets cannot hold zeros
+         * (exp(-inf) * -inf is NaN, as in torch). */
+        if (c->zeros && !logt) {
+            mask = malloc((size_t)(job->rows * job->cols > 0 ? job->rows * job->cols : 1));
+            if (mask == NULL) return -1;
+        }
+        cli_fill_softmax_rows(job->in[0].data, job->rows, job->cols, &r, 1.0, 0.2, !prob, mask, 1);
+        cli_fill_softmax_rows(job->in[1].data, job->rows, job->cols, &r, 1.0, 0.2, logt, mask, 0);
+        free(mask);
+        break;
+    }
+    case CLI_OP_DM:
+        cli_fill_counts(job->in[0].data, cli_tensor_count(&job->in[0]), &r);
+        cli_fill_normal(job->in[1].data, cli_tensor_count(&job->in[1]), &r, -0.5, 0.8);
+        break;
+    case CLI_OP_GMM_LOG_PROB:
+        gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
+        break;
+    case CLI_OP_GMM_SAMPLE: gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r); break;
+    case CLI_OP_CATEGORICAL: gen_categorical(c, job->in[0].data, &r); break;
+    case CLI_OP_RNG: break;
+    }
+    return 0;
+}
+
+/* ---- References ------------------------------------------------------------ */
+
+/* Expected values for one output: float64 value and absolute tolerance per
+ * element (tolerance 0: exact), or exact bits (tree), or nothing. */
+typedef struct xc_expect {
+    double *ref[CLI_MAX_TENSORS];
+    double *tol[CLI_MAX_TENSORS];
+    float *tree[CLI_MAX_TENSORS];
+} xc_expect;
+
+static void expect_free(xc_expect *e)
+{
+    for (int k = 0; k < CLI_MAX_TENSORS; k++) {
+        free(e->ref[k]);
+        free(e->tol[k]);
+        free(e->tree[k]);
+    }
+    memset(e, 0, sizeof *e);
+}
+
+static tally_ref_mat dense(const cli_tensor *t)
+{
+    return tally_ref_mat_make(t->data, t->rows, t->cols, t->cols);
+}
+
+static int alloc_expect(xc_expect *e, int k, uint64_t n)
+{
+    e->ref[k] = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    e->tol[k] = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    return e->ref[k] != NULL && e->tol[k] != NULL ? 0 : -1;
+}
+
+/* mag -> tolerance in place. */
+static void to_tolerance(double *mag, uint64_t count, uint64_t tree_n, double extra)
+{
+    for (uint64_t i = 0; i < count; i++) mag[i] = tally_ref_tolerance(mag[i], tree_n, extra);
+}
+
+/* Expectations that do not depend on a backend's outputs. Returns 0 or -1
+ * (out of memory, or the reference refused the case). */
+static int prepare_expect(const xc_case *c, xc_expect *e)
+{
+    const cli_job *job = &c->job;
+    memset(e, 0, sizeof *e);
+    const cli_tensor *out = &job->out[0];
+    uint64_t n_out = cli_tensor_count(out);
+    switch (job->kind) {
+    case CLI_OP_REDUCE: {
+        if (alloc_expect(e, 0, n_out) != 0) return -1;
+        if (tally_ref_reduce((int)job->reduce_op, (int)job->axis, dense(&job->in[0]), e->ref[0], e->tol[0]) < 0)
+            return -1;
+        uint64_t n = job->axis == TALLY_AXIS_ALL ? (uint64_t)(job->rows * job->cols) : (uint64_t)job->cols;
+        double extra = job->reduce_op == TALLY_SUMSQ ? 1.0 : job->reduce_op == TALLY_MEAN ? 2.0
+                       : job->reduce_op == TALLY_LOGSUMEXP ? 4.0 : 0.0;
+        to_tolerance(e->tol[0], n_out, n, extra);
+        if (job->reduce_op == TALLY_SUM || job->reduce_op == TALLY_SUMSQ || job->reduce_op == TALLY_MIN ||
+            job->reduce_op == TALLY_MAX) {
+            /* The exact bits of the written tree, simulated by reference.c. */
+            int kind = job->reduce_op == TALLY_MIN ? 1 : job->reduce_op == TALLY_MAX ? 2 : 0;
+            float *terms = alloc_floats((uint64_t)(job->rows * job->cols));
+            e->tree[0] = alloc_floats(n_out);
+            if (terms == NULL || e->tree[0] == NULL) {
+                free(terms);
+                return -1;
+            }
+            const float *x = job->in[0].data;
+            for (int64_t i = 0; i < job->rows * job->cols; i++)
+                terms[i] = job->reduce_op == TALLY_SUMSQ ? x[i] * x[i] : x[i];
+            if (job->axis == TALLY_AXIS_ALL) e->tree[0][0] = tally_ref_tree_f32(terms, n, kind, 0.0f);
+            else
+                for (int64_t row = 0; row < job->rows; row++)
+                    e->tree[0][row] = tally_ref_tree_f32(terms + row * job->cols, n, kind, 0.0f);
+            free(terms);
+        }
+        return 0;
+    }
+    case CLI_OP_KL: {
+        if (alloc_expect(e, 0, n_out) != 0) return -1;
+        if (tally_ref_kl_div(dense(&job->in[0]), dense(&job->in[1]), (int)job->reduction, job->flags, e->ref[0],
+                             e->tol[0]) < 0)
+            return -1;
+        uint64_t n = job->reduction == TALLY_REDUCTION_NONE ? 1u : (uint64_t)(job->rows * job->cols);
+        to_tolerance(e->tol[0], n_out, n, 8.0);
+        return 0;
+    }
+    case CLI_OP_DM: {
+        if (alloc_expect(e, 0, n_out) != 0) return -1;
+        if (tally_ref_dirichlet_multinomial(dense(&job->in[0]), dense(&job->in[1]), (int)job->reduction,
+                                            job->flags, e->ref[0], e->tol[0]) < 0)
+            return -1;
+        double extra = 32.0;
+        if (job->reduction != TALLY_REDUCTION_NONE) extra += tally_ref_tree_depth((uint64_t)job->rows) + 2.0;
+        to_tolerance(e->tol[0], n_out, (uint64_t)job->cols, extra);
+        return 0;
+    }
+    case CLI_OP_GMM_LOG_PROB: {
+        if (alloc_expect(e, 0, n_out) != 0) return -1;
+        if (tally_ref_gmm_log_prob(dense(&job->in[0]), dense(&job->in[1]), dense(&job->in[2]), job->in[3].data,
+                                   job->components, e->ref[0], e->tol[0]) < 0)
+            return -1;
+        to_tolerance(e->tol[0], n_out, (uint64_t)job->dim, 8.0 + 2.0 * (double)job->components);
+        return 0;
+    }
+    case CLI_OP_RNG: {
+        if (alloc_expect(e, 0, n_out) != 0) return -1;
+        const tally_rng g = job->rng;
+        for (uint64_t i = 0; i < n_out; i++) {
+            uint64_t s = g.offset + i;
+            switch (job->dist) {
+            case TALLY_DIST_RAW:
+                e->ref[0][i] = (double)tally_ref_rng_raw(g.seed, g.subsequence, s);
+                e->tol[0][i] = 0.0;
+                break;
+            case TALLY_DIST_UNIFORM:
+                e->ref[0][i] = (double)tally_ref_rng_uniform(g.seed, g.subsequence, s);
+                e->tol[0][i] = 0.0;
+                break;
+            case TALLY_DIST_NORMAL:
+                e->ref[0][i] = tally_ref_rng_normal(g.seed, g.subsequence, s);
+                e->tol[0][i] = 8.0 * U * tally_ref_rng_normal_radius(g.seed, g.subsequence, s) * 1.01;
+                break;
+            }
+        }
+        return 0;
+    }
+    case CLI_OP_GMM_SAMPLE:
+    case CLI_OP_CATEGORICAL: return 0; /* checked against each backend's own draws */
+    }
+    return -1;
+}
+
+/* ---- Comparison ------------------------------------------------------------ */
+
+static double ratio_of(double err, double tol)
+{
+    if (err == 0.0) return 0.0;
+    if (tol == 0.0) return INFINITY;
+    return err / tol;
+}
+
+/* One float output against its float64 reference. */
+static void compare_float(xc_result *res, const char *name, const float *got, const double *ref, const double *tol,
+                          uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        double ulp = tally_ref_ulp_diff(got[i], ref[i]);
+        if (isnan(res->max_ulp) || ulp > res->max_ulp) res->max_ulp = ulp;
+        double diff = fabs((double)got[i] - ref[i]), ratio;
+        if (tally_ref_close(got[i], ref[i], tol[i])) {
+            ratio = isfinite(diff) ? ratio_of(diff, tol[i]) : 0.0; /* both NaN, or the same infinity */
+        } else {
+            res->out_of_tolerance++;
+            ratio = isfinite(diff) ? ratio_of(diff, tol[i]) : INFINITY;
+        }
+        if (ratio > res->max_ratio) {
+            res->max_ratio = ratio;
+            snprintf(res->worst, sizeof res->worst, "%s[%llu] = %.9g, float64 %.17g, tol %.3g", name,
+                     (unsigned long long)i, (double)got[i], ref[i], tol[i]);
+        }
+    }
+}
+
+/* Output-dependent checks: categorical indices, the mixture sample. */
+static int compare_draws(const xc_case *c, const cli_job *ran, xc_result *res)
+{
+    const cli_job *job = &c->job;
+    const tally_rng g = job->rng;
+    if (job->kind == CLI_OP_CATEGORICAL) {
+        const int32_t *idx = ran->out[0].data;
+        const float *w = job->in[0].data;
+        int logits = (job->flags & TALLY_CATEGORICAL_LOGITS) != 0;
+        double tol = (double)(job->cols + 4) * 0x1.0p-22;
+        for (int64_t row = 0; row < job->rows; row++) {
+            double u = (double)tally_ref_rng_uniform(g.seed, g.subsequence, g.offset + (uint64_t)row);
+            if (!tally_ref_categorical_consistent(w + row * job->cols, job->cols, logits, u, idx[row], tol)) {
+                if (res->out_of_tolerance++ == 0)
+                    snprintf(res->worst, sizeof res->worst, "index[%lld] = %d is not in its interval (u = %.9g)",
+                             (long long)row, idx[row], u);
+                res->max_ratio = INFINITY;
+            }
+        }
+        return 0;
+    }
+    /* gmm_sample: components, then z given those components, then log_q
+     * given z. */
+    int64_t B = job->batch, K = job->components, D = job->dim;
+    const float *z = ran->out[0].data, *log_q = ran->out[1].data;
+    const int32_t *comp = ran->out[2].data;
+    const float *mu = job->in[0].data, *lv = job->in[1].data, *logits = job->in[2].data;
+    double tol_c = (double)(K + 4) * 0x1.0p-22;
+    int32_t *given = malloc((size_t)(B > 0 ? B : 1) * sizeof *given);
+    double *zr = malloc((size_t)(B * D > 0 ? B * D : 1) * sizeof *zr);
+    double *lq = malloc((size_t)(B > 0 ? B : 1) * sizeof *lq);
+    double *zt = malloc((size_t)(B * D > 0 ? B * D : 1) * sizeof *zt);
+    double *lqt = malloc((size_t)(B > 0 ? B : 1) * sizeof *lqt);
+    int rc = -1;
+    if (given == NULL || zr == NULL || lq == NULL || zt == NULL || lqt == NULL) goto done;
+    for (int64_t b = 0; b < B; b++) {
+        double u = (double)tally_ref_rng_uniform(g.seed, g.subsequence, g.offset + (uint64_t)b);
+        int ok = K > 1 ? tally_ref_categorical_consistent(logits, K, 1, u, comp[b], tol_c) : comp[b] == 0;
+        if (!ok) {
+            if (res->out_of_tolerance++ == 0)
+                snprintf(res->worst, sizeof res->worst, "component[%lld] = %d is not in its interval (u = %.9g)",
+                         (long long)b, comp[b], u);
+            res->max_ratio = INFINITY;
+        }
+        given[b] = comp[b] >= 0 && comp[b] < K ? comp[b] : -1;
+    }
+    tally_ref_mat m_mu = dense(&job->in[0]), m_lv = dense(&job->in[1]);
+    tally_ref_gmm_sample(m_mu, m_lv, logits, K, g.seed, g.subsequence, g.offset, B, D, 1, given, zr, lq);
+    for (int64_t b = 0; b < B; b++) {
+        int32_t k = given[b];
+        for (int64_t d = 0; d < D; d++) {
+            uint64_t s = tally_ref_gmm_eps_index(g.offset, (uint64_t)B, (uint64_t)D, (uint64_t)b, (uint64_t)d);
+            double scale = 0.0;
+            if (k >= 0) {
+                size_t i = (size_t)(b * K * D + k * D + d);
+                scale = fabs((double)mu[i]) +
+                        exp(0.5 * (double)lv[i]) * tally_ref_rng_normal_radius(g.seed, g.subsequence, s);
+            }
+            zt[b * D + d] = 16.0 * U * scale * 1.01;
+        }
+    }
+    compare_float(res, "z", z, zr, zt, (uint64_t)(B * D));
+    cli_tensor zt_view = ran->out[0];
+    if (tally_ref_gmm_log_prob(dense(&zt_view), m_mu, m_lv, logits, K, lq, lqt) < 0) goto done;
+    to_tolerance(lqt, (uint64_t)B, (uint64_t)D, 8.0 + 2.0 * (double)K);
+    compare_float(res, "log_q", log_q, lq, lqt, (uint64_t)B);
+    rc = 0;
+done:
+    free(given);
+    free(zr);
+    free(lq);
+    free(zt);
+    free(lqt);
+    return rc;
+}
+
+/* Bits of one backend's outputs against the host's. */
+static void compare_bits(const cli_job *host, const cli_job *other, xc_result *res)
+{
+    for (int k = 0; k < other->n_out; k++) {
+        const cli_tensor *a = &host->out[k], *b = &other->out[k];
+        const uint32_t *pa = a->data, *pb = b->data;
+        uint64_t n = cli_tensor_count(a);
+        for (uint64_t i = 0; i < n; i++) {
+            int same = a->dtype == TALLY_F32 ? cli_same_bits(pa[i], pb[i]) : pa[i] == pb[i];
+            if (same) continue;
+            if (res->bit_mismatches++ > 0) continue;
+            if (a->dtype == TALLY_F32)
+                snprintf(res->first_mismatch, sizeof res->first_mismatch,
+                         "%s[%llu]: host 0x%08x (%.9g), this 0x%08x (%.9g)", a->name, (unsigned long long)i,
+                         (unsigned)pa[i], (double)cli_bits_f32(pa[i]), (unsigned)pb[i],
+                         (double)cli_bits_f32(pb[i]));
+            else
+                snprintf(res->first_mismatch, sizeof res->first_mismatch, "%s[%llu]: host %lld, this %lld", a->name,
+                         (unsigned long long)i,
+                         a->dtype == TALLY_I32 ? (long long)(int32_t)pa[i] : (long long)pa[i],
+                         a->dtype == TALLY_I32 ? (long long)(int32_t)pb[i] : (long long)pb[i]);
+        }
+    }
+}
+
+/* Everything that compares a finished run with the expectations. */
+static void check_run(const xc_case *c, const xc_expect *e, const cli_job *ran, const cli_job *host_run,
+                      xc_result *res)
+{
+    const cli_job *job = &c->job;
+    res->max_ulp = NAN;
+    res->max_ratio = 0.0;
+    for (int k = 0; k < ran->n_out; k++) res->elements += cli_tensor_count(&ran->out[k]);
+    res->bits_compared = host_run != NULL;
+    if (host_run != NULL) compare_bits(host_run, ran, res);
+    res->tree = -1;
+    if (e->tree[0] != NULL) {
+        const uint32_t *got = ran->out[0].data;
+        res->tree = 1;
+        for (uint64_t i = 0; i < cli_tensor_count(&ran->out[0]); i++)
+            if (!cli_same_bits(got[i], cli_f32_bits(e->tree[0][i]))) {
+                if (res->tree == 1)
+                    snprintf(res->tree_note, sizeof res->tree_note, "y[%llu] = %.9g but the simulated tree gives %.9g",
+                             (unsigned long long)i, (double)cli_bits_f32(got[i]), (double)e->tree[0][i]);
+                res->tree = 0;
+            }
+    }
+    if (job->kind == CLI_OP_RNG && job->dist == TALLY_DIST_RAW) {
+        const uint32_t *got = ran->out[0].data;
+        for (uint64_t i = 0; i < cli_tensor_count(&ran->out[0]); i++)
+            if ((double)got[i] != e->ref[0][i]) {
+                if (res->out_of_tolerance++ == 0)
+                    snprintf(res->worst, sizeof res->worst, "x[%llu] = %u, reference %.0f", (unsigned long long)i,
+                             (unsigned)got[i], e->ref[0][i]);
+                res->max_ratio = INFINITY;
+            }
+    } else if (job->kind == CLI_OP_GMM_SAMPLE || job->kind == CLI_OP_CATEGORICAL) {
+        if (compare_draws(c, ran, res) != 0) {
+            snprintf(res->error, sizeof res->error, "out of host memory for the reference");
+            res->ran = 0;
+        }
+    } else {
+        compare_float(res, ran->out[0].name, ran->out[0].data, e->ref[0], e->tol[0],
+                      cli_tensor_count(&ran->out[0]));
+    }
+    res->pass = res->ran && res->bit_mismatches == 0 && res->tree != 0 && !res->wrote_outside &&
+                res->out_of_tolerance == 0 && !(res->max_ratio > 1.0);
+}
+
+/* ---- Running one case --------------------------------------------------------- */
+
+static xc_result *new_result(xc_state *st)
+{
+    if (st->n_results == st->cap_results) {
+        size_t cap = st->cap_results ? 2 * st->cap_results : 256;
+        xc_result *p = realloc(st->results, cap * sizeof *p);
+        if (p == NULL) return NULL;
+        st->results = p;
+        st->cap_results = cap;
+    }
+    xc_result *r = &st->results[st->n_results++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void progress(xc_state *st, const xc_case *c, const char *backend, int first)
+{
+    if (!st->tty && !first) return; /* a log gets one line per case */
+    if (st->tty)
+        fprintf(stderr, "\r\033[K[%d/%d] %s %s %s on %s", st->index, st->total, c->op, c->variant, c->shape,
+                backend);
+    else
+        fprintf(stderr, "crosscheck [%d/%d] %s %s %s\n", st->index, st->total, c->op, c->variant, c->shape);
+    fflush(stderr);
+}
+
+static void run_case(xc_state *st, xc_case *c)
+{
+    if (!op_selected(st->ops_filter, c->op)) return;
+    st->index++;
+    if (st->count_only || st->fatal) return;
+    char err[160];
+    if (cli_job_layout(&c->job, err, sizeof err) != 0) {
+        fprintf(stderr, "tally: crosscheck: case %s %s: %s\n", c->op, c->shape, err);
+        st->fatal = 1;
+        return;
+    }
+    place_tensors(c);
+    xc_expect e;
+    memset(&e, 0, sizeof e);
+    cli_job host_run;
+    int have_host = 0;
+    if (gen_inputs(c) != 0 || prepare_expect(c, &e) != 0) {
+        fprintf(stderr, "tally: crosscheck: out of host memory (or a refused reference) for %s %s\n", c->op,
+                c->shape);
+        st->fatal = 1;
+        goto done;
+    }
+    int first = 1;
+    for (int b = 0; b < st->n_targets; b++) {
+        xc_target *be = &st->targets[b];
+        if (!be->used) continue;
+        progress(st, c, be->label, first);
+        first = 0;
+        xc_result *res = new_result(st);
+        if (res == NULL) {
+            st->fatal = 1;
+            break;
+        }
+        res->op = c->op;
+        snprintf(res->variant, sizeof res->variant, "%s", c->variant);
+        snprintf(res->shape, sizeof res->shape, "%s", c->shape);
+        res->backend = be->backend;
+        res->target = be->label;
+        res->device = be->device;
+        cli_job run = c->job;
+        tally_status status = cli_exec_run(be->ctx, &run);
+        res->op_seconds = run.op_seconds;
+        if (status != TALLY_OK) {
+            snprintf(res->error, sizeof res->error, "%s: %s", tally_status_name(status), run.error);
+            res->max_ulp = NAN;
+            res->pass = 0;
+            continue;
+        }
+        res->ran = 1;
+        res->wrote_outside = run.wrote_outside;
+        check_run(c, &e, &run, have_host ? &host_run : NULL, res);
+        if (be->backend == TALLY_BACKEND_HOST && !have_host) {
+            host_run = run;
+            have_host = 1;
+        } else {
+            cli_job_free_outputs(&run);
+        }
+    }
+    if (have_host) cli_job_free_outputs(&host_run);
+done:
+    expect_free(&e);
+    for (int k = 0; k < c->job.n_in; k++) {
+        free(c->job.in[k].data);
+        c->job.in[k].data = NULL;
+    }
+}
+
+/* ---- The catalogue of cases -------------------------------------------------- */
+
+typedef struct shape_rc {
+    int64_t rows, cols;
+    int strided;
+    const char *label;
+} shape_rc;
+
+static void shape_text(char *out, size_t size, int64_t rows, int64_t cols, int strided, const char *label)
+{
+    snprintf(out, size, "%lldx%lld %s%s", (long long)rows, (long long)cols, label, strided ? " strided" : "");
+}
+
+/* Random-stream positions: zero, odd offsets, the largest seed, a subsequence
+ * and an offset above 2^32 (both counter words used), and (index 4) an
+ * offset whose draws end exactly at 2^64 - 1. */
+static tally_rng rng_setting(int i, uint64_t need)
+{
+    switch (i % 5) {
+    case 0: return (tally_rng){.seed = 0, .subsequence = 0, .offset = 0};
+    case 1: return (tally_rng){.seed = 42, .subsequence = 0, .offset = 1};
+    case 2: return (tally_rng){.seed = UINT64_MAX, .subsequence = 7, .offset = 3};
+    case 3: return (tally_rng){.seed = 123456789, .subsequence = 0x100000001ull, .offset = (1ull << 40) + 2};
+    default: return (tally_rng){.seed = 5, .subsequence = 1, .offset = UINT64_MAX - need};
+    }
+}
+
+/* A 64-bit stream coordinate, short: decimal below 2^32, 2^64-N near the
+ * top, hex otherwise. */
+static void u64_text(char *out, size_t size, uint64_t v)
+{
+    if (v < (1ull << 32)) snprintf(out, size, "%llu", (unsigned long long)v);
+    else if (UINT64_MAX - v < (1ull << 20)) snprintf(out, size, "2^64-%llu", (unsigned long long)(UINT64_MAX - v) + 1);
+    else snprintf(out, size, "0x%llx", (unsigned long long)v);
+}
+
+static void rng_text(char *out, size_t size, tally_rng g)
+{
+    char seed[24], sub[24], off[24];
+    u64_text(seed, sizeof seed, g.seed);
+    u64_text(sub, sizeof sub, g.subsequence);
+    u64_text(off, sizeof off, g.offset);
+    snprintf(out, size, "seed=%s sub=%s off=%s", seed, sub, off);
+}
+
+static void catalogue(xc_state *st)
+{
+    const int q = st->quick;
+    uint64_t seed = 1;
+    xc_case c;
+
+    /* Matrices for the reductions, KL, DM and categorical. */
+    const shape_rc shapes[] = {
+        {1, 1, 0, "tiny"},
+        {2, 3, 0, "tiny"},
+        {7, 1001, 0, "odd"},
+        {5, 4099, 0, "odd"},
+        {33, 517, 1, "odd"},
+        {3, 20001, 0, "2-level rows"},
+        {2, 16387, 1, "2-level rows"},
+        {q ? 1024 : 4096, q ? 1024 : 4096, 0, "large"},
+        {1, q ? 70001 : 1000003, 0, "2-level vector"},
+    };
+    const size_t n_shapes = sizeof shapes / sizeof shapes[0];
+
+    static const tally_reduce_op reduce_ops[] = {TALLY_SUM, TALLY_MEAN, TALLY_MIN, TALLY_MAX, TALLY_LOGSUMEXP,
+                                                 TALLY_SUMSQ};
+    for (size_t s = 0; s <= n_shapes; s++) {
+        /* One extra shape: special values. */
+        shape_rc sh = s < n_shapes ? shapes[s] : (shape_rc){5, 37, 0, "specials"};
+        for (size_t o = 0; o < 6; o++)
+            for (int axis = TALLY_AXIS_ALL; axis <= TALLY_AXIS_ROW; axis++) {
+                memset(&c, 0, sizeof c);
+                c.op = reduce_name(reduce_ops[o]);
+                c.job.kind = CLI_OP_REDUCE;
+                c.job.reduce_op = reduce_ops[o];
+                c.job.axis = (tally_axis)axis;
+                c.job.rows = sh.rows;
+                c.job.cols = sh.cols;
+                c.strided = sh.strided;
+                c.special = s == n_shapes;
+                c.data_seed = seed++;
+                snprintf(c.variant, sizeof c.variant, "axis=%s", axis == TALLY_AXIS_ALL ? "all" : "row");
+                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                run_case(st, &c);
+            }
+    }
+
+    /* KL: every reduction x every flag combination; the large shape runs four
+     * representative combinations (each reduction once, batchmean as the
+     * founding workload: input_is_prob). */
+    static const unsigned large_flags[] = {
+        [TALLY_REDUCTION_NONE] = TALLY_KL_INPUT_IS_PROB,
+        [TALLY_REDUCTION_SUM] = TALLY_KL_LOG_TARGET,
+        [TALLY_REDUCTION_MEAN] = TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET,
+        [TALLY_REDUCTION_BATCHMEAN] = TALLY_KL_INPUT_IS_PROB,
+    };
+    for (size_t s = 1; s < n_shapes - 1; s++) {
+        const shape_rc sh = shapes[s];
+        int large = strcmp(sh.label, "large") == 0;
+        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
+            for (unsigned flags = 0; flags < 4; flags++) {
+                if (large && flags != large_flags[red]) continue;
+                memset(&c, 0, sizeof c);
+                c.op = "kl_div";
+                c.job.kind = CLI_OP_KL;
+                c.job.reduction = (tally_reduction)red;
+                c.job.flags = flags;
+                c.job.rows = sh.rows;
+                c.job.cols = sh.cols;
+                c.strided = sh.strided;
+                c.zeros = strcmp(sh.label, "odd") == 0;
+                c.data_seed = seed++;
+                snprintf(c.variant, sizeof c.variant, "%s%s%s", reduction_name((tally_reduction)red),
+                         (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "", (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
+                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                if (c.zeros && !(flags & TALLY_KL_LOG_TARGET)) strncat(c.shape, " zeros", sizeof c.shape - strlen(c.shape) - 1);
+                run_case(st, &c);
+            }
+    }
+
+    /* Dirichlet-multinomial: shared / per-row alpha x coefficient x reduction. */
+    const shape_rc dm_shapes[] = {
+        {1, 1, 0, "tiny"},
+        {2, 3, 0, "tiny"},
+        {7, 1001, 0, "odd"},
+        {33, 517, 1, "odd"},
+        {512, 256, 0, "founding"},
+        {3, 20001, 0, "2-level rows"},
+        {q ? 17000 : 40000, 5, 0, "2-level batch"},
+    };
+    for (size_t s = 0; s < sizeof dm_shapes / sizeof dm_shapes[0]; s++) {
+        const shape_rc sh = dm_shapes[s];
+        for (int per_row = 0; per_row < 2; per_row++)
+            for (unsigned flags = 0; flags < 2; flags++)
+                for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
+                    memset(&c, 0, sizeof c);
+                    c.op = "dirichlet_multinomial";
+                    c.job.kind = CLI_OP_DM;
+                    c.job.reduction = (tally_reduction)red;
+                    c.job.flags = flags;
+                    c.job.per_row_alpha = per_row;
+                    c.job.rows = sh.rows;
+                    c.job.cols = sh.cols;
+                    c.strided = sh.strided;
+                    c.data_seed = seed++;
+                    snprintf(c.variant, sizeof c.variant, "%s %s%s", reduction_name((tally_reduction)red),
+                             per_row ? "per-row" : "shared", flags ? " coef" : "");
+                    shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                    run_case(st, &c);
+                }
+    }
+
+    /* Gaussian mixtures (B, K, D). */
+    typedef struct shape_gmm {
+        int64_t B, K, D;
+        int strided;
+        const char *label;
+    } shape_gmm;
+    const shape_gmm gmm_shapes[] = {
+        {1, 1, 1, 0, "tiny"},
+        {2, 1, 3, 0, "tiny"},
+        {5, 3, 7, 0, "odd"},
+        {33, 5, 17, 1, "odd"},
+        {256, 4, 64, 0, "founding"},
+        {3, 2, 20001, 0, "2-level dim"},
+        {q ? 1024 : 4096, 8, 128, 0, "large"},
+    };
+    for (int sample = 0; sample < 2; sample++)
+        for (size_t s = 0; s < sizeof gmm_shapes / sizeof gmm_shapes[0]; s++) {
+            const shape_gmm sh = gmm_shapes[s];
+            memset(&c, 0, sizeof c);
+            c.op = sample ? "gmm_sample" : "gmm_log_prob";
+            c.job.kind = sample ? CLI_OP_GMM_SAMPLE : CLI_OP_GMM_LOG_PROB;
+            c.job.batch = sh.B;
+            c.job.components = sh.K;
+            c.job.dim = sh.D;
+            c.strided = sh.strided;
+            c.data_seed = seed++;
+            snprintf(c.shape, sizeof c.shape, "B=%lld K=%lld D=%lld %s%s", (long long)sh.B, (long long)sh.K,
+                     (long long)sh.D, sh.label, sh.strided ? " strided" : "");
+            if (sample) {
+                tally_ref_gmm_layout l = tally_ref_gmm_sample_layout((uint64_t)sh.B, (uint64_t)sh.D);
+                c.job.rng = rng_setting((int)s, l.consumed);
+                rng_text(c.variant, sizeof c.variant, c.job.rng);
+            } else {
+                snprintf(c.variant, sizeof c.variant, "-");
+            }
+            run_case(st, &c);
+        }
+
+    /* Random fills. */
+    const shape_rc rng_shapes[] = {
+        {1, 1, 0, "tiny"},
+        {1, 3, 0, "tiny"},
+        {1, 7, 0, "odd"},
+        {37, 101, 1, "odd"},
+        {1, q ? 70001 : 1000003, 0, "large"},
+    };
+    static const tally_distribution dists[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
+    static const char *const dist_names[] = {"raw", "uniform", "normal"};
+    for (size_t d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof rng_shapes / sizeof rng_shapes[0]; s++) {
+            const shape_rc sh = rng_shapes[s];
+            memset(&c, 0, sizeof c);
+            c.op = "rng";
+            c.job.kind = CLI_OP_RNG;
+            c.job.dist = dists[d];
+            c.job.rows = sh.rows;
+            c.job.cols = sh.cols;
+            c.strided = sh.strided;
+            c.job.rng = rng_setting((int)(s + d), tally_ref_round_up4((uint64_t)(sh.rows * sh.cols), NULL));
+            char where[100];
+            rng_text(where, sizeof where, c.job.rng);
+            snprintf(c.variant, sizeof c.variant, "%s %s", dist_names[d], where);
+            shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+            run_case(st, &c);
+        }
+
+    /* Categorical draws on weights and on logits. */
+    const shape_rc cat_shapes[] = {
+        {1, 1, 0, "tiny"},
+        {2, 3, 0, "tiny"},
+        {7, 1001, 0, "odd"},
+        {33, 517, 1, "odd"},
+        {q ? 4000 : 20001, 5, 0, "many rows"},
+        {q ? 4096 : 65536, 64, 0, "large"},
+    };
+    for (int logits = 0; logits < 2; logits++)
+        for (size_t s = 0; s < sizeof cat_shapes / sizeof cat_shapes[0]; s++) {
+            const shape_rc sh = cat_shapes[s];
+            memset(&c, 0, sizeof c);
+            c.op = "categorical";
+            c.job.kind = CLI_OP_CATEGORICAL;
+            c.job.flags = logits ? TALLY_CATEGORICAL_LOGITS : 0u;
+            c.job.rows = sh.rows;
+            c.job.cols = sh.cols;
+            c.strided = sh.strided;
+            c.zeros = sh.rows == 2; /* the small case holds a row that cannot be sampled */
+            c.data_seed = seed++;
+            c.job.rng = rng_setting((int)s + logits, tally_ref_round_up4((uint64_t)sh.rows, NULL));
+            char where[100];
+            rng_text(where, sizeof where, c.job.rng);
+            snprintf(c.variant, sizeof c.variant, "%s %s", logits ? "logits" : "weights", where);
+            shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+            if (c.zeros) strncat(c.shape, " invalid-row", sizeof c.shape - strlen(c.shape) - 1);
+            run_case(st, &c);
+        }
+}
+
+/* ---- Output -------------------------------------------------------------------- */
+
+static void format_number(char *out, size_t size, double v)
+{
+    if (isnan(v)) snprintf(out, size, "-");
+    else if (isinf(v)) snprintf(out, size, "inf");
+    else snprintf(out, size, "%.3g", v);
+}
+
+static const char *bits_text(const xc_result *r, char *buf, size_t size)
+{
+    if (!r->ran) return "-";
+    if (r->backend == TALLY_BACKEND_HOST) {
+        if (r->tree == 0) return "NO (tree)";
+        return r->tree == 1 ? "ref, tree" : "ref";
+    }
+    if (!r->bits_compared) return "-";
+    if (r->bit_mismatches == 0) return "yes";
+    snprintf(buf, size, "NO %llu/%llu", (unsigned long long)r->bit_mismatches, (unsigned long long)r->elements);
+    return buf;
+}
+
+static void print_table(const xc_state *st)
+{
+    printf("%-21s %-36s %-28s %-8s %-12s %-9s %-8s %s\n", "op", "variant", "shape", "backend", "bits", "max ulp",
+           "err/tol", "result");
+    for (size_t i = 0; i < st->n_results; i++) {
+        const xc_result *r = &st->results[i];
+        char ulp[32], ratio[32], bits[48];
+        format_number(ulp, sizeof ulp, r->max_ulp);
+        format_number(ratio, sizeof ratio, r->ran ? r->max_ratio : NAN);
+        printf("%-21s %-36s %-28s %-8s %-12s %-9s %-8s %s\n", r->op, r->variant, r->shape, r->target,
+               bits_text(r, bits, sizeof bits), ulp, ratio,
+               r->pass ? "ok" : "FAIL");
+        if (!r->pass) {
+            if (r->error[0] != '\0') printf("    error: %s\n", r->error);
+            if (r->bit_mismatches > 0) printf("    first difference: %s\n", r->first_mismatch);
+            if (r->wrote_outside) printf("    wrote outside its output view\n");
+            if (r->tree == 0) printf("    tree: %s\n", r->tree_note);
+            if (r->worst[0] != '\0' && (r->out_of_tolerance > 0 || r->max_ratio > 1.0))
+                printf("    worst: %s (%llu out of tolerance)\n", r->worst, (unsigned long long)r->out_of_tolerance);
+        }
+    }
+}
+
+static void print_json(const xc_state *st, int failures)
+{
+    printf("{\n  \"quick\": %s,\n  \"backends\": [", st->quick ? "true" : "false");
+    for (int b = 0; b < st->n_targets; b++) {
+        const xc_target *be = &st->targets[b];
+        printf("%s\n    {\"name\": \"%s\", \"device\": %d, \"status\": \"%s\", ", b ? "," : "",
+               tally_backend_name(be->backend), be->device, be->used ? "used" : "skipped");
+        if (be->used) {
+            printf("\"device_name\": ");
+            cli_json_string(stdout, be->name);
+        } else {
+            printf("\"reason\": ");
+            cli_json_string(stdout, be->reason);
+        }
+        printf("}");
+    }
+    printf("\n  ],\n  \"results\": [");
+    for (size_t i = 0; i < st->n_results; i++) {
+        const xc_result *r = &st->results[i];
+        printf("%s\n    {\"op\": \"%s\", \"variant\": ", i ? "," : "", r->op);
+        cli_json_string(stdout, r->variant);
+        printf(", \"shape\": ");
+        cli_json_string(stdout, r->shape);
+        printf(", \"backend\": \"%s\", \"device\": %d, \"ran\": %s, \"reference_backend\": %s, \"bit_identical\": %s, "
+               "\"bit_mismatches\": %llu, \"elements\": %llu, \"tree_exact\": %s, \"wrote_outside\": %s, "
+               "\"max_ulp\": ",
+               tally_backend_name(r->backend), r->device, r->ran ? "true" : "false",
+               r->backend == TALLY_BACKEND_HOST ? "true" : "false",
+               r->ran && (r->bits_compared || r->backend == TALLY_BACKEND_HOST) && r->bit_mismatches == 0
+                   ? "true" : "false", (unsigned long long)r->bit_mismatches,
+               (unsigned long long)r->elements, r->tree < 0 ? "null" : r->tree ? "true" : "false",
+               r->wrote_outside ? "true" : "false");
+        cli_json_number(stdout, r->max_ulp);
+        printf(", \"max_err_over_tol\": ");
+        if (isinf(r->max_ratio)) printf("\"inf\"");
+        else cli_json_number(stdout, r->ran ? r->max_ratio : NAN);
+        printf(", \"out_of_tolerance\": %llu, \"seconds\": %.6f, \"pass\": %s", (unsigned long long)r->out_of_tolerance,
+               r->op_seconds, r->pass ? "true" : "false");
+        if (r->error[0] != '\0') {
+            printf(", \"error\": ");
+            cli_json_string(stdout, r->error);
+        }
+        if (r->bit_mismatches > 0) {
+            printf(", \"first_difference\": ");
+            cli_json_string(stdout, r->first_mismatch);
+        }
+        if (!r->pass && r->worst[0] != '\0' && (r->out_of_tolerance > 0 || r->max_ratio > 1.0)) {
+            printf(", \"worst\": ");
+            cli_json_string(stdout, r->worst);
+        }
+        if (r->tree == 0) {
+            printf(", \"tree_difference\": ");
+            cli_json_string(stdout, r->tree_note);
+        }
+        printf("}");
+    }
+    printf("\n  ],\n  \"results_count\": %zu,\n  \"failures\": %d,\n  \"pass\": %s\n}\n", st->n_results, failures,
+           failures == 0 ? "true" : "false");
+}
+
+/* ---- Backends -------------------------------------------------------------------- */
+
+static const tally_backend backend_order[] = {TALLY_BACKEND_HOST, TALLY_BACKEND_OPENCL, TALLY_BACKEND_CUDA};
+
+static int parse_backends(xc_state *st, const char *list)
+{
+    for (int b = 0; b < 3; b++)
+        st->wanted[backend_order[b]] = list == NULL ? 1 : backend_order[b] == TALLY_BACKEND_HOST ? 1 : 0;
+    if (list == NULL) return 0;
+    for (const char *p = list;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char name[32];
+        if (n == 0 || n >= sizeof name) return -1;
+        memcpy(name, p, n);
+        name[n] = '\0';
+        tally_backend be;
+        if (tally_backend_from_name(name, &be) != TALLY_OK || be == TALLY_BACKEND_AUTO) return -1;
+        st->wanted[be] = 2; /* named explicitly */
+        if (comma == NULL) break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+static xc_target *add_target(xc_state *st, tally_backend backend, int device)
+{
+    if (st->n_targets == XC_MAX_TARGETS) return NULL;
+    xc_target *t = &st->targets[st->n_targets++];
+    memset(t, 0, sizeof *t);
+    t->backend = backend;
+    t->device = device;
+    snprintf(t->label, sizeof t->label, "%s", tally_backend_name(backend));
+    return t;
+}
+
+/* Opens a context on every device of every wanted backend. A backend that is
+ * unavailable is skipped, unless it was named in --backends or is the host
+ * (the reference): then no usable device is an error, printed here, and the
+ * return value is CLI_EXIT_FAIL. A device that fails while others of its
+ * backend work is reported as skipped. */
+static int open_backends(xc_state *st)
+{
+    for (int b = 0; b < 3; b++) {
+        tally_backend backend = backend_order[b];
+        const char *name = tally_backend_name(backend);
+        int explicit = st->wanted[backend] == 2 || backend == TALLY_BACKEND_HOST;
+        xc_target *t;
+        if (!st->wanted[backend]) {
+            if ((t = add_target(st, backend, -1)) != NULL) snprintf(t->reason, sizeof t->reason, "not requested");
+            continue;
+        }
+        tally_device_info devices[XC_MAX_TARGETS];
+        int count = 0, used = 0;
+        tally_status status = tally_devices(backend, devices, XC_MAX_TARGETS, &count);
+        if (status == TALLY_OK && count == 0) status = TALLY_NO_DEVICE;
+        if (status != TALLY_OK) {
+            const char *why = tally_last_error(NULL);
+            if (explicit) {
+                fprintf(stderr, "error: %s: %s backend: %s\n", tally_status_name(status), name, why);
+                return CLI_EXIT_FAIL;
+            }
+            if ((t = add_target(st, backend, -1)) != NULL)
+                snprintf(t->reason, sizeof t->reason, "%s: %s", tally_status_name(status), why);
+            if (!st->json) fprintf(stderr, "crosscheck: skipping %s: %s: %s\n", name, tally_status_name(status), why);
+            continue;
+        }
+        if (count > XC_MAX_TARGETS) count = XC_MAX_TARGETS;
+        for (int d = 0; d < count; d++) {
+            if ((t = add_target(st, backend, devices[d].index)) == NULL) break;
+            if (count > 1) snprintf(t->label, sizeof t->label, "%s:%d", name, devices[d].index);
+            snprintf(t->name, sizeof t->name, "%s", devices[d].name);
+            status = tally_context_create(backend, devices[d].index, &t->ctx);
+            if (status != TALLY_OK) {
+                snprintf(t->reason, sizeof t->reason, "%s: %s", tally_status_name(status), tally_last_error(NULL));
+                fprintf(stderr, "crosscheck: skipping %s device %d (%s): %s\n", name, devices[d].index,
+                        devices[d].name, t->reason);
+                continue;
+            }
+            t->used = 1;
+            used++;
+            snprintf(t->name, sizeof t->name, "%s", tally_context_device_name(t->ctx));
+        }
+        if (used == 0 && explicit) {
+            fprintf(stderr, "error: no device of the %s backend could be used\n", name);
+            return CLI_EXIT_FAIL;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- Entry -------------------------------------------------------------------------- */
+
+int cli_crosscheck(int argc, char **argv)
+{
+    const char *usage = cli_crosscheck_usage;
+    enum { O_BACKENDS, O_OPS, O_QUICK, O_JSON, O_HELP };
+    static const cli_option options[] = {
+        {.name = "backends", .has_value = 1, .id = O_BACKENDS},
+        {.name = "ops", .has_value = 1, .id = O_OPS},
+        {.name = "quick", .has_value = 0, .id = O_QUICK},
+        {.name = "json", .has_value = 0, .id = O_JSON},
+        {.name = "help", .has_value = 0, .id = O_HELP},
+    };
+    xc_state st;
+    memset(&st, 0, sizeof st);
+    const char *list = NULL;
+    for (int pos = 0; pos < argc;) {
+        const char *value;
+        char err[160];
+        int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
+                                 sizeof err);
+        switch (id) {
+        case O_BACKENDS: list = value; break;
+        case O_OPS: st.ops_filter = value; break;
+        case O_QUICK: st.quick = 1; break;
+        case O_JSON: st.json = 1; break;
+        case O_HELP: fputs(usage, stdout); return CLI_EXIT_OK;
+        default: return cli_usage_error(usage, "crosscheck: %s", err);
+        }
+    }
+    if (parse_backends(&st, list) != 0)
+        return cli_usage_error(usage, "crosscheck: --backends '%s' is not a list of host, opencl, cuda", list);
+    if (st.ops_filter != NULL) {
+        static const char *const known[] = {"sum", "mean", "min", "max", "logsumexp", "sumsq", "kl_div",
+                                            "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "rng",
+                                            "categorical"};
+        for (const char *p = st.ops_filter;;) {
+            const char *comma = strchr(p, ',');
+            size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+            int ok = 0;
+            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+                if (strlen(known[k]) == n && strncmp(known[k], p, n) == 0) ok = 1;
+            if (!ok) return cli_usage_error(usage, "crosscheck: --ops: unknown op '%.*s'", (int)n, p);
+            if (comma == NULL) break;
+            p = comma + 1;
+        }
+    }
+
+    int rc = open_backends(&st);
+    if (rc == CLI_EXIT_OK) {
+        st.tty = isatty(fileno(stderr));
+        st.count_only = 1;
+        catalogue(&st);
+        st.total = st.index;
+        st.index = 0;
+        st.count_only = 0;
+        double t0 = cli_now();
+        catalogue(&st);
+        if (st.tty) fprintf(stderr, "\r\033[K");
+        int failures = 0;
+        for (size_t i = 0; i < st.n_results; i++) failures += !st.results[i].pass;
+        if (st.fatal) {
+            fprintf(stderr, "error: OUT_OF_MEMORY: crosscheck stopped early\n");
+            failures++;
+        }
+        if (st.json) {
+            print_json(&st, failures);
+        } else {
+            print_table(&st);
+            int used = 0;
+            printf("\nbackends:");
+            for (int b = 0; b < st.n_targets; b++) {
+                const xc_target *be = &st.targets[b];
+                used += be->used;
+                if (be->used) printf(" %s (%s)", be->label, be->name);
+                else if (st.wanted[be->backend]) printf(" [%s skipped: %s]", be->label, be->reason);
+            }
+            printf("\n%d cases x %d device%s = %zu results in %.1f s: ", st.total, used, used == 1 ? "" : "s",
+                   st.n_results, cli_now() - t0);
+            if (failures == 0) printf("all bit-identical with the host and within tolerance of float64\n");
+            else printf("%d FAILED\n", failures);
+        }
+        rc = failures == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+        if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_io_error("cannot write to standard output");
+    }
+    for (int b = 0; b < st.n_targets; b++) tally_context_release(st.targets[b].ctx);
+    free(st.results);
+    return rc;
+}

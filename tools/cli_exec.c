@@ -1,0 +1,306 @@
+/*
+ * tools/cli_exec.c - runs one op described by a cli_job through the public
+ * API (see cli_exec.h).
+ */
+#include "cli_exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+
+/* Poison around and (for outputs) inside the views before the op runs. The
+ * input pattern is a quiet NaN, so a kernel that reads a gap poisons its
+ * result; the output pattern is a NaN no op writes and not a valid index. */
+#define POISON_INPUT 0x7fc0deadu
+#define POISON_OUTPUT 0x7fa11a5eu
+
+static void set_tensor(cli_tensor *t, const char *name, tally_dtype dtype, int64_t rows, int64_t cols,
+                       int scalar)
+{
+    *t = (cli_tensor){.name = name, .dtype = dtype, .rows = rows, .cols = cols, .offset = 0,
+                      .stride = cols, .pad_after = 0, .present = 1, .scalar = scalar, .data = NULL};
+}
+
+uint64_t cli_tensor_count(const cli_tensor *t)
+{
+    return (uint64_t)t->rows * (uint64_t)t->cols;
+}
+
+/* rows*cols elements of 4 bytes must fit int64 and size_t. */
+static int count_fits(int64_t rows, int64_t cols)
+{
+    if (rows < 0 || cols < 0) return 0;
+    if (rows == 0 || cols == 0) return 1;
+    uint64_t limit = (uint64_t)INT64_MAX / 4u;
+    if ((uint64_t)SIZE_MAX / 4u < limit) limit = (uint64_t)SIZE_MAX / 4u;
+    return (uint64_t)rows <= limit / (uint64_t)cols;
+}
+
+int cli_job_layout(cli_job *job, char *err, size_t err_size)
+{
+    const int64_t R = job->rows, C = job->cols, B = job->batch, D = job->dim;
+    const int64_t K = job->components > 0 ? job->components : 0;
+    job->n_in = job->n_out = 0;
+    memset(job->in, 0, sizeof job->in);
+    memset(job->out, 0, sizeof job->out);
+    int64_t KD = 0;
+    switch (job->kind) {
+    case CLI_OP_REDUCE:
+        set_tensor(&job->in[0], "x", TALLY_F32, R, C, 0);
+        if (job->axis == TALLY_AXIS_ROW) set_tensor(&job->out[0], "y", TALLY_F32, R, 1, 0);
+        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
+        job->n_in = job->n_out = 1;
+        break;
+    case CLI_OP_KL:
+        set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
+        set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->out[0], "y", TALLY_F32, R, C, 0);
+        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
+        job->n_in = 2;
+        job->n_out = 1;
+        break;
+    case CLI_OP_DM:
+        set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
+        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->out[0], "y", TALLY_F32, R, 1, 0);
+        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
+        job->n_in = 2;
+        job->n_out = 1;
+        break;
+    case CLI_OP_GMM_LOG_PROB:
+    case CLI_OP_GMM_SAMPLE: {
+        if (!count_fits(K, D)) {
+            snprintf(err, err_size, "components x dim = %lld x %lld is too large", (long long)K, (long long)D);
+            return -1;
+        }
+        KD = K * D;
+        cli_tensor *in = job->in;
+        if (job->kind == CLI_OP_GMM_LOG_PROB) set_tensor(in++, "z", TALLY_F32, B, D, 0);
+        set_tensor(in++, "mu", TALLY_F32, B, KD, 0);
+        set_tensor(in++, "log_var", TALLY_F32, B, KD, 0);
+        set_tensor(in, "logits", TALLY_F32, 1, K, 0);
+        in->present = K > 1; /* ignored by the library when K == 1 */
+        in++;
+        job->n_in = (int)(in - job->in);
+        if (job->kind == CLI_OP_GMM_LOG_PROB) {
+            set_tensor(&job->out[0], "log_q", TALLY_F32, B, 1, 0);
+            job->n_out = 1;
+        } else {
+            set_tensor(&job->out[0], "z", TALLY_F32, B, D, 0);
+            set_tensor(&job->out[1], "log_q", TALLY_F32, B, 1, 0);
+            set_tensor(&job->out[2], "component", TALLY_I32, B, 1, 0);
+            job->n_out = 3;
+        }
+        break;
+    }
+    case CLI_OP_RNG:
+        set_tensor(&job->out[0], "x", job->dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, R, C, 0);
+        job->n_out = 1;
+        break;
+    case CLI_OP_CATEGORICAL:
+        set_tensor(&job->in[0], "weights", TALLY_F32, R, C, 0);
+        set_tensor(&job->out[0], "index", TALLY_I32, R, 1, 0);
+        job->n_in = job->n_out = 1;
+        break;
+    default:
+        snprintf(err, err_size, "unknown op kind %d", (int)job->kind);
+        return -1;
+    }
+    for (int i = 0; i < job->n_in + job->n_out; i++) {
+        const cli_tensor *t = i < job->n_in ? &job->in[i] : &job->out[i - job->n_in];
+        if (!count_fits(t->rows, t->cols)) {
+            snprintf(err, err_size, "%s [%lld x %lld] is too large", t->name, (long long)t->rows,
+                     (long long)t->cols);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Elements of the tensor's buffer: its view plus the gaps around it. */
+static int buffer_elements(const cli_tensor *t, uint64_t *out)
+{
+    uint64_t rows = (uint64_t)t->rows, cols = (uint64_t)t->cols;
+    uint64_t stride = rows > 1 ? (uint64_t)t->stride : cols;
+    uint64_t end = (uint64_t)t->offset;
+    if (rows > 0 && cols > 0) {
+        if (rows - 1 > 0 && stride > (UINT64_MAX - end - cols) / (rows - 1)) return -1;
+        end += (rows - 1) * stride + cols;
+    }
+    if (end > UINT64_MAX - (uint64_t)t->pad_after) return -1;
+    end += (uint64_t)t->pad_after;
+    if (end > (uint64_t)SIZE_MAX / 4u) return -1;
+    *out = end;
+    return 0;
+}
+
+static size_t row_stride(const cli_tensor *t)
+{
+    return t->rows > 1 ? (size_t)t->stride : (size_t)t->cols;
+}
+
+static void scatter(const cli_tensor *t, uint32_t *stage)
+{
+    const uint32_t *src = t->data;
+    size_t stride = row_stride(t), cols = (size_t)t->cols;
+    for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
+        memcpy(stage + (size_t)t->offset + r * stride, src + r * cols, cols * 4u);
+}
+
+static void gather(const cli_tensor *t, const uint32_t *stage)
+{
+    uint32_t *dst = t->data;
+    size_t stride = row_stride(t), cols = (size_t)t->cols;
+    for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
+        memcpy(dst + r * cols, stage + (size_t)t->offset + r * stride, cols * 4u);
+}
+
+/* 1 if every element of the buffer outside the view still holds `poison`. */
+static int gaps_intact(const cli_tensor *t, const uint32_t *stage, uint64_t elems)
+{
+    size_t stride = row_stride(t), cols = (size_t)t->cols, rows = (size_t)t->rows;
+    size_t pos = 0;
+    if (rows > 0 && cols > 0) {
+        for (size_t r = 0; r < rows; r++) {
+            size_t begin = (size_t)t->offset + r * stride;
+            for (; pos < begin; pos++)
+                if (stage[pos] != POISON_OUTPUT) return 0;
+            pos = begin + cols;
+        }
+    }
+    for (; pos < (size_t)elems; pos++)
+        if (stage[pos] != POISON_OUTPUT) return 0;
+    return 1;
+}
+
+void cli_job_free_outputs(cli_job *job)
+{
+    for (int i = 0; i < job->n_out; i++) {
+        free(job->out[i].data);
+        job->out[i].data = NULL;
+    }
+}
+
+typedef struct placed {
+    tally_buffer *buf;
+    uint32_t *stage;
+    uint64_t elems;
+} placed;
+
+static tally_view view_of(const cli_tensor *t, const placed *p)
+{
+    if (!t->present) return (tally_view){.buffer = NULL, .offset = 0, .rows = 0, .cols = 0, .stride = 0,
+                                         .dtype = t->dtype};
+    return (tally_view){.buffer = p->buf, .offset = t->offset, .rows = t->rows, .cols = t->cols,
+                        .stride = t->rows > 1 ? t->stride : t->cols, .dtype = t->dtype};
+}
+
+static tally_status fail_host(cli_job *job, const char *what)
+{
+    snprintf(job->error, sizeof job->error, "out of host memory for %s", what);
+    return TALLY_OUT_OF_MEMORY;
+}
+
+static tally_status run_op(tally_context *ctx, cli_job *job, const tally_view *in, const tally_view *out)
+{
+    uint64_t *consumed = &job->consumed;
+    switch (job->kind) {
+    case CLI_OP_REDUCE: return tally_reduce(ctx, job->reduce_op, job->axis, in[0], out[0]);
+    case CLI_OP_KL: return tally_kl_div(ctx, in[0], in[1], job->reduction, job->flags, out[0]);
+    case CLI_OP_DM: return tally_dirichlet_multinomial(ctx, in[0], in[1], job->reduction, job->flags, out[0]);
+    case CLI_OP_GMM_LOG_PROB: return tally_gmm_log_prob(ctx, in[0], in[1], in[2], in[3], job->components, out[0]);
+    case CLI_OP_GMM_SAMPLE:
+        return tally_gmm_sample(ctx, in[0], in[1], in[2], job->components, job->rng, out[0], out[1], out[2],
+                                consumed);
+    case CLI_OP_RNG: return tally_rng_fill(ctx, job->dist, job->rng, out[0], consumed);
+    case CLI_OP_CATEGORICAL: return tally_categorical(ctx, in[0], job->flags, job->rng, out[0], consumed);
+    }
+    return TALLY_INVALID_ARGUMENT;
+}
+
+tally_status cli_exec_run(tally_context *ctx, cli_job *job)
+{
+    placed in[CLI_MAX_TENSORS], out[CLI_MAX_TENSORS];
+    memset(in, 0, sizeof in);
+    memset(out, 0, sizeof out);
+    tally_view vin[CLI_MAX_TENSORS], vout[CLI_MAX_TENSORS];
+    tally_status st = TALLY_OK;
+    job->consumed = 0;
+    job->op_seconds = 0.0;
+    job->wrote_outside = 0;
+    job->error[0] = '\0';
+
+    for (int k = 0; k < job->n_in + job->n_out && st == TALLY_OK; k++) {
+        int is_in = k < job->n_in;
+        cli_tensor *t = is_in ? &job->in[k] : &job->out[k - job->n_in];
+        placed *p = is_in ? &in[k] : &out[k - job->n_in];
+        if (!t->present) continue;
+        if (buffer_elements(t, &p->elems) != 0) {
+            snprintf(job->error, sizeof job->error, "%s's placement overflows", t->name);
+            st = TALLY_SIZE_OVERFLOW;
+            break;
+        }
+        uint64_t count = cli_tensor_count(t);
+        p->stage = malloc(p->elems > 0 ? (size_t)p->elems * 4u : 4u);
+        if (p->stage == NULL) {
+            st = fail_host(job, t->name);
+            break;
+        }
+        uint32_t poison = is_in ? POISON_INPUT : POISON_OUTPUT;
+        for (uint64_t i = 0; i < p->elems; i++) p->stage[i] = poison;
+        if (is_in) {
+            scatter(t, p->stage);
+        } else {
+            t->data = malloc(count > 0 ? (size_t)count * 4u : 4u);
+            if (t->data == NULL) {
+                st = fail_host(job, t->name);
+                break;
+            }
+        }
+        st = tally_buffer_create(ctx, (size_t)p->elems * 4u, &p->buf);
+        if (st == TALLY_OK) st = tally_buffer_upload(p->buf, 0, p->stage, (size_t)p->elems * 4u);
+        if (st != TALLY_OK) snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
+        /* The input's staging copy is no longer needed once uploaded. */
+        if (is_in) {
+            free(p->stage);
+            p->stage = NULL;
+        }
+    }
+
+    if (st == TALLY_OK) {
+        for (int i = 0; i < job->n_in; i++) vin[i] = view_of(&job->in[i], &in[i]);
+        for (int i = job->n_in; i < CLI_MAX_TENSORS; i++) vin[i] = (tally_view){.buffer = NULL};
+        for (int i = 0; i < job->n_out; i++) vout[i] = view_of(&job->out[i], &out[i]);
+        for (int i = job->n_out; i < CLI_MAX_TENSORS; i++) vout[i] = (tally_view){.buffer = NULL};
+        double t0 = cli_now();
+        st = run_op(ctx, job, vin, vout);
+        if (st == TALLY_OK) st = tally_sync(ctx);
+        job->op_seconds = cli_now() - t0;
+        if (st != TALLY_OK) snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
+    }
+
+    for (int i = 0; i < job->n_out && st == TALLY_OK; i++) {
+        cli_tensor *t = &job->out[i];
+        st = tally_buffer_download(out[i].buf, 0, out[i].stage, (size_t)out[i].elems * 4u);
+        if (st != TALLY_OK) {
+            snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
+            break;
+        }
+        gather(t, out[i].stage);
+        if (!gaps_intact(t, out[i].stage, out[i].elems)) job->wrote_outside = 1;
+    }
+
+    for (int i = 0; i < CLI_MAX_TENSORS; i++) {
+        tally_buffer_release(in[i].buf);
+        tally_buffer_release(out[i].buf);
+        free(in[i].stage);
+        free(out[i].stage);
+    }
+    if (st != TALLY_OK) {
+        if (job->error[0] == '\0') snprintf(job->error, sizeof job->error, "%s", tally_status_string(st));
+        cli_job_free_outputs(job);
+    }
+    return st;
+}

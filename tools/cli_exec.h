@@ -1,0 +1,92 @@
+/*
+ * tools/cli_exec.h - one op as data: its kind, parameters and named host
+ * tensors, run on a context through the public API. `tally run` fills the
+ * tensors from files; `tally crosscheck` from generators, with strided
+ * placements, and compares what comes back.
+ */
+#ifndef TALLY_CLI_EXEC_H
+#define TALLY_CLI_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally.h"
+
+typedef enum cli_op_kind {
+    CLI_OP_REDUCE = 1,
+    CLI_OP_KL,
+    CLI_OP_DM,
+    CLI_OP_GMM_LOG_PROB,
+    CLI_OP_GMM_SAMPLE,
+    CLI_OP_RNG,
+    CLI_OP_CATEGORICAL
+} cli_op_kind;
+
+#define CLI_MAX_TENSORS 4
+
+/*
+ * A host tensor: `data` holds rows*cols dense row-major elements of 4 bytes.
+ * On the device it is placed in a buffer of its own at element `offset` with
+ * row stride `stride` (>= cols), followed by `pad_after` spare elements; the
+ * gaps are filled with a poison pattern so that reads outside the view show
+ * up as NaNs and writes outside it are detected.
+ */
+typedef struct cli_tensor {
+    const char *name;
+    tally_dtype dtype;
+    int64_t rows, cols;
+    int64_t offset, stride, pad_after;
+    int present; /* 0 for an absent optional tensor (gmm logits when K == 1) */
+    int scalar;  /* an output that is always one value (printed without an index) */
+    void *data;  /* inputs: set by the caller; outputs: malloc'd by cli_exec_run */
+} cli_tensor;
+
+typedef struct cli_job {
+    cli_op_kind kind;
+    /* Shape parameters (which ones apply depends on the kind). */
+    int64_t rows, cols;         /* reduce, kl, dm (B, V), categorical; rng as rows x cols */
+    int64_t batch, components, dim; /* gmm */
+    int per_row_alpha;          /* dm: log_alpha is [rows, cols] instead of [1, cols] */
+    /* Op parameters. */
+    tally_reduce_op reduce_op;
+    tally_axis axis;
+    tally_reduction reduction;
+    unsigned flags; /* kl, dm, categorical flags from tally.h */
+    tally_distribution dist;
+    tally_rng rng;
+    /* Tensors, in the op's argument order (cli_job_layout lists them). */
+    int n_in, n_out;
+    cli_tensor in[CLI_MAX_TENSORS];
+    cli_tensor out[CLI_MAX_TENSORS];
+    /* Results of cli_exec_run. */
+    uint64_t consumed;
+    double op_seconds;        /* the op call plus tally_sync */
+    int wrote_outside;        /* an output's gap or padding changed */
+    char error[256];          /* a failure of the tool itself (host memory), else "" */
+} cli_job;
+
+/*
+ * Names, dtypes and shapes of the job's tensors from its kind and shape
+ * parameters, with contiguous placement (offset 0, stride = cols, no pad).
+ * Data pointers are cleared. Returns 0, or -1 with a message in err when
+ * the element counts overflow.
+ */
+int cli_job_layout(cli_job *job, char *err, size_t err_size);
+
+/* Elements of one tensor (rows * cols; fits int64 after cli_job_layout). */
+uint64_t cli_tensor_count(const cli_tensor *t);
+
+/*
+ * Uploads the inputs, runs the op (timed with tally_sync), downloads the
+ * outputs into freshly allocated dense arrays and checks the poison around
+ * them. Output data pointers are overwritten without being freed: the
+ * caller owns the arrays of earlier runs. On a library error returns its status (message on ctx, or on the
+ * thread for NULL); outputs are then freed. A failed host allocation
+ * returns TALLY_OUT_OF_MEMORY with its message in job->error instead.
+ */
+tally_status cli_exec_run(tally_context *ctx, cli_job *job);
+
+/* Frees the outputs' data (inputs belong to the caller). */
+void cli_job_free_outputs(cli_job *job);
+
+#endif /* TALLY_CLI_EXEC_H */

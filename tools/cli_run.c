@@ -1,0 +1,393 @@
+/*
+ * tools/cli_run.c - `tally run OP ...`: one op on raw little-endian fp32
+ * files, through the public API.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "cli_exec.h"
+
+const char cli_run_usage[] =
+    "usage: tally run OP [--backend auto|host|opencl|cuda] [--device N]\n"
+    "                    [--in NAME=PATH]... [--out NAME=PATH]... [OPTIONS]\n"
+    "\n"
+    "Runs one op on raw files: little-endian, row-major, no header. Inputs are fp32;\n"
+    "each file must hold exactly the elements its shape needs (else exit 2).\n"
+    "\n"
+    "  OP                inputs                    options                       outputs\n"
+    "  sum mean min max  x [R,C]                   --rows R --cols C             y: 1 value (axis all)\n"
+    "  logsumexp sumsq                             [--axis all|row]                 or R (axis row)\n"
+    "  kl_div            input [R,C], target [R,C] --rows R --cols C             y: [R,C] (none)\n"
+    "                                              [--reduction none|sum|mean|      or 1 value\n"
+    "                                               batchmean] (default mean)\n"
+    "                                              [--input-is-prob] [--log-target]\n"
+    "  dirichlet_multinomial                       --rows B --cols V             y: B values (none)\n"
+    "                    counts [B,V],             [--reduction none|sum|mean]      or 1 value\n"
+    "                    log_alpha [V]              (default none)\n"
+    "                    (or [B,V] with            [--with-coefficient]\n"
+    "                     --per-row-alpha)         [--per-row-alpha]\n"
+    "  gmm_log_prob      z [B,D], mu [B,K*D],      --batch B --components K      log_q: B values\n"
+    "                    log_var [B,K*D],          --dim D\n"
+    "                    logits [K] (optional when K = 1)\n"
+    "  gmm_sample        mu, log_var, logits       --batch B --components K      z: [B,D] fp32\n"
+    "                    (as above)                --dim D [RNG]                 log_q: B fp32\n"
+    "                                                                            component: B int32\n"
+    "  rng               (none)                    --dist raw|uniform|normal     x: N (uint32 for raw)\n"
+    "                                              --count N [RNG]\n"
+    "  categorical       weights [R,C]             --rows R --cols C [RNG]       index: R int32\n"
+    "                    (logits with --logits)    [--logits]\n"
+    "\n"
+    "  RNG: [--seed S] [--subsequence Q] [--offset O], each an unsigned 64-bit\n"
+    "       integer in decimal or 0x-hex (default 0).\n"
+    "\n"
+    "Outputs: --out NAME=PATH writes that output as raw little-endian binary\n"
+    "(fp32; uint32 for raw draws; int32 for indices and components), scalars\n"
+    "included. Every output without --out is printed on stdout, one value per\n"
+    "line: 'NAME VALUE' for a one-value output (axis all, a reduction other than\n"
+    "none), 'NAME[i] VALUE' otherwise, i being the row-major element index.\n"
+    "Floats print with 9 significant digits (%.9g), which round-trip fp32.\n"
+    "Random ops (gmm_sample, rng, categorical) finally print 'consumed N' on\n"
+    "stdout: the stream elements used, to add to --offset for the next draw.\n"
+    "\n"
+    "Exit status: 0 success; 1 library or I/O error ('error: STATUS: message');\n"
+    "2 bad arguments or a file of the wrong size.\n";
+
+enum {
+    OPT_BACKEND,
+    OPT_DEVICE,
+    OPT_IN,
+    OPT_OUT,
+    OPT_ROWS,
+    OPT_COLS,
+    OPT_AXIS,
+    OPT_REDUCTION,
+    OPT_INPUT_IS_PROB,
+    OPT_LOG_TARGET,
+    OPT_WITH_COEFFICIENT,
+    OPT_PER_ROW_ALPHA,
+    OPT_BATCH,
+    OPT_COMPONENTS,
+    OPT_DIM,
+    OPT_SEED,
+    OPT_SUBSEQUENCE,
+    OPT_OFFSET,
+    OPT_DIST,
+    OPT_COUNT,
+    OPT_LOGITS,
+    OPT_HELP,
+    OPT_COUNT_OF_OPTIONS
+};
+
+#define BIT(o) (1u << (o))
+
+static const cli_option options[] = {
+    {.name = "backend", .has_value = 1, .id = OPT_BACKEND},
+    {.name = "device", .has_value = 1, .id = OPT_DEVICE},
+    {.name = "in", .has_value = 1, .id = OPT_IN},
+    {.name = "out", .has_value = 1, .id = OPT_OUT},
+    {.name = "rows", .has_value = 1, .id = OPT_ROWS},
+    {.name = "cols", .has_value = 1, .id = OPT_COLS},
+    {.name = "axis", .has_value = 1, .id = OPT_AXIS},
+    {.name = "reduction", .has_value = 1, .id = OPT_REDUCTION},
+    {.name = "input-is-prob", .has_value = 0, .id = OPT_INPUT_IS_PROB},
+    {.name = "log-target", .has_value = 0, .id = OPT_LOG_TARGET},
+    {.name = "with-coefficient", .has_value = 0, .id = OPT_WITH_COEFFICIENT},
+    {.name = "per-row-alpha", .has_value = 0, .id = OPT_PER_ROW_ALPHA},
+    {.name = "batch", .has_value = 1, .id = OPT_BATCH},
+    {.name = "components", .has_value = 1, .id = OPT_COMPONENTS},
+    {.name = "dim", .has_value = 1, .id = OPT_DIM},
+    {.name = "seed", .has_value = 1, .id = OPT_SEED},
+    {.name = "subsequence", .has_value = 1, .id = OPT_SUBSEQUENCE},
+    {.name = "offset", .has_value = 1, .id = OPT_OFFSET},
+    {.name = "dist", .has_value = 1, .id = OPT_DIST},
+    {.name = "count", .has_value = 1, .id = OPT_COUNT},
+    {.name = "logits", .has_value = 0, .id = OPT_LOGITS},
+    {.name = "help", .has_value = 0, .id = OPT_HELP},
+};
+
+#define RNG_OPTS (BIT(OPT_SEED) | BIT(OPT_SUBSEQUENCE) | BIT(OPT_OFFSET))
+#define SHAPE_RC (BIT(OPT_ROWS) | BIT(OPT_COLS))
+#define SHAPE_GMM (BIT(OPT_BATCH) | BIT(OPT_COMPONENTS) | BIT(OPT_DIM))
+
+typedef struct run_op_desc {
+    const char *name;
+    cli_op_kind kind;
+    tally_reduce_op reduce_op;
+    unsigned allowed;  /* options beyond the common ones */
+    unsigned required;
+} run_op_desc;
+
+static const run_op_desc ops[] = {
+    {.name = "sum", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_SUM, .allowed = SHAPE_RC | BIT(OPT_AXIS),
+     .required = SHAPE_RC},
+    {.name = "mean", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MEAN, .allowed = SHAPE_RC | BIT(OPT_AXIS),
+     .required = SHAPE_RC},
+    {.name = "min", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MIN, .allowed = SHAPE_RC | BIT(OPT_AXIS),
+     .required = SHAPE_RC},
+    {.name = "max", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MAX, .allowed = SHAPE_RC | BIT(OPT_AXIS),
+     .required = SHAPE_RC},
+    {.name = "logsumexp", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_LOGSUMEXP, .allowed = SHAPE_RC | BIT(OPT_AXIS),
+     .required = SHAPE_RC},
+    {.name = "sumsq", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_SUMSQ, .allowed = SHAPE_RC | BIT(OPT_AXIS),
+     .required = SHAPE_RC},
+    {.name = "kl_div", .kind = CLI_OP_KL,
+     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
+    {.name = "dirichlet_multinomial", .kind = CLI_OP_DM,
+     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
+     .required = SHAPE_RC},
+    {.name = "gmm_log_prob", .kind = CLI_OP_GMM_LOG_PROB, .allowed = SHAPE_GMM, .required = SHAPE_GMM},
+    {.name = "gmm_sample", .kind = CLI_OP_GMM_SAMPLE, .allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
+    {.name = "rng", .kind = CLI_OP_RNG, .allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS,
+     .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
+    {.name = "categorical", .kind = CLI_OP_CATEGORICAL, .allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS),
+     .required = SHAPE_RC},
+};
+
+#define COMMON_OPTS (BIT(OPT_BACKEND) | BIT(OPT_DEVICE) | BIT(OPT_IN) | BIT(OPT_OUT) | BIT(OPT_HELP))
+#define MAX_FILES 8
+
+typedef struct file_arg {
+    char name[64];
+    const char *path;
+} file_arg;
+
+/* Splits NAME=PATH; both parts must be non-empty. */
+static int split_file_arg(const char *arg, file_arg *out)
+{
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || eq == arg || eq[1] == '\0') return -1;
+    size_t len = (size_t)(eq - arg);
+    if (len >= sizeof out->name) return -1;
+    memcpy(out->name, arg, len);
+    out->name[len] = '\0';
+    out->path = eq + 1;
+    return 0;
+}
+
+static int parse_choice(const char *value, const char *const *names, const int *values, int n, int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(value, names[i]) == 0) {
+            *out = values[i];
+            return 0;
+        }
+    return -1;
+}
+
+static const char *option_name(int id)
+{
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (options[i].id == id) return options[i].name;
+    return "?";
+}
+
+static void print_value(const cli_tensor *t, uint64_t i)
+{
+    const uint32_t *bits = t->data;
+    if (t->scalar) printf("%s ", t->name);
+    else printf("%s[%llu] ", t->name, (unsigned long long)i);
+    switch (t->dtype) {
+    case TALLY_U32: printf("%u\n", (unsigned)bits[i]); break;
+    case TALLY_I32: printf("%d\n", (int)(int32_t)bits[i]); break;
+    default: printf("%.9g\n", (double)cli_bits_f32(bits[i])); break;
+    }
+}
+
+int cli_run(int argc, char **argv)
+{
+    const char *usage = cli_run_usage;
+    if (argc < 1) return cli_usage_error(usage, "run: name an op");
+    if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        fputs(usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    const run_op_desc *op = NULL;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(argv[0], ops[i].name) == 0) op = &ops[i];
+    if (op == NULL) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
+
+    cli_job job;
+    memset(&job, 0, sizeof job);
+    job.kind = op->kind;
+    job.reduce_op = op->reduce_op;
+    job.axis = TALLY_AXIS_ALL;
+    job.reduction = op->kind == CLI_OP_KL ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    tally_backend backend = TALLY_BACKEND_AUTO;
+    int device = TALLY_DEVICE_DEFAULT;
+    file_arg ins[MAX_FILES], outs[MAX_FILES];
+    int n_ins = 0, n_outs = 0;
+    unsigned seen = 0;
+    uint64_t count = 0;
+
+    for (int pos = 1; pos < argc;) {
+        const char *value;
+        char err[160];
+        int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
+                                 sizeof err);
+        if (id < 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
+        if (id == OPT_HELP) {
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!((op->allowed | COMMON_OPTS) & BIT(id)))
+            return cli_usage_error(usage, "run %s: option --%s does not apply to this op", op->name,
+                                   option_name(id));
+        if (id != OPT_IN && id != OPT_OUT && (seen & BIT(id)))
+            return cli_usage_error(usage, "run %s: option --%s given twice", op->name, option_name(id));
+        seen |= BIT(id);
+        int bad = 0;
+        switch (id) {
+        case OPT_BACKEND:
+            bad = tally_backend_from_name(value, &backend) != TALLY_OK;
+            break;
+        case OPT_DEVICE: bad = cli_parse_index(value, &device) != 0; break;
+        case OPT_IN:
+        case OPT_OUT: {
+            file_arg *list = id == OPT_IN ? ins : outs;
+            int *n = id == OPT_IN ? &n_ins : &n_outs;
+            if (*n >= MAX_FILES)
+                return cli_usage_error(usage, "run %s: too many --%s options", op->name, option_name(id));
+            if (split_file_arg(value, &list[*n]) != 0)
+                return cli_usage_error(usage, "run %s: --%s '%s' is not NAME=PATH", op->name, option_name(id),
+                                       value);
+            for (int i = 0; i < *n; i++)
+                if (strcmp(list[i].name, list[*n].name) == 0)
+                    return cli_usage_error(usage, "run %s: --%s %s given twice", op->name, option_name(id),
+                                           list[i].name);
+            *n += 1;
+            break;
+        }
+        case OPT_ROWS: bad = cli_parse_size(value, &job.rows) != 0; break;
+        case OPT_COLS: bad = cli_parse_size(value, &job.cols) != 0; break;
+        case OPT_BATCH: bad = cli_parse_size(value, &job.batch) != 0; break;
+        case OPT_COMPONENTS: bad = cli_parse_size(value, &job.components) != 0; break;
+        case OPT_DIM: bad = cli_parse_size(value, &job.dim) != 0; break;
+        case OPT_COUNT: {
+            int64_t c;
+            bad = cli_parse_size(value, &c) != 0;
+            count = (uint64_t)c;
+            break;
+        }
+        case OPT_SEED: bad = cli_parse_u64(value, &job.rng.seed) != 0; break;
+        case OPT_SUBSEQUENCE: bad = cli_parse_u64(value, &job.rng.subsequence) != 0; break;
+        case OPT_OFFSET: bad = cli_parse_u64(value, &job.rng.offset) != 0; break;
+        case OPT_AXIS: {
+            static const char *const names[] = {"all", "row"};
+            static const int values[] = {TALLY_AXIS_ALL, TALLY_AXIS_ROW};
+            int v = 0;
+            bad = parse_choice(value, names, values, 2, &v) != 0;
+            job.axis = (tally_axis)v;
+            break;
+        }
+        case OPT_REDUCTION: {
+            static const char *const names[] = {"none", "sum", "mean", "batchmean"};
+            static const int values[] = {TALLY_REDUCTION_NONE, TALLY_REDUCTION_SUM, TALLY_REDUCTION_MEAN,
+                                         TALLY_REDUCTION_BATCHMEAN};
+            int v = 0;
+            /* batchmean is KL's alone. */
+            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL ? 4 : 3, &v) != 0;
+            job.reduction = (tally_reduction)v;
+            break;
+        }
+        case OPT_DIST: {
+            static const char *const names[] = {"raw", "uniform", "normal"};
+            static const int values[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
+            int v = 0;
+            bad = parse_choice(value, names, values, 3, &v) != 0;
+            job.dist = (tally_distribution)v;
+            break;
+        }
+        case OPT_INPUT_IS_PROB: job.flags |= TALLY_KL_INPUT_IS_PROB; break;
+        case OPT_LOG_TARGET: job.flags |= TALLY_KL_LOG_TARGET; break;
+        case OPT_WITH_COEFFICIENT: job.flags |= TALLY_DM_WITH_COEFFICIENT; break;
+        case OPT_PER_ROW_ALPHA: job.per_row_alpha = 1; break;
+        case OPT_LOGITS: job.flags |= TALLY_CATEGORICAL_LOGITS; break;
+        default: break;
+        }
+        if (bad)
+            return cli_usage_error(usage, "run %s: bad value '%s' for --%s", op->name, value, option_name(id));
+    }
+    for (int id = 0; id < OPT_COUNT_OF_OPTIONS; id++)
+        if ((op->required & BIT(id)) && !(seen & BIT(id)))
+            return cli_usage_error(usage, "run %s: --%s is required", op->name, option_name(id));
+    if (op->kind == CLI_OP_RNG) {
+        job.rows = 1;
+        job.cols = (int64_t)count;
+    }
+
+    char err[160];
+    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
+    /* logits may be given when K == 1 (the library then ignores them). */
+    if (op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE)
+        for (int i = 0; i < n_ins; i++)
+            if (strcmp(ins[i].name, "logits") == 0) job.in[job.n_in - 1].present = 1;
+
+    /* Match --in and --out with the op's tensors. */
+    const char *in_path[CLI_MAX_TENSORS] = {NULL}, *out_path[CLI_MAX_TENSORS] = {NULL};
+    for (int i = 0; i < n_ins; i++) {
+        int k = -1;
+        for (int j = 0; j < job.n_in; j++)
+            if (strcmp(ins[i].name, job.in[j].name) == 0) k = j;
+        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op->name, ins[i].name);
+        in_path[k] = ins[i].path;
+    }
+    for (int j = 0; j < job.n_in; j++)
+        if (job.in[j].present && in_path[j] == NULL)
+            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op->name, job.in[j].name);
+    for (int i = 0; i < n_outs; i++) {
+        int k = -1;
+        for (int j = 0; j < job.n_out; j++)
+            if (strcmp(outs[i].name, job.out[j].name) == 0) k = j;
+        if (k < 0)
+            return cli_usage_error(usage, "run %s: the op has no output named '%s'", op->name, outs[i].name);
+        out_path[k] = outs[i].path;
+    }
+
+    /* Read every input before touching a device: argument errors stay cheap. */
+    int rc = CLI_EXIT_OK;
+    for (int j = 0; j < job.n_in && rc == CLI_EXIT_OK; j++) {
+        if (!job.in[j].present) continue;
+        char what[96];
+        snprintf(what, sizeof what, "input %s [%lld x %lld]", job.in[j].name, (long long)job.in[j].rows,
+                 (long long)job.in[j].cols);
+        rc = cli_read_elements(what, in_path[j], cli_tensor_count(&job.in[j]), &job.in[j].data);
+        if (rc == CLI_EXIT_USAGE) {
+            fputs("\n", stderr);
+            fputs(usage, stderr);
+        }
+    }
+
+    tally_context *ctx = NULL;
+    if (rc == CLI_EXIT_OK) {
+        tally_status st = tally_context_create(backend, device, &ctx);
+        if (st != TALLY_OK) rc = cli_library_error(NULL, st);
+    }
+    if (rc == CLI_EXIT_OK) {
+        tally_status st = cli_exec_run(ctx, &job);
+        if (st != TALLY_OK) {
+            fprintf(stderr, "error: %s: %s\n", tally_status_name(st), job.error);
+            rc = CLI_EXIT_FAIL;
+        }
+    }
+    if (rc == CLI_EXIT_OK) {
+        for (int j = 0; j < job.n_out && rc == CLI_EXIT_OK; j++) {
+            const cli_tensor *t = &job.out[j];
+            if (out_path[j] != NULL) {
+                rc = cli_write_elements(out_path[j], t->data, cli_tensor_count(t));
+            } else {
+                for (uint64_t i = 0; i < cli_tensor_count(t); i++) print_value(t, i);
+            }
+        }
+        if (rc == CLI_EXIT_OK &&
+            (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
+            printf("consumed %llu\n", (unsigned long long)job.consumed);
+        if (rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
+            rc = cli_io_error("cannot write to standard output");
+    }
+    cli_job_free_outputs(&job);
+    for (int j = 0; j < job.n_in; j++) free(job.in[j].data);
+    tally_context_release(ctx);
+    return rc;
+}
