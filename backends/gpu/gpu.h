@@ -20,7 +20,9 @@
 
 /* The kernels, by id. The list lives in kernel_list.h as
  * TALLY__KERNEL(name) lines; the name is the kernel's symbol in both the
- * OpenCL program and the CUDA module. */
+ * OpenCL program and the CUDA module (tally_k_reduce_tiles has the id
+ * TALLY__K_tally_k_reduce_tiles). kernel_list.h also lists every kernel's
+ * arguments. */
 typedef enum tally__kernel_id {
 #define TALLY__KERNEL(name) TALLY__K_##name,
 #include "kernel_list.h"
@@ -64,8 +66,16 @@ typedef struct tally__gpu_device_ops {
      * error name and text. */
     tally_status (*launch)(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
                            const tally__gpu_arg *args, int nargs);
-    /* Largest groups value one launch accepts (CUDA: 2^31 - 1). */
+    /* Largest groups value one launch accepts (CUDA: 2^31 - 1). The shared
+     * layer never asks for more: every kernel strides over its work by the
+     * number of groups it was given. */
     uint64_t max_groups;
+    /* Optional: the alignment in bytes (a power of two) of the buffer's
+     * first byte on the device. Kernels read 16-byte float4s only where the
+     * view's first element is 16-byte aligned. NULL: buffers tally allocated
+     * are taken as 16-byte aligned and wrapped (app) buffers as 4-byte
+     * aligned, which is always safe. */
+    uint32_t (*buffer_alignment)(const tally_buffer *buf);
 } tally__gpu_device_ops;
 
 /* The base of every GPU backend's context (after the common base). */
@@ -76,6 +86,9 @@ typedef struct tally__gpu_context {
      * pay for an allocation; grown on demand, freed with the context. */
     tally_buffer *scratch;
     size_t scratch_bytes;
+    /* Multiprocessors (CUDA) or compute units (OpenCL), set by the backend
+     * at context creation; 0 when unknown. Only sizes grids (never results). */
+    uint32_t compute_units;
 } tally__gpu_context;
 
 /* Shared op implementations for the backends' ops tables. */

@@ -126,6 +126,27 @@ typedef int64_t tally_i64;
 #  define TALLY_RESTRICT restrict
 #endif
 
+/* Barrier that also orders global memory among the work-items of a group,
+ * for kernels that read back what other work-items of the group wrote to
+ * global memory (a sampled row, say). __syncthreads already covers global
+ * memory within a block. */
+#if TALLY_TARGET_OPENCL
+#  define TALLY_BARRIER_GLOBAL() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+#elif TALLY_TARGET_CUDA
+#  define TALLY_BARRIER_GLOBAL() __syncthreads()
+#endif
+
+/* Four floats moved as one 16-byte access. Both OpenCL C and CUDA call the
+ * type float4 and name its members x, y, z, w. TALLY_LOAD_F4(p, i) reads
+ * p[4i .. 4i+3] and TALLY_STORE_F4(p, i, v) writes them; p + 4i must be
+ * 16-byte aligned, which the host checks before it picks a kernel variant
+ * that uses them. They only move bits, so they never change a result. */
+#if TALLY_TARGET_OPENCL || TALLY_TARGET_CUDA
+typedef float4 tally_f4;
+#  define TALLY_LOAD_F4(p, i) (((TALLY_GLOBAL const tally_f4 *)(p))[(i)])
+#  define TALLY_STORE_F4(p, i, value) (((TALLY_GLOBAL tally_f4 *)(p))[(i)] = (value))
+#endif
+
 /* ---- IEEE-exact primitives. Only these (plus + - * on floats, which the
  * build keeps uncontracted) may appear in bit-deciding code. ---- */
 #if TALLY_TARGET_OPENCL

@@ -1,0 +1,109 @@
+/*
+ * backends/gpu/gpu_internal.h - helpers of the shared GPU op layer: kernel
+ * argument lists, the scratch buffer and the reduction tree's launches.
+ * Used only by the layer's own files (gpu_core.c, gpu_ops.c, gpu_gmm.c).
+ */
+#ifndef TALLY_GPU_INTERNAL_H
+#define TALLY_GPU_INTERNAL_H
+
+#include "gpu.h"
+#include "../../kernels/abi.h"
+
+/* An argument list under construction. A buffer argument is always
+ * followed by its element offset (the kernels' convention). */
+typedef struct tally__gpu_args {
+    tally__gpu_arg a[TALLY__GPU_MAX_ARGS + 1]; /* the extra slot absorbs an overflow */
+    int n;
+} tally__gpu_args;
+
+void tally__gpu_arg_buf(tally__gpu_args *l, const tally_buffer *buf, uint64_t element_offset);
+void tally__gpu_arg_u64(tally__gpu_args *l, uint64_t v);
+void tally__gpu_arg_u32(tally__gpu_args *l, uint32_t v);
+void tally__gpu_arg_f32(tally__gpu_args *l, float v);
+
+/* Launches `kernel` on `groups` groups (clamped to 1 .. the backend's
+ * maximum; kernels stride over whatever they are given). */
+tally_status tally__gpu_run(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
+                            const tally__gpu_args *args);
+
+/* ceil(a / b) for b > 0. */
+uint64_t tally__gpu_ceil_div(uint64_t a, uint64_t b);
+
+/* 1 when the buffer's first byte is 16-byte aligned on the device. */
+int tally__gpu_buffer_aligned16(const tally_context *ctx, const tally_buffer *buf);
+
+/* ---- Scratch: an op first lays out every region it needs, then reserves
+ * them all at once (growing the buffer drops its contents), then launches. */
+typedef struct tally__gpu_layout {
+    uint64_t floats; /* total so far */
+    int overflow;
+} tally__gpu_layout;
+
+/* Adds a region of n floats (rounded up to 256 bytes, so every region
+ * starts 16-byte aligned) and returns its offset in floats. */
+uint64_t tally__gpu_take(tally__gpu_layout *layout, uint64_t n);
+/* Makes the scratch buffer at least layout->floats floats; *scratch gets it
+ * (NULL when the layout is empty). */
+tally_status tally__gpu_reserve(tally_context *ctx, const tally__gpu_layout *layout, tally_buffer **scratch);
+
+/* ---- The reduction tree. ---- */
+
+/* Where level 0 of a tree reads: nvec vectors of plan->level[0].n elements,
+ * vector b from element off + b * vec_stride of buf (or, in STRIDED mode,
+ * the row-major walk of a view of `cols` columns and row stride `stride`). */
+typedef struct tally__gpu_vectors {
+    const tally_buffer *buf;
+    uint64_t off;
+    uint64_t cols;
+    uint64_t stride;
+    uint32_t mode;
+    uint64_t nvec;
+    uint64_t vec_stride;
+} tally__gpu_vectors;
+
+/* Where the last level writes: value of vector b to element off + b *
+ * stride of buf, after `finish`. */
+typedef struct tally__gpu_result {
+    const tally_buffer *buf;
+    uint64_t off;
+    uint64_t stride;
+    uint32_t finish;
+    float divisor;
+    const tally_buffer *shift; /* SHIFTED_EXP term and LSE finish: shift of vector b at shift_off + b */
+    uint64_t shift_off;
+} tally__gpu_result;
+
+/* Scratch regions a tree of nvec vectors needs between its levels: two
+ * ping-pong regions (a_off, b_off), taken from the layout when the plan has
+ * more than one (resp. two) levels. */
+typedef struct tally__gpu_tree_space {
+    uint64_t a_off;
+    uint64_t b_off;
+} tally__gpu_tree_space;
+
+tally__gpu_tree_space tally__gpu_tree_layout(tally__gpu_layout *layout, const tally__tree_plan *plan,
+                                             uint64_t nvec);
+
+/* The whole tree with tally_k_reduce_tiles: level 0 reads `src` with
+ * `term`, the upper levels read partials in scratch, the last writes `res`. */
+tally_status tally__gpu_tree(tally_context *ctx, const tally__gpu_vectors *src, const tally__tree_plan *plan,
+                             uint32_t term, uint32_t kind, const tally__gpu_result *res, tally_buffer *scratch,
+                             tally__gpu_tree_space space);
+
+/* Levels 1 .. of `plan` over nvec vectors of level-0 partials that some
+ * op-specific kernel wrote to scratch at space.a_off (vector b at a_off +
+ * b * plan->level[0].tiles). */
+tally_status tally__gpu_tree_upper(tally_context *ctx, const tally__tree_plan *plan, uint64_t nvec,
+                                   uint32_t kind, const tally__gpu_result *res, tally_buffer *scratch,
+                                   tally__gpu_tree_space space);
+
+/* out[off + k * stride] = bits for k < n. */
+tally_status tally__gpu_fill(tally_context *ctx, const tally_buffer *buf, uint64_t off, uint64_t stride,
+                             uint64_t n, uint32_t bits);
+
+/* The (lanes, qpl, tiles) of a plan's level 0, with an empty plan (n == 0)
+ * given as one lane, one quad, one tile: the kernels then see no active lane
+ * and produce the host's empty value. */
+tally__tree_level tally__gpu_level0(const tally__tree_plan *plan);
+
+#endif /* TALLY_GPU_INTERNAL_H */

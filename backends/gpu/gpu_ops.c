@@ -1,0 +1,332 @@
+/*
+ * backends/gpu/gpu_ops.c - reductions, KL divergence, Dirichlet-
+ * multinomial and the random ops on any GPU backend, as launch sequences of
+ * the kernels in kernels/. Each op reproduces backends/host/host_ops.c bit
+ * for bit: the same terms, in the order of the same tree.
+ */
+#include "gpu_internal.h"
+#include "tally/terms.h"
+
+_Static_assert(TALLY_K_DIST_RAW == TALLY_DIST_RAW && TALLY_K_DIST_UNIFORM == TALLY_DIST_UNIFORM &&
+                   TALLY_K_DIST_NORMAL == TALLY_DIST_NORMAL,
+               "kernels/abi.h's distribution codes must be tally_distribution's values");
+
+/* 1 when a view's rows are one contiguous run of rows*cols elements. */
+static int contiguous(const tally__array *a)
+{
+    return a->rows <= 1 || a->stride == a->cols;
+}
+
+/* 1 when every row of the view starts 16-byte aligned. */
+static int rows_aligned16(tally_context *ctx, const tally__array *a)
+{
+    return a->offset % 4u == 0 && (a->rows <= 1 || a->stride % 4u == 0) &&
+           tally__gpu_buffer_aligned16(ctx, a->buffer);
+}
+
+static uint32_t f32_bits(float f)
+{
+    return tally_as_u32(f);
+}
+
+/* ---- Reductions ------------------------------------------------------------
+ * ALL: one vector, the row-major walk of the view; ROW: one vector per row.
+ * Every op is one tree (sum, sum of squares, min, max; mean divides in the
+ * last launch) except logsumexp: a max tree into scratch, then a sum tree of
+ * exp(x - max) whose last launch applies tally_lse_finish. A single-level
+ * plan (n <= 16384) is a single launch per tree. */
+
+tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
+{
+    const tally__tree_plan *plan = &job->plan;
+    const int all = job->axis == TALLY_AXIS_ALL;
+    const uint64_t nvec = all ? 1 : job->x.rows;
+    if (plan->levels == 0) {
+        /* Empty vectors: the host's empty values (mean, min and max of
+         * nothing were refused by the front end). */
+        float v = job->op == TALLY_LOGSUMEXP ? TALLY_F32_NEG_INF : 0.0f;
+        return tally__gpu_fill(ctx, job->out.buffer, job->out.offset, job->out.stride, nvec, f32_bits(v));
+    }
+
+    tally__gpu_vectors src = {.buf = job->x.buffer, .off = job->x.offset, .cols = job->x.cols,
+                              .stride = job->x.stride, .nvec = nvec, .vec_stride = 0};
+    if (all && !contiguous(&job->x)) {
+        src.mode = TALLY_K_LOAD_STRIDED;
+    } else {
+        src.vec_stride = all ? 0 : job->x.stride;
+        src.mode = rows_aligned16(ctx, &job->x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+    }
+
+    tally__gpu_layout layout = {.floats = 0, .overflow = 0};
+    tally__gpu_tree_space space = tally__gpu_tree_layout(&layout, plan, nvec);
+    const uint64_t max_off = job->op == TALLY_LOGSUMEXP ? tally__gpu_take(&layout, nvec) : 0;
+    tally_buffer *scratch = NULL;
+    tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
+    if (st != TALLY_OK) return st;
+
+    tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = job->out.stride,
+                             .finish = TALLY_K_FINISH_NONE, .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+    switch (job->op) {
+    case TALLY_SUM:
+        return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &res, scratch, space);
+    case TALLY_SUMSQ:
+        return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_SQUARE, TALLY_COMBINE_SUM, &res, scratch, space);
+    case TALLY_MIN:
+        return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_MIN, &res, scratch, space);
+    case TALLY_MAX:
+        return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_MAX, &res, scratch, space);
+    case TALLY_MEAN:
+        /* (float)n converted here by the same C conversion the host uses. */
+        res.finish = TALLY_K_FINISH_DIVIDE;
+        res.divisor = (float)plan->level[0].n;
+        return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &res, scratch, space);
+    case TALLY_LOGSUMEXP: {
+        tally__gpu_result max_res = {.buf = scratch, .off = max_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
+                                     .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+        st = tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_MAX, &max_res, scratch, space);
+        if (st != TALLY_OK) return st;
+        /* A non-finite maximum makes tally_lse_finish return it unchanged,
+         * which is what the host returns without running the sum. */
+        res.finish = TALLY_K_FINISH_LSE;
+        res.shift = scratch;
+        res.shift_off = max_off;
+        return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_SHIFTED_EXP, TALLY_COMBINE_SUM, &res, scratch,
+                               space);
+    }
+    }
+    return tally__error(ctx, TALLY_INVALID_ARGUMENT, "gpu reduce: unknown op %d", (int)job->op);
+}
+
+/* ---- KL divergence -----------------------------------------------------------
+ * NONE: one pointwise launch. Reduced: tally_k_kl_tiles reads input and
+ * target once (16-byte loads when both are contiguous and aligned), one
+ * group per tile of 16384 elements, partials to scratch; the upper levels
+ * (a single small launch up to 2^28 elements) finish with the division. */
+
+tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
+{
+    const tally__array *x = &job->input, *t = &job->target;
+    const uint64_t rows = x->rows, cols = x->cols, n = rows * cols;
+    if (job->reduction == TALLY_REDUCTION_NONE) {
+        const tally__array *o = &job->out;
+        uint32_t mode = TALLY_K_LOAD_STRIDED;
+        uint64_t groups = rows;
+        if (contiguous(x) && contiguous(t) && contiguous(o)) {
+            const int vec4 = x->offset % 4u == 0 && t->offset % 4u == 0 && o->offset % 4u == 0 &&
+                             tally__gpu_buffer_aligned16(ctx, x->buffer) &&
+                             tally__gpu_buffer_aligned16(ctx, t->buffer) &&
+                             tally__gpu_buffer_aligned16(ctx, o->buffer);
+            mode = vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+            groups = tally__gpu_ceil_div(vec4 ? n / 4u + 1u : n, TALLY_GPU_GROUP_SIZE);
+        }
+        tally__gpu_args l = {.n = 0};
+        tally__gpu_arg_buf(&l, x->buffer, x->offset);
+        tally__gpu_arg_u64(&l, x->stride);
+        tally__gpu_arg_buf(&l, t->buffer, t->offset);
+        tally__gpu_arg_u64(&l, t->stride);
+        tally__gpu_arg_buf(&l, o->buffer, o->offset);
+        tally__gpu_arg_u64(&l, o->stride);
+        tally__gpu_arg_u64(&l, rows);
+        tally__gpu_arg_u64(&l, cols);
+        tally__gpu_arg_u32(&l, mode);
+        tally__gpu_arg_u32(&l, job->flags);
+        return tally__gpu_run(ctx, TALLY__K_tally_k_kl_pointwise, groups, &l);
+    }
+
+    const uint32_t finish = job->reduction == TALLY_REDUCTION_SUM ? TALLY_K_FINISH_NONE : TALLY_K_FINISH_DIVIDE;
+    const float divisor = job->reduction == TALLY_REDUCTION_MEAN ? (float)n : (float)rows;
+    const tally__tree_plan *plan = &job->plan;
+    if (plan->levels == 0) {
+        /* The empty sum is +0 (mean of nothing was refused; batchmean of
+         * rows with no columns divides it by rows, as the host does). */
+        float v = finish == TALLY_K_FINISH_DIVIDE ? tally_divf(0.0f, divisor) : 0.0f;
+        return tally__gpu_fill(ctx, job->out.buffer, job->out.offset, 1, 1, f32_bits(v));
+    }
+    uint32_t mode = TALLY_K_LOAD_STRIDED;
+    if (contiguous(x) && contiguous(t))
+        mode = x->offset % 4u == 0 && t->offset % 4u == 0 && tally__gpu_buffer_aligned16(ctx, x->buffer) &&
+                       tally__gpu_buffer_aligned16(ctx, t->buffer)
+                   ? TALLY_K_LOAD_VEC4
+                   : TALLY_K_LOAD_CONTIGUOUS;
+
+    tally__gpu_layout layout = {.floats = 0, .overflow = 0};
+    tally__gpu_tree_space space = tally__gpu_tree_layout(&layout, plan, 1);
+    tally_buffer *scratch = NULL;
+    tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
+    if (st != TALLY_OK) return st;
+
+    const tally__tree_level *lv = &plan->level[0];
+    const int single = plan->levels == 1;
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, x->buffer, x->offset);
+    tally__gpu_arg_u64(&l, x->stride);
+    tally__gpu_arg_buf(&l, t->buffer, t->offset);
+    tally__gpu_arg_u64(&l, t->stride);
+    tally__gpu_arg_u64(&l, cols);
+    tally__gpu_arg_u32(&l, mode);
+    tally__gpu_arg_u64(&l, n);
+    tally__gpu_arg_u32(&l, lv->lanes);
+    tally__gpu_arg_u32(&l, lv->quads_per_lane);
+    tally__gpu_arg_u64(&l, lv->tiles);
+    tally__gpu_arg_u32(&l, job->flags);
+    tally__gpu_arg_u32(&l, single ? finish : TALLY_K_FINISH_NONE);
+    tally__gpu_arg_f32(&l, divisor);
+    if (single)
+        tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
+    else
+        tally__gpu_arg_buf(&l, scratch, space.a_off);
+    st = tally__gpu_run(ctx, TALLY__K_tally_k_kl_tiles, lv->tiles, &l);
+    if (st != TALLY_OK || single) return st;
+    tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = 1, .finish = finish,
+                             .divisor = divisor, .shift = NULL, .shift_off = 0};
+    return tally__gpu_tree_upper(ctx, plan, 1, TALLY_COMBINE_SUM, &res, scratch, space);
+}
+
+/* ---- Dirichlet-multinomial ----------------------------------------------------
+ * One launch computes every row value: a segment of lanes per row folds A,
+ * N and S in one pass (rows of V <= 16384). A shared alpha is tabulated
+ * once per group in local memory (V <= 2048) or once per call by
+ * tally_k_dm_prep. Longer rows reduce their tile partials with the upper
+ * levels and tally_k_dm_finish. SUM and MEAN then reduce the row values with
+ * the rows' own tree. */
+
+tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
+{
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const tally__array *counts = &job->counts, *la = &job->log_alpha;
+    const uint64_t B = counts->rows, V = counts->cols;
+    if (B == 0) /* SUM over no rows (MEAN of none was refused): the empty sum, +0. */
+        return tally__gpu_fill(ctx, job->out.buffer, job->out.offset, 1, 1, f32_bits(0.0f));
+    const tally__tree_plan *row_plan = &job->row_plan;
+    const tally__tree_level lv = tally__gpu_level0(row_plan);
+    const int multi = row_plan->levels > 1;
+    uint32_t alpha_mode = TALLY_K_DM_ALPHA_PER_ROW;
+    if (!job->per_row_alpha) alpha_mode = V <= TALLY_K_DM_LOCAL_COLS ? TALLY_K_DM_ALPHA_LOCAL : TALLY_K_DM_ALPHA_PREPARED;
+
+    tally__gpu_layout layout = {.floats = 0, .overflow = 0};
+    uint64_t ea_off = 0, lga_off = 0, sums_off = 0, rv_off = 0;
+    tally__gpu_tree_space row_space = {.a_off = 0, .b_off = 0}, rows_space = {.a_off = 0, .b_off = 0};
+    if (alpha_mode == TALLY_K_DM_ALPHA_PREPARED) {
+        ea_off = tally__gpu_take(&layout, V);
+        lga_off = tally__gpu_take(&layout, V);
+    }
+    if (multi) {
+        row_space = tally__gpu_tree_layout(&layout, row_plan, 3u * B);
+        sums_off = tally__gpu_take(&layout, 3u * B);
+    }
+    const int reduced = job->reduction != TALLY_REDUCTION_NONE;
+    if (reduced) {
+        rv_off = tally__gpu_take(&layout, B);
+        rows_space = tally__gpu_tree_layout(&layout, &job->rows_plan, 1);
+    }
+    tally_buffer *scratch = NULL;
+    tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
+    if (st != TALLY_OK) return st;
+
+    if (alpha_mode == TALLY_K_DM_ALPHA_PREPARED) {
+        tally__gpu_args l = {.n = 0};
+        tally__gpu_arg_buf(&l, la->buffer, la->offset);
+        tally__gpu_arg_u64(&l, V);
+        tally__gpu_arg_buf(&l, scratch, ea_off);
+        tally__gpu_arg_u64(&l, lga_off);
+        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_prep, tally__gpu_ceil_div(V, TALLY_GPU_GROUP_SIZE), &l);
+        if (st != TALLY_OK) return st;
+    }
+
+    /* Row values go straight to out, or to scratch for SUM and MEAN. */
+    const tally_buffer *rv_buf = reduced ? scratch : job->out.buffer;
+    const uint64_t rv_at = reduced ? rv_off : job->out.offset;
+    const uint64_t rv_stride = reduced ? 1 : job->out.stride;
+
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
+    tally__gpu_arg_u64(&l, counts->stride);
+    tally__gpu_arg_buf(&l, la->buffer, la->offset);
+    tally__gpu_arg_u64(&l, job->per_row_alpha ? la->stride : 0);
+    tally__gpu_arg_buf(&l, alpha_mode == TALLY_K_DM_ALPHA_PREPARED ? scratch : NULL, ea_off);
+    tally__gpu_arg_u64(&l, lga_off);
+    tally__gpu_arg_u32(&l, alpha_mode);
+    tally__gpu_arg_u64(&l, B);
+    tally__gpu_arg_u64(&l, V);
+    tally__gpu_arg_u32(&l, lv.lanes);
+    tally__gpu_arg_u32(&l, lv.quads_per_lane);
+    tally__gpu_arg_u64(&l, lv.tiles);
+    tally__gpu_arg_u32(&l, job->flags);
+    if (multi)
+        tally__gpu_arg_buf(&l, scratch, row_space.a_off);
+    else
+        tally__gpu_arg_buf(&l, rv_buf, rv_at);
+    tally__gpu_arg_u64(&l, multi ? 1 : rv_stride);
+    uint64_t groups = tally__gpu_ceil_div(B * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes);
+    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
+        /* Each group tabulates alpha once: enough groups to fill the device
+         * and no more, so the table's cost is spread over many rows. */
+        uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * 8u;
+        if (groups > cap) groups = cap;
+    }
+    st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows, groups, &l);
+    if (st != TALLY_OK) return st;
+
+    if (multi) {
+        tally__gpu_result sums = {.buf = scratch, .off = sums_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
+                                  .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+        st = tally__gpu_tree_upper(ctx, row_plan, 3u * B, TALLY_COMBINE_SUM, &sums, scratch, row_space);
+        if (st != TALLY_OK) return st;
+        tally__gpu_args f = {.n = 0};
+        tally__gpu_arg_buf(&f, scratch, sums_off);
+        tally__gpu_arg_u64(&f, B);
+        tally__gpu_arg_u32(&f, job->flags);
+        tally__gpu_arg_buf(&f, rv_buf, rv_at);
+        tally__gpu_arg_u64(&f, rv_stride);
+        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_finish, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &f);
+        if (st != TALLY_OK) return st;
+    }
+    if (!reduced) return TALLY_OK;
+
+    tally__gpu_vectors src = {.buf = scratch, .off = rv_off, .cols = B, .stride = B, .mode = TALLY_K_LOAD_VEC4,
+                              .nvec = 1, .vec_stride = 0};
+    tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = 1,
+                             .finish = job->reduction == TALLY_REDUCTION_MEAN ? TALLY_K_FINISH_DIVIDE
+                                                                              : TALLY_K_FINISH_NONE,
+                             .divisor = (float)B, .shift = NULL, .shift_off = 0};
+    return tally__gpu_tree(ctx, &src, &job->rows_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &res, scratch,
+                           rows_space);
+}
+
+/* ---- Random ops ------------------------------------------------------------- */
+
+tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
+{
+    const tally__array *o = &job->out;
+    const uint64_t n = o->rows * o->cols;
+    const uint64_t off = job->rng.offset;
+    const uint64_t blocks = ((off + (n - 1u)) >> 2) - (off >> 2) + 1u;
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, o->buffer, o->offset);
+    tally__gpu_arg_u64(&l, o->stride);
+    tally__gpu_arg_u64(&l, o->rows);
+    tally__gpu_arg_u64(&l, o->cols);
+    tally__gpu_arg_u32(&l, (uint32_t)job->dist);
+    tally__gpu_arg_u64(&l, job->rng.seed);
+    tally__gpu_arg_u64(&l, job->rng.subsequence);
+    tally__gpu_arg_u64(&l, off);
+    return tally__gpu_run(ctx, TALLY__K_tally_k_rng_fill, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE), &l);
+}
+
+tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job)
+{
+    const tally__array *w = &job->weights;
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, w->buffer, w->offset);
+    tally__gpu_arg_u64(&l, w->stride);
+    tally__gpu_arg_u64(&l, w->rows);
+    tally__gpu_arg_u64(&l, w->cols);
+    tally__gpu_arg_u32(&l, job->is_logits ? 1u : 0u);
+    tally__gpu_arg_u64(&l, job->rng.seed);
+    tally__gpu_arg_u64(&l, job->rng.subsequence);
+    tally__gpu_arg_u64(&l, job->rng.offset);
+    tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
+    tally__gpu_arg_u64(&l, job->out.stride);
+    return tally__gpu_run(ctx, TALLY__K_tally_k_categorical, tally__gpu_ceil_div(w->rows, TALLY_GPU_GROUP_SIZE),
+                          &l);
+}

@@ -1,0 +1,62 @@
+/*
+ * backends/opencl/opencl_backend.h - the OpenCL backend's objects and its
+ * internal entry points (opencl.c, opencl_api.c, opencl_program.c; tests
+ * reach the hooks through the static library).
+ */
+#ifndef TALLY_OPENCL_BACKEND_H
+#define TALLY_OPENCL_BACKEND_H
+
+#include "../../kernels/abi.h"
+#include "../gpu/gpu.h"
+#include "opencl_api.h"
+
+typedef struct tally__cl_context {
+    tally__gpu_context gpu; /* first: the shared GPU layer's base */
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;      /* retained (created or the app's) */
+    cl_command_queue queue;  /* retained (created or the app's) */
+    int device_retained;     /* 1 once clRetainDevice succeeded */
+    cl_program program;
+    cl_kernel kernels[TALLY__KERNEL_COUNT];
+    cl_ulong max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    uint32_t base_align;     /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
+    int fma_emulated;        /* no CL_FP_FMA: fma() runs in software (same bits, slower) */
+    int program_from_cache;  /* 1 when the program binary came from the disk cache */
+} tally__cl_context;
+
+typedef struct tally__cl_buffer {
+    struct tally_buffer base;
+    cl_mem mem; /* retained (created or the app's) */
+} tally__cl_buffer;
+
+extern const tally__backend_ops tally__opencl_ops;
+
+/* The program's text, baked in at build time (scripts/embed_cl.py). */
+extern const char tally__opencl_source[];
+extern const size_t tally__opencl_source_size;
+
+/* The only build options tally ever passes: no fast or relaxed math, no
+ * mad, no flushing of denormals (they all change result bits). */
+#define TALLY__CL_BUILD_OPTIONS "-cl-std=CL1.2"
+
+/* Builds (or loads from the on-disk cache) the program for cc's device.
+ * Errors go to cc's message; a build failure carries the build log. */
+tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size);
+
+/* ---- Internal hooks for tests (hidden in the shared library). ---- */
+
+/* 1 if ctx's program binary came from the disk cache, 0 if it was built
+ * from source, -1 if ctx is not an OpenCL context. */
+int tally__opencl_program_from_cache(const tally_context *ctx);
+/* 1 if ctx's device lacks CL_FP_FMA (fma is emulated), 0 if not, -1 if ctx
+ * is not an OpenCL context. */
+int tally__opencl_fma_emulated(const tally_context *ctx);
+/* tally_context_create(TALLY_BACKEND_OPENCL, device) with another program
+ * text (a deliberately broken one, to test build failures). */
+tally_status tally__opencl_context_create_with_source(int device, const char *source, tally_context **out);
+/* The loaded OpenCL entry points (NULL when libOpenCL is missing), so that
+ * tests can make their own cl_context, queue and cl_mem for interop. */
+const tally__cl_api *tally__opencl_api(void);
+
+#endif /* TALLY_OPENCL_BACKEND_H */

@@ -1,0 +1,60 @@
+/*
+ * kernels/abi.h - the constants that the kernels and the host code which
+ * launches them (backends/gpu/) must agree on: argument codes, local-memory
+ * sizes and the work-group size. Plain #defines, so the file is valid C11,
+ * CUDA C++ and OpenCL C alike.
+ */
+#ifndef TALLY_KERNEL_ABI_H
+#define TALLY_KERNEL_ABI_H
+
+/* Work-items per work-group in every launch: one per lane of a full
+ * reduction tile (TALLY_TREE_LANES). backends/gpu/gpu.h checks that
+ * TALLY_GPU_GROUP_SIZE is the same number. */
+#define TALLY_K_GROUP_SIZE 256u
+
+/* How a kernel reads a vector. STRIDED: element k of a view of `cols`
+ * columns lies at (k / cols) * stride + k % cols. CONTIGUOUS: at k.
+ * VEC4: at k, and the vector's first element is 16-byte aligned, so whole
+ * quads are read as one float4. */
+#define TALLY_K_LOAD_STRIDED 0u
+#define TALLY_K_LOAD_CONTIGUOUS 1u
+#define TALLY_K_LOAD_VEC4 2u
+
+/* Per-element term of tally_k_reduce_tiles. */
+#define TALLY_K_TERM_PLAIN 0u
+#define TALLY_K_TERM_SQUARE 1u
+#define TALLY_K_TERM_SHIFTED_EXP 2u /* exp(x - shift[vector]) */
+
+/* What the last level of a tree does with its one value per vector. */
+#define TALLY_K_FINISH_NONE 0u
+#define TALLY_K_FINISH_DIVIDE 1u /* tally_divf(value, divisor) */
+#define TALLY_K_FINISH_LSE 2u    /* tally_lse_finish(shift[vector], value) */
+
+/* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */
+#define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */
+#define TALLY_K_DM_ALPHA_LOCAL 1u    /* shared alpha; each group tabulates it in local memory */
+#define TALLY_K_DM_ALPHA_PREPARED 2u /* shared alpha; tally_k_dm_prep tabulated it in global memory */
+/* Longest shared alpha tabulated in local memory (two floats per column). */
+#define TALLY_K_DM_LOCAL_COLS 2048u
+
+/* Flags of tally_k_gmm_fused. */
+#define TALLY_K_GMM_SAMPLE 1u        /* draw z (and the component) before the density */
+#define TALLY_K_GMM_VEC4 2u          /* z, mu and log_var rows are whole aligned quads */
+#define TALLY_K_GMM_HAS_COMPONENT 4u /* write the component index */
+#define TALLY_K_GMM_LSE_PREPARED 8u  /* logsumexp of the logits is in pre[pre_off] */
+/* Most components whose per-row sums tally_k_gmm_fused keeps in local memory. */
+#define TALLY_K_GMM_LOCAL_K 1024u
+/* Up to this many components each group computes the logits' logsumexp
+ * itself; beyond it one small launch computes it once. */
+#define TALLY_K_GMM_INLINE_LSE_K 32u
+
+/* Distributions of tally_k_rng_fill (the values of tally_distribution). */
+#define TALLY_K_DIST_RAW 1u
+#define TALLY_K_DIST_UNIFORM 2u
+#define TALLY_K_DIST_NORMAL 3u
+
+/* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
+ * three tree arrays and two alpha tables). A device with less is refused. */
+#define TALLY_K_LOCAL_BYTES (4u * (3u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
+
+#endif /* TALLY_KERNEL_ABI_H */

@@ -1,0 +1,165 @@
+/*
+ * kernels/dm.h - Dirichlet-multinomial log-likelihood per row.
+ *
+ * Per row the host computes three trees over V with one plan: A = sum of
+ * exp(log_alpha), N = sum of counts and S = sum of tally_dm_term. Here one
+ * segment of work-items folds all three in a single pass over the row and
+ * tree3 combines them side by side.
+ */
+#ifndef TALLY_KERNELS_DM_H
+#define TALLY_KERNELS_DM_H
+
+#include "tree.h"
+
+/*
+ * tally_dm_term with lgamma(a) already known: the same operations in the
+ * same order (terms.h), so the same bits, while lgamma(a) of a shared
+ * alpha is computed once per column instead of once per element. Keep in
+ * step with tally_dm_term.
+ */
+TALLY_FN float tally_k_dm_term_lga(float n, float a, float lga, tally_u32 flags)
+{
+    if (n == 0.0f) return 0.0f;
+    float v = tally_lgammaf(n + a) - lga;
+    if (flags & TALLY_DM_FLAG_COEFFICIENT) v = v - tally_lgammaf(n + 1.0f);
+    if (n < 0.0f) v = TALLY_F32_NAN;
+    return v;
+}
+
+/* pre[ea_off + v] = exp(log_alpha[v]) and pre[lga_off + v] = lgamma of it,
+ * for a shared alpha too long for local memory. */
+TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 V,
+                                  TALLY_GLOBAL float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 v = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); v < V; v += step) {
+        const float a = tally_expf(la[la_off + v]);
+        pre[ea_off + v] = a;
+        pre[lga_off + v] = tally_lgammaf(a);
+    }
+}
+
+/*
+ * Rows of counts [B, V] (row b at counts[c_off + b * c_stride]) under the
+ * row plan (lanes, qpl, tiles over V; V == 0 is passed as lanes = qpl =
+ * tiles = 1 and gives A = N = S = 0 as on the host).
+ *
+ * tiles == 1: out[out_off + b * out_stride] = tally_dm_row(A, N, S).
+ * tiles > 1: unit u = b * tiles + t writes its three partials to
+ * out[out_off + u], out[out_off + U + u] and out[out_off + 2U + u] with
+ * U = B * tiles, i.e. 3B vectors of `tiles` partials for the upper levels.
+ *
+ * alpha_mode: PER_ROW reads log_alpha row b (la_off + b * la_stride) and
+ * computes exp and lgamma per element; LOCAL tabulates a shared alpha in
+ * local memory once per group; PREPARED reads the table tally_k_dm_prep
+ * wrote to pre. A zero count skips its lgamma calls (tally_dm_term returns
+ * 0 for it), which is most of the work on sparse counts.
+ */
+TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off, tally_u64 c_stride,
+                                  TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 la_stride,
+                                  TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
+                                  tally_u32 alpha_mode, tally_u64 B, tally_u64 V, tally_u32 lanes, tally_u32 qpl,
+                                  tally_u64 tiles, tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out,
+                                  tally_u64 out_off, tally_u64 out_stride)
+{
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
+    TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
+    const tally_u32 lid = TALLY_LID();
+    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
+        for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
+            const float a = tally_expf(la[la_off + v]);
+            tab_a[v] = a;
+            tab_lga[v] = tally_lgammaf(a);
+        }
+    }
+    /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
+    TALLY_BARRIER();
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
+    const tally_u32 seg = lid / lanes;
+    const tally_u32 j = lid - seg * lanes;
+    const tally_u64 units = B * tiles;
+    const tally_u64 quads = tally_k_quads(V);
+    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
+         first += TALLY_GROUP_COUNT() * segments) {
+        const tally_u64 unit = first + seg;
+        tally_u64 active = 0;
+        tally_u64 b = 0;
+        if (unit < units) {
+            b = unit / tiles;
+            const tally_u64 base = (unit - b * tiles) * tile_quads;
+            active = tally_k_active(quads, base, lanes);
+            if ((tally_u64)j < active) {
+                TALLY_GLOBAL const float *crow = counts + c_off + b * c_stride;
+                TALLY_GLOBAL const float *larow = la + la_off + b * la_stride;
+                float A = 0.0f, N = 0.0f, S = 0.0f;
+                int first_term = 1;
+                for (tally_u32 q = 0; q < qpl; q++) {
+                    const tally_u64 g = base + (tally_u64)q * lanes + j;
+                    if (g >= quads) break;
+                    const tally_u64 e0 = g << 2;
+                    const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
+                    for (tally_u32 c = 0; c < count; c++) {
+                        const tally_u64 e = e0 + c;
+                        const float n = crow[e];
+                        float a, term;
+                        if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
+                            a = tally_expf(larow[e]);
+                            term = tally_dm_term(n, a, flags);
+                        } else if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
+                            a = tab_a[e];
+                            term = tally_k_dm_term_lga(n, a, tab_lga[e], flags);
+                        } else {
+                            a = pre[ea_off + e];
+                            term = tally_k_dm_term_lga(n, a, pre[lga_off + e], flags);
+                        }
+                        if (first_term) {
+                            A = a;
+                            N = n;
+                            S = term;
+                            first_term = 0;
+                        } else {
+                            A = A + a;
+                            N = N + n;
+                            S = S + term;
+                        }
+                    }
+                }
+                va[lid] = A;
+                vn[lid] = N;
+                vs[lid] = S;
+            }
+        }
+        tally_k_tree3(va, vn, vs, lid, lanes, active);
+        if (unit < units && j == 0u) {
+            /* An empty row (V == 0) sums to +0 as on the host. */
+            const float A = active > 0u ? va[lid] : 0.0f;
+            const float N = active > 0u ? vn[lid] : 0.0f;
+            const float S = active > 0u ? vs[lid] : 0.0f;
+            if (tiles == 1u) {
+                out[out_off + b * out_stride] = tally_dm_row(A, N, S, flags);
+            } else {
+                out[out_off + unit] = A;
+                out[out_off + units + unit] = N;
+                out[out_off + 2u * units + unit] = S;
+            }
+        }
+    }
+}
+
+/* Row values from the reduced sums of a multi-level row plan: A of row b at
+ * sums[off + b], N at sums[off + B + b], S at sums[off + 2B + b]. */
+TALLY_KERNEL void tally_k_dm_finish(TALLY_GLOBAL const float *TALLY_RESTRICT sums, tally_u64 sums_off, tally_u64 B,
+                                    tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
+                                    tally_u64 out_stride)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step)
+        out[out_off + b * out_stride] =
+            tally_dm_row(sums[sums_off + b], sums[sums_off + B + b], sums[sums_off + 2u * B + b], flags);
+}
+
+#endif /* TALLY_KERNELS_DM_H */

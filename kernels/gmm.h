@@ -1,0 +1,326 @@
+/*
+ * kernels/gmm.h - diagonal Gaussian mixture: log density, and the
+ * reparameterised sample fused with it.
+ *
+ * The host's order per row b (backends/host/host_ops.c):
+ *   sample only: u_b = uniform(offset + b); c = tally_categorical_row over
+ *     the logits (K > 1, else 0); z[d] = mu_c[d] + tally_gauss_std(lv_c[d]) *
+ *     normal(offset + B4 + b*D2 + d), or NaN for the whole row when c < 0;
+ *   s_k = the D-tree of tally_gauss_term(z, mu_k, lv_k) for every k;
+ *   log q = tally_lse_seq over v_k = (logit_k - lse(logits)) + s_k when
+ *     K > 1, else s_0; NaN when the sampled c < 0.
+ *
+ * tally_k_gmm_fused does all of it in one launch when the D plan has one
+ * level and K <= TALLY_K_GMM_LOCAL_K. Otherwise the pieces run as separate
+ * launches: pick, noise, tiles (+ upper levels), finish.
+ */
+#ifndef TALLY_KERNELS_GMM_H
+#define TALLY_KERNELS_GMM_H
+
+#include "tree.h"
+
+/* logsumexp of the K logits, once, into out[out_off]. */
+TALLY_KERNEL void tally_k_logits_lse(TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
+                                     tally_u64 K, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+{
+    if (TALLY_GROUP_ID() == 0u && TALLY_LID() == 0u) out[out_off] = tally_lse_seq(logits + logits_off, K);
+}
+
+/*
+ * z for the stream elements of Philox block m that fall in rows row0 ..
+ * row0 + rows - 1: the rows' normals occupy stream elements s0 .. s0 +
+ * rows*D2 - 1 (s0 = offset + B4 + row0*D2), row p's element d at s0 +
+ * p*D2 + d; the element d == D of an odd D is padding. pick(p) is row p's
+ * component, read by the caller from local or global memory.
+ */
+#define TALLY_K_GMM_NOISE_BLOCK(m, s0, span, D, D2, row0, PICK)                                            \
+    do {                                                                                                  \
+        float n4_[4];                                                                                     \
+        tally_k_normals4(seed, subsequence, (m), n4_);                                                    \
+        for (tally_u32 w_ = 0; w_ < 4u; w_++) {                                                           \
+            const tally_u64 i_ = ((m) << 2) + w_;                                                         \
+            if (i_ < (s0)) continue;                                                                      \
+            const tally_u64 rel_ = i_ - (s0);                                                             \
+            if (rel_ >= (span)) break;                                                                    \
+            const tally_u64 p_ = rel_ / (D2);                                                             \
+            const tally_u64 d_ = rel_ - p_ * (D2);                                                        \
+            if (d_ >= (D)) continue;                                                                      \
+            const tally_u64 b_ = (row0) + p_;                                                             \
+            const tally_i32 c_ = PICK(p_);                                                                \
+            TALLY_GLOBAL float *zrow_ = z + z_off + b_ * z_stride;                                        \
+            if (c_ < 0) {                                                                                 \
+                zrow_[d_] = TALLY_F32_NAN;                                                                \
+            } else {                                                                                      \
+                const tally_u64 col_ = (tally_u64)c_ * (D) + d_;                                          \
+                zrow_[d_] = mu[mu_off + b_ * mu_stride + col_] +                                          \
+                            tally_gauss_std(lv[lv_off + b_ * lv_stride + col_]) * n4_[w_];                \
+            }                                                                                             \
+        }                                                                                                 \
+    } while (0)
+
+/* One lane's fold of the Gaussian terms of quads base + j, base + j +
+ * lanes, ... of one (row, component) pair; zr, mr, lr point at the row's z
+ * and the component's mu and log_var. vec4: every quad is whole (D % 4 ==
+ * 0) and 16-byte aligned, so each is read as three float4s. */
+TALLY_FN float tally_k_gauss_lane(TALLY_GLOBAL const float *zr, TALLY_GLOBAL const float *mr,
+                                  TALLY_GLOBAL const float *lr, tally_u64 D, tally_u64 quads, tally_u64 base,
+                                  tally_u32 lanes, tally_u32 qpl, tally_u32 j, int vec4)
+{
+    float acc = 0.0f;
+    if (vec4) {
+        for (tally_u32 q = 0; q < qpl; q++) {
+            const tally_u64 g = base + (tally_u64)q * lanes + j;
+            if (g >= quads) break;
+            const tally_f4 a = TALLY_LOAD_F4(zr, g), m = TALLY_LOAD_F4(mr, g), l = TALLY_LOAD_F4(lr, g);
+            const float first = tally_gauss_term(a.x, m.x, l.x);
+            acc = q == 0u ? first : acc + first;
+            acc = acc + tally_gauss_term(a.y, m.y, l.y);
+            acc = acc + tally_gauss_term(a.z, m.z, l.z);
+            acc = acc + tally_gauss_term(a.w, m.w, l.w);
+        }
+        return acc;
+    }
+    for (tally_u32 q = 0; q < qpl; q++) {
+        const tally_u64 g = base + (tally_u64)q * lanes + j;
+        if (g >= quads) break;
+        const tally_u64 e0 = g << 2;
+        const tally_u64 e1 = tally_k_min_u64(e0 + 4u, D);
+        for (tally_u64 e = e0; e < e1; e++) {
+            const float t = tally_gauss_term(zr[e], mr[e], lr[e]);
+            acc = (q == 0u && e == e0) ? t : acc + t;
+        }
+    }
+    return acc;
+}
+
+#define TALLY_K_GMM_PICK_LOCAL(p) (cl[(p)])
+
+/*
+ * The fused mixture kernel. The D plan is one tile of `lanes` lanes and
+ * `qpl` quads per lane (D == 0 is passed as lanes = qpl = 1 and gives s_k =
+ * 0 as on the host). A group handles `rows_per_pass` consecutive rows per
+ * pass: with K components per row and 256/lanes segments, it takes
+ * (256/lanes)/K rows at once when K fits, so that short rows (D = 64 gives
+ * 16 lanes) still use every work-item; otherwise one row whose components
+ * go through the segments in chunks.
+ *
+ * flags: TALLY_K_GMM_SAMPLE draws z first (the density then reads the z just
+ * written, after a barrier that orders global memory); HAS_COMPONENT writes
+ * the component; VEC4 reads whole aligned quads; LSE_PREPARED takes the
+ * logits' logsumexp from pre[pre_off] instead of computing it per group.
+ */
+TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tally_u64 z_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
+                                    tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
+                                    tally_u64 seed, tally_u64 subsequence, tally_u64 offset,
+                                    TALLY_GLOBAL float *TALLY_RESTRICT log_q, tally_u64 lq_off, tally_u64 lq_stride,
+                                    TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp, tally_u64 comp_off,
+                                    tally_u64 comp_stride)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);
+    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(tally_i32, cl, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, lse_l, 1);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
+    const tally_u32 seg = lid / lanes;
+    const tally_u32 j = lid - seg * lanes;
+    const int packed = K <= (tally_u64)segments;
+    const tally_u32 rows_per_pass = packed ? segments / (tally_u32)K : 1u;
+    const tally_u32 chunks = packed ? 1u : (tally_u32)((K + segments - 1u) / segments);
+    const tally_u64 quads = tally_k_quads(D);
+    const int vec4 = (flags & TALLY_K_GMM_VEC4) != 0u;
+    const int sample = (flags & TALLY_K_GMM_SAMPLE) != 0u;
+    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u;
+    const tally_u64 D2 = D + (D & 1u);
+
+    if (K > 1u && lid == 0u)
+        lse_l[0] = (flags & TALLY_K_GMM_LSE_PREPARED) ? pre[pre_off] : tally_lse_seq(logits + logits_off, K);
+    TALLY_BARRIER();
+    const tally_u64 passes = (B + rows_per_pass - 1u) / rows_per_pass;
+    for (tally_u64 pass = TALLY_GROUP_ID(); pass < passes; pass += TALLY_GROUP_COUNT()) {
+        const tally_u64 row0 = pass * rows_per_pass;
+        const tally_u32 prow = (tally_u32)tally_k_min_u64(rows_per_pass, B - row0);
+        /* Sampling: uniforms, components, then z. The barriers run in both
+         * modes (they cost next to nothing; see tally_k_local_uniforms). */
+        if (sample) tally_k_local_uniforms(ul, row0, prow, seed, subsequence, offset, lid);
+        TALLY_BARRIER();
+        if (sample && lid < prow) {
+            const tally_u64 b = row0 + lid;
+            const tally_i32 c = K > 1u ? tally_categorical_row(logits + logits_off, K, 1, ul[lid]) : 0;
+            cl[lid] = c;
+            if (flags & TALLY_K_GMM_HAS_COMPONENT) comp[comp_off + b * comp_stride] = c;
+        }
+        TALLY_BARRIER();
+        if (sample && D > 0u) {
+            const tally_u64 s0 = offset + B4 + row0 * D2;
+            const tally_u64 span = (tally_u64)prow * D2;
+            const tally_u64 m1 = (s0 + (span - 1u)) >> 2;
+            for (tally_u64 m = (s0 >> 2) + lid; m <= m1; m += TALLY_K_GROUP_SIZE)
+                TALLY_K_GMM_NOISE_BLOCK(m, s0, span, D, D2, row0, TALLY_K_GMM_PICK_LOCAL);
+        }
+        /* The density below reads the z just written by other work-items. */
+        TALLY_BARRIER_GLOBAL();
+        for (tally_u32 chunk = 0; chunk < chunks; chunk++) {
+            tally_u64 p, k;
+            int valid;
+            if (packed) {
+                p = seg / (tally_u32)K;
+                k = seg - p * K;
+                valid = p < prow;
+            } else {
+                p = 0;
+                k = (tally_u64)chunk * segments + seg;
+                valid = k < K;
+            }
+            const tally_u64 active = valid ? tally_k_active(quads, 0u, lanes) : 0u;
+            if ((tally_u64)j < active) {
+                const tally_u64 b = row0 + p;
+                v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
+                                            lv + lv_off + b * lv_stride + k * D, D, quads, 0u, lanes, qpl, j,
+                                            vec4);
+            }
+            tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
+            if (valid && j == 0u) sk[p * K + k] = active > 0u ? v[lid] : 0.0f;
+        }
+        TALLY_BARRIER();
+        if (lid < prow) {
+            const tally_u64 b = row0 + lid;
+            TALLY_LOCAL float *row = sk + (tally_u64)lid * K;
+            float r;
+            if (sample && cl[lid] < 0) {
+                r = TALLY_F32_NAN;
+            } else if (K > 1u) {
+                const float lse = lse_l[0];
+                for (tally_u64 k = 0; k < K; k++) row[k] = (logits[logits_off + k] - lse) + row[k];
+                r = tally_lse_seq_local(row, K);
+            } else {
+                r = row[0];
+            }
+            log_q[lq_off + b * lq_stride] = r;
+        }
+        TALLY_BARRIER();
+    }
+}
+
+/* ---- The unfused pieces (a D plan of several levels, or K too large for
+ * local memory). ---- */
+
+/* Component of every row: picks[picks_off + b], also written to comp when
+ * has_comp. */
+TALLY_KERNEL void tally_k_gmm_pick(TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
+                                   tally_u64 B, tally_u64 K, tally_u64 seed, tally_u64 subsequence,
+                                   tally_u64 offset, TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp,
+                                   tally_u64 comp_off, tally_u64 comp_stride, tally_u32 has_comp,
+                                   TALLY_GLOBAL tally_i32 *TALLY_RESTRICT picks, tally_u64 picks_off)
+{
+    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID();
+    for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < B;
+         row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, B - row0);
+        tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
+        TALLY_BARRIER();
+        if (lid < count) {
+            const tally_u64 b = row0 + lid;
+            const tally_i32 c = K > 1u ? tally_categorical_row(logits + logits_off, K, 1, ul[lid]) : 0;
+            picks[picks_off + b] = c;
+            if (has_comp) comp[comp_off + b * comp_stride] = c;
+        }
+        TALLY_BARRIER();
+    }
+}
+
+#define TALLY_K_GMM_PICK_GLOBAL(p) (picks[picks_off + (p)])
+
+/* z of every row from the picks, one Philox block per work-item step. */
+TALLY_KERNEL void tally_k_gmm_noise(TALLY_GLOBAL float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
+                                    TALLY_GLOBAL const tally_i32 *TALLY_RESTRICT picks, tally_u64 picks_off,
+                                    tally_u64 B, tally_u64 D, tally_u64 seed, tally_u64 subsequence,
+                                    tally_u64 offset)
+{
+    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u;
+    const tally_u64 D2 = D + (D & 1u);
+    const tally_u64 s0 = offset + B4;
+    const tally_u64 span = B * D2;
+    if (span == 0u) return;
+    const tally_u64 m1 = (s0 + (span - 1u)) >> 2;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 m = (s0 >> 2) + TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); m <= m1; m += step)
+        TALLY_K_GMM_NOISE_BLOCK(m, s0, span, D, D2, 0u, TALLY_K_GMM_PICK_GLOBAL);
+}
+
+/*
+ * Level 0 of the D trees of all B*K (row, component) pairs: unit u = pair *
+ * tiles + t writes out[out_off + u]; with tiles == 1 that is s of the pair
+ * (D == 0 is passed as lanes = qpl = tiles = 1 and gives 0).
+ */
+TALLY_KERNEL void tally_k_gmm_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
+                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
+                                    tally_u64 B, tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl,
+                                    tally_u64 tiles, tally_u32 load_mode, TALLY_GLOBAL float *TALLY_RESTRICT out,
+                                    tally_u64 out_off)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
+    const tally_u32 seg = lid / lanes;
+    const tally_u32 j = lid - seg * lanes;
+    const tally_u64 units = B * K * tiles;
+    const tally_u64 quads = tally_k_quads(D);
+    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
+         first += TALLY_GROUP_COUNT() * segments) {
+        const tally_u64 unit = first + seg;
+        tally_u64 active = 0;
+        if (unit < units) {
+            const tally_u64 pair = unit / tiles;
+            const tally_u64 base = (unit - pair * tiles) * tile_quads;
+            active = tally_k_active(quads, base, lanes);
+            if ((tally_u64)j < active) {
+                const tally_u64 b = pair / K;
+                const tally_u64 k = pair - b * K;
+                v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
+                                            lv + lv_off + b * lv_stride + k * D, D, quads, base, lanes, qpl, j,
+                                            load_mode == TALLY_K_LOAD_VEC4);
+            }
+        }
+        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
+        if (unit < units && j == 0u) out[out_off + unit] = active > 0u ? v[lid] : 0.0f;
+    }
+}
+
+/* log q of every row from s[s_off + b*K + k] (overwritten with v_k) and,
+ * for K > 1, the logits' logsumexp in pre[pre_off]. */
+TALLY_KERNEL void tally_k_gmm_finish(TALLY_GLOBAL float *TALLY_RESTRICT s, tally_u64 s_off,
+                                     TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
+                                     TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
+                                     tally_u64 K, TALLY_GLOBAL const tally_i32 *TALLY_RESTRICT picks,
+                                     tally_u64 picks_off, tally_u32 sample, TALLY_GLOBAL float *TALLY_RESTRICT log_q,
+                                     tally_u64 lq_off, tally_u64 lq_stride)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {
+        TALLY_GLOBAL float *row = s + s_off + b * K;
+        float r;
+        if (sample && picks[picks_off + b] < 0) {
+            r = TALLY_F32_NAN;
+        } else if (K > 1u) {
+            const float lse = pre[pre_off];
+            for (tally_u64 k = 0; k < K; k++) row[k] = (logits[logits_off + k] - lse) + row[k];
+            r = tally_lse_seq(row, K);
+        } else {
+            r = row[0];
+        }
+        log_q[lq_off + b * lq_stride] = r;
+    }
+}
+
+#endif /* TALLY_KERNELS_GMM_H */

@@ -1,0 +1,160 @@
+/*
+ * kernels/kl.h - KL divergence: the first level of the reduced forms (one
+ * pass over input and target) and the pointwise form.
+ */
+#ifndef TALLY_KERNELS_KL_H
+#define TALLY_KERNELS_KL_H
+
+#include "tree.h"
+
+/* Adds the four terms of quads a (input) and b (target) to acc in element
+ * order. */
+#define TALLY_K_KL_ADD4(acc, a, b, flags)             \
+    do {                                              \
+        acc = acc + tally_kl_term((a).x, (b).x, flags); \
+        acc = acc + tally_kl_term((a).y, (b).y, flags); \
+        acc = acc + tally_kl_term((a).z, (b).z, flags); \
+        acc = acc + tally_kl_term((a).w, (b).w, flags); \
+    } while (0)
+
+/*
+ * Level 0 of the KL sum over the row-major walk of n = rows * cols
+ * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
+ * when finish is DIVIDE and this is the only level (mean, batchmean).
+ *
+ * mode VEC4 (both views contiguous and 16-byte aligned) takes a fast path
+ * for full tiles: each lane issues eight 16-byte loads (four quads of each
+ * input) before it folds them, so that enough bytes are in flight to keep
+ * the memory busy. The fold order is the plan's either way.
+ */
+TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
+                                   TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
+                                   tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl,
+                                   tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
+                                   TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 j = lid & (lanes - 1u);
+    const tally_u64 quads = tally_k_quads(n);
+    const tally_u64 full_quads = n >> 2;
+    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    /* A plan narrower than a group has a single tile: segment 0 runs it and
+     * the other work-items only join the barriers. */
+    const int in_segment = lid < lanes;
+    for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
+        const tally_u64 base = tile * tile_quads;
+        const tally_u64 active = in_segment ? tally_k_active(quads, base, lanes) : 0u;
+        if ((tally_u64)j < active) {
+            float acc;
+            if (mode == TALLY_K_LOAD_VEC4 && qpl == TALLY_TREE_QUADS_PER_LANE && lanes == TALLY_K_GROUP_SIZE &&
+                base + tile_quads <= full_quads) {
+                TALLY_GLOBAL const float *xp = x + x_off;
+                TALLY_GLOBAL const float *tp = t + t_off;
+                const tally_u64 g = base + j;
+                const tally_u64 L = TALLY_K_GROUP_SIZE;
+                acc = 0.0f;
+                /* One body for the four batches keeps the program small (it
+                 * is inlined sixteen times, not sixty-four); the lane's first
+                 * element starts the fold. */
+                for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                    const tally_u64 h = g + (tally_u64)q * L;
+                    const tally_f4 a0 = TALLY_LOAD_F4(xp, h), a1 = TALLY_LOAD_F4(xp, h + L);
+                    const tally_f4 a2 = TALLY_LOAD_F4(xp, h + 2u * L), a3 = TALLY_LOAD_F4(xp, h + 3u * L);
+                    const tally_f4 b0 = TALLY_LOAD_F4(tp, h), b1 = TALLY_LOAD_F4(tp, h + L);
+                    const tally_f4 b2 = TALLY_LOAD_F4(tp, h + 2u * L), b3 = TALLY_LOAD_F4(tp, h + 3u * L);
+                    const float first = tally_kl_term(a0.x, b0.x, flags);
+                    acc = q == 0u ? first : acc + first;
+                    acc = acc + tally_kl_term(a0.y, b0.y, flags);
+                    acc = acc + tally_kl_term(a0.z, b0.z, flags);
+                    acc = acc + tally_kl_term(a0.w, b0.w, flags);
+                    TALLY_K_KL_ADD4(acc, a1, b1, flags);
+                    TALLY_K_KL_ADD4(acc, a2, b2, flags);
+                    TALLY_K_KL_ADD4(acc, a3, b3, flags);
+                }
+            } else {
+                tally_k_src xs, ts;
+                xs.p = x + x_off;
+                xs.cols = cols;
+                xs.stride = x_stride;
+                xs.mode = mode;
+                ts.p = t + t_off;
+                ts.cols = cols;
+                ts.stride = t_stride;
+                ts.mode = mode;
+                acc = 0.0f;
+                int first_term = 1;
+                for (tally_u32 q = 0; q < qpl; q++) {
+                    const tally_u64 g = base + (tally_u64)q * lanes + j;
+                    if (g >= quads) break;
+                    float ex[4], et[4];
+                    const tally_u32 count = tally_k_load_quad(&xs, n, g, ex);
+                    tally_k_load_quad(&ts, n, g, et);
+                    for (tally_u32 c = 0; c < 4u; c++) {
+                        if (c < count) {
+                            const float term = tally_kl_term(ex[c], et[c], flags);
+                            acc = first_term ? term : acc + term;
+                            first_term = 0;
+                        }
+                    }
+                }
+            }
+            v[lid] = acc;
+        }
+        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
+        if (in_segment && j == 0u) {
+            float r = v[lid];
+            if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
+            out[out_off + tile] = r;
+        }
+    }
+}
+
+/*
+ * The pointwise loss o[r, c] = tally_kl_term(x[r, c], t[r, c]).
+ * VEC4: all three views contiguous and 16-byte aligned; one float4 of each
+ * per work-item step, the tail of n % 4 elements element by element.
+ * CONTIGUOUS: one element per step. STRIDED: groups walk rows, work-items
+ * walk the columns of a row.
+ */
+TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+                                       tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t,
+                                       tally_u64 t_off, tally_u64 t_stride, TALLY_GLOBAL float *TALLY_RESTRICT o,
+                                       tally_u64 o_off, tally_u64 o_stride, tally_u64 rows, tally_u64 cols,
+                                       tally_u32 mode, tally_u32 flags)
+{
+    const tally_u32 lid = TALLY_LID();
+    const tally_u64 gid = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    if (mode == TALLY_K_LOAD_STRIDED) {
+        for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT()) {
+            TALLY_GLOBAL const float *xr = x + x_off + r * x_stride;
+            TALLY_GLOBAL const float *tr = t + t_off + r * t_stride;
+            TALLY_GLOBAL float *orow = o + o_off + r * o_stride;
+            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE) orow[c] = tally_kl_term(xr[c], tr[c], flags);
+        }
+        return;
+    }
+    const tally_u64 n = rows * cols;
+    TALLY_GLOBAL const float *xp = x + x_off;
+    TALLY_GLOBAL const float *tp = t + t_off;
+    TALLY_GLOBAL float *op = o + o_off;
+    tally_u64 done = 0;
+    if (mode == TALLY_K_LOAD_VEC4) {
+        const tally_u64 nq = n >> 2;
+        for (tally_u64 g = gid; g < nq; g += step) {
+            const tally_f4 a = TALLY_LOAD_F4(xp, g);
+            const tally_f4 b = TALLY_LOAD_F4(tp, g);
+            tally_f4 r;
+            r.x = tally_kl_term(a.x, b.x, flags);
+            r.y = tally_kl_term(a.y, b.y, flags);
+            r.z = tally_kl_term(a.z, b.z, flags);
+            r.w = tally_kl_term(a.w, b.w, flags);
+            TALLY_STORE_F4(op, g, r);
+        }
+        done = nq << 2;
+    }
+    for (tally_u64 k = done + gid; k < n; k += step) op[k] = tally_kl_term(xp[k], tp[k], flags);
+}
+
+#endif /* TALLY_KERNELS_KL_H */

@@ -1,0 +1,103 @@
+/*
+ * kernels/reduce.h - the general tree level (tally_reduce, and the upper
+ * levels of every other op's tree) and a strided fill.
+ */
+#ifndef TALLY_KERNELS_REDUCE_H
+#define TALLY_KERNELS_REDUCE_H
+
+#include "tree.h"
+
+/* The value of one element under a reduce term. */
+TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
+{
+    if (term == TALLY_K_TERM_SQUARE) return x * x;
+    if (term == TALLY_K_TERM_SHIFTED_EXP) return tally_expf(x - shift);
+    return x;
+}
+
+/*
+ * One level of the tree for nvec vectors of n elements each.
+ *
+ * Vector b starts at x[x_off + b * vec_stride] (for STRIDED mode the single
+ * vector is the row-major walk of a view of x_cols columns and row stride
+ * x_stride). The level has `tiles` tiles per vector of `lanes` lanes and
+ * `qpl` quads per lane. Unit u = b * tiles + t is tile t of vector b; its
+ * value goes to out[out_off + u * out_stride], after `finish` when this is
+ * the last level (tiles == 1). shift[shift_off + b] is vector b's shift (the
+ * maximum, for logsumexp); it is read only by the SHIFTED_EXP term and the
+ * LSE finish.
+ *
+ * A group runs 256 / lanes units side by side, and strides over the units
+ * by the number of groups.
+ */
+TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+                                       tally_u64 x_cols, tally_u64 x_stride, tally_u32 mode, tally_u64 nvec,
+                                       tally_u64 vec_stride, tally_u64 n, tally_u32 lanes, tally_u32 qpl,
+                                       tally_u64 tiles, tally_u32 term, tally_u32 kind,
+                                       TALLY_GLOBAL const float *TALLY_RESTRICT shift, tally_u64 shift_off,
+                                       tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out,
+                                       tally_u64 out_off, tally_u64 out_stride)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
+    const tally_u32 seg = lid / lanes;
+    const tally_u32 j = lid - seg * lanes;
+    const tally_u64 units = nvec * tiles;
+    const tally_u64 quads = tally_k_quads(n);
+    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
+         first += TALLY_GROUP_COUNT() * segments) {
+        const tally_u64 unit = first + seg;
+        tally_u64 active = 0;
+        tally_u64 b = 0;
+        if (unit < units) {
+            b = unit / tiles;
+            const tally_u64 base = (unit - b * tiles) * tile_quads;
+            active = tally_k_active(quads, base, lanes);
+            if ((tally_u64)j < active) {
+                tally_k_src src;
+                src.p = x + x_off + b * vec_stride;
+                src.cols = x_cols;
+                src.stride = x_stride;
+                src.mode = mode;
+                const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
+                float acc = 0.0f;
+                int first_term = 1;
+                for (tally_u32 q = 0; q < qpl; q++) {
+                    const tally_u64 g = base + (tally_u64)q * lanes + j;
+                    if (g >= quads) break;
+                    float e[4];
+                    const tally_u32 count = tally_k_load_quad(&src, n, g, e);
+                    for (tally_u32 c = 0; c < 4u; c++) {
+                        if (c < count) {
+                            const float t = tally_k_reduce_term(term, e[c], sh);
+                            acc = first_term ? t : tally_combine((int)kind, acc, t);
+                            first_term = 0;
+                        }
+                    }
+                }
+                v[lid] = acc;
+            }
+        }
+        tally_k_tree(v, lid, lanes, active, kind);
+        if (unit < units && j == 0u) {
+            float r = v[lid];
+            if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
+            if (finish == TALLY_K_FINISH_LSE) r = tally_lse_finish(shift[shift_off + b], r);
+            out[out_off + unit * out_stride] = r;
+        }
+    }
+}
+
+/* out[off + k * stride] = pattern (as bits) for k < n. Used for the results
+ * of empty inputs, whose values the host computes. */
+TALLY_KERNEL void tally_k_fill(TALLY_GLOBAL tally_u32 *out, tally_u64 off, tally_u64 stride, tally_u64 n,
+                               tally_u32 pattern)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); k < n; k += step)
+        out[off + k * stride] = pattern;
+}
+
+#endif /* TALLY_KERNELS_REDUCE_H */

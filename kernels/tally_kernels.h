@@ -1,0 +1,18 @@
+/*
+ * kernels/tally_kernels.h - every kernel body, written once against the
+ * kernel vocabulary of tally/dialect.h. kernels_cl/tally.cl includes this
+ * file as the OpenCL C program; the CUDA backend compiles it with nvcc.
+ * The kernels and their argument lists are catalogued in
+ * backends/gpu/kernel_list.h, which is what the backends launch by.
+ */
+#ifndef TALLY_KERNELS_H
+#define TALLY_KERNELS_H
+
+#include "tree.h"
+#include "reduce.h"
+#include "kl.h"
+#include "dm.h"
+#include "gmm.h"
+#include "rng.h"
+
+#endif /* TALLY_KERNELS_H */

@@ -1,0 +1,160 @@
+/*
+ * kernels/tree.h - device helpers shared by every kernel: loading a quad of
+ * a vector, one lane's fold, the in-group tree of a tile, and the Philox
+ * helpers that compute each block of four stream elements once.
+ *
+ * The reduction tree (docs/reduction-tree.md, src/plan.c) is performed here
+ * exactly as backends/host/host_tree.c performs it: lane j of a tile folds
+ * quads base + q*lanes + j for q = 0 .. qpl-1 in order, each quad's elements
+ * in order, starting from its first element's term; then the lanes combine
+ * pairwise with halving strides. A work-group of 256 work-items runs one
+ * tile of 256 lanes, or 256/lanes tiles of a narrower plan side by side
+ * ("segments"), so short rows still keep every work-item busy. Only the
+ * work-items and the barriers are the GPU's: the arithmetic order is the
+ * plan's alone.
+ */
+#ifndef TALLY_KERNELS_TREE_H
+#define TALLY_KERNELS_TREE_H
+
+#include "tally/terms.h"
+#include "abi.h"
+
+TALLY_FN tally_u64 tally_k_min_u64(tally_u64 a, tally_u64 b)
+{
+    return a < b ? a : b;
+}
+
+/* Quads (groups of four consecutive elements) of a vector of n elements. */
+TALLY_FN tally_u64 tally_k_quads(tally_u64 n)
+{
+    return (n >> 2) + ((n & 3u) != 0u ? 1u : 0u);
+}
+
+/* Lanes of a tile that hold at least one quad: a prefix of the lanes. */
+TALLY_FN tally_u64 tally_k_active(tally_u64 quads, tally_u64 base, tally_u32 lanes)
+{
+    return base < quads ? tally_k_min_u64((tally_u64)lanes, quads - base) : 0u;
+}
+
+/* Where a kernel reads one vector. p points at the vector's first element;
+ * for STRIDED vectors p is the view's first element and element k lies at
+ * p[(k / cols) * stride + k % cols]. */
+typedef struct tally_k_src {
+    TALLY_GLOBAL const float *p;
+    tally_u64 cols;
+    tally_u64 stride;
+    tally_u32 mode;
+} tally_k_src;
+
+/*
+ * Reads quad g of a vector of n elements into e[0..3]: elements 4g up to
+ * min(4g + 3, n - 1). Returns how many it read (1 to 4). A partial last
+ * quad is read element by element so that nothing past the vector is
+ * touched.
+ */
+TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u64 g, float *e)
+{
+    const tally_u64 e0 = g << 2;
+    const tally_u32 count = (n - e0 >= 4u) ? 4u : (tally_u32)(n - e0);
+    if (s->mode == TALLY_K_LOAD_VEC4 && count == 4u) {
+        tally_f4 q = TALLY_LOAD_F4(s->p, g);
+        e[0] = q.x;
+        e[1] = q.y;
+        e[2] = q.z;
+        e[3] = q.w;
+    } else if (s->mode != TALLY_K_LOAD_STRIDED) {
+        /* Constant trip counts (here and below) let the compiler keep e[] in
+         * registers instead of addressable (local) memory. */
+        for (tally_u32 c = 0; c < 4u; c++)
+            if (c < count) e[c] = s->p[e0 + c];
+    } else {
+        /* One division per quad; the four elements then walk the row and
+         * wrap to the next one when a quad straddles two rows. */
+        tally_u64 r = e0 / s->cols;
+        tally_u64 c = e0 - r * s->cols;
+        for (tally_u32 i = 0; i < 4u; i++) {
+            if (i < count) {
+                e[i] = s->p[r * s->stride + c];
+                c++;
+                if (c == s->cols) {
+                    c = 0;
+                    r++;
+                }
+            }
+        }
+    }
+    return count;
+}
+
+/*
+ * The in-group tree over each segment of `lanes` work-items: after it,
+ * v[segment * lanes] holds combine-order result of v[segment*lanes ..
+ * segment*lanes + active - 1]. Every work-item of the group must call it
+ * with the same lanes (barriers); active may differ per segment. The result
+ * must be read by the segment's lane 0 only (other lanes may already be
+ * writing their next values to their own slots).
+ */
+TALLY_FN void tally_k_tree(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes, tally_u64 active,
+                           tally_u32 kind)
+{
+    const tally_u32 j = lid & (lanes - 1u);
+    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
+        TALLY_BARRIER();
+        if (j < s && (tally_u64)(j + s) < active) v[lid] = tally_combine((int)kind, v[lid], v[lid + s]);
+    }
+    TALLY_BARRIER();
+}
+
+/* The same tree over three arrays summed side by side (Dirichlet-
+ * multinomial's A, N and S share one plan), with one barrier per step. */
+TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c,
+                            tally_u32 lid, tally_u32 lanes, tally_u64 active)
+{
+    const tally_u32 j = lid & (lanes - 1u);
+    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
+        TALLY_BARRIER();
+        if (j < s && (tally_u64)(j + s) < active) {
+            a[lid] = a[lid] + a[lid + s];
+            b[lid] = b[lid] + b[lid + s];
+            c[lid] = c[lid] + c[lid + s];
+        }
+    }
+    TALLY_BARRIER();
+}
+
+/* ---- Random stream helpers. ---- */
+
+/*
+ * u[p] = uniform(offset + row0 + p) for p < count (1 <= count <= 256): the
+ * work-items lid < number of Philox blocks spanned each compute one block
+ * and hand out its four words, so each block is computed once. The caller
+ * puts a barrier after it before u is read. (Barriers are kept out of
+ * helpers and out of conditionals: PoCL compiles a barrier under a branch
+ * by duplicating code, which multiplied its build time.)
+ */
+TALLY_FN void tally_k_local_uniforms(TALLY_LOCAL float *u, tally_u64 row0, tally_u32 count, tally_u64 seed,
+                                     tally_u64 subsequence, tally_u64 offset, tally_u32 lid)
+{
+    const tally_u64 i0 = offset + row0;
+    const tally_u64 m0 = i0 >> 2;
+    const tally_u64 m1 = (i0 + (count - 1u)) >> 2;
+    if ((tally_u64)lid <= m1 - m0) {
+        const tally_u64 m = m0 + lid;
+        tally_philox4 blk = tally_stream_block(seed, subsequence, m);
+        for (tally_u32 w = 0; w < 4u; w++) {
+            tally_u64 i = (m << 2) + w;
+            if (i >= i0 && i - i0 < (tally_u64)count) u[i - i0] = tally_uniform_from_bits(blk.v[w]);
+        }
+    }
+}
+
+/* normal(4m + w) for w = 0..3: the two Box-Muller pairs of Philox block m,
+ * exactly as tally_stream_normal computes each element. */
+TALLY_FN void tally_k_normals4(tally_u64 seed, tally_u64 subsequence, tally_u64 m, float *n4)
+{
+    tally_philox4 blk = tally_stream_block(seed, subsequence, m);
+    tally_normal_pair(blk.v[0], blk.v[1], &n4[0], &n4[1]);
+    tally_normal_pair(blk.v[2], blk.v[3], &n4[2], &n4[3]);
+}
+
+#endif /* TALLY_KERNELS_TREE_H */

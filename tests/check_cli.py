@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""tests/check_cli.py - the `tally` command-line tool, run as a user would.
+
+Usage: check_cli.py PATH_TO_TALLY
+
+Checks the contract of `tally run` (tally run --help): argument errors print
+the usage and exit 2; a run prints 'NAME VALUE' lines (9 significant digits)
+or writes raw little-endian files with --out; a library error exits 1 and
+names its status. Expected values come from Python's own arithmetic (and an
+independent Philox4x32-10 for the raw stream), never from the library.
+Runs on the host backend (TALLY_BACKEND=host) unless a test names one.
+"""
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+TALLY = sys.argv[1] if len(sys.argv) > 1 else "tally"
+failures = []
+checks = 0
+
+
+def f32(v):
+    """v rounded to float32, as a Python float."""
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
+def run(args, env_backend="host"):
+    env = dict(os.environ)
+    env.pop("TALLY_DEVICE", None)
+    if env_backend is None:
+        env.pop("TALLY_BACKEND", None)
+    else:
+        env["TALLY_BACKEND"] = env_backend
+    p = subprocess.run([TALLY] + args, capture_output=True, text=True, env=env, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what, detail=""):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what + (": " + detail if detail else ""))
+        print("FAIL", what, detail)
+    else:
+        print("ok  ", what)
+
+
+def write_f32(path, values):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<%df" % len(values), *values))
+
+
+def read_f32(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return list(struct.unpack("<%df" % (len(data) // 4), data))
+
+
+def parse_lines(out):
+    """'NAME VALUE' lines -> dict name -> value string."""
+    values = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            values[parts[0]] = parts[1]
+    return values
+
+
+def philox4x32_10(ctr, key):
+    """Philox4x32-10 (Salmon et al., SC'11), written from the paper."""
+    c = list(ctr)
+    k0, k1 = key
+    for _ in range(10):
+        p0 = 0xD2511F53 * c[0]
+        p1 = 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k0) & 0xFFFFFFFF, p1 & 0xFFFFFFFF,
+             ((p0 >> 32) ^ c[3] ^ k1) & 0xFFFFFFFF, p0 & 0xFFFFFFFF]
+        k0 = (k0 + 0x9E3779B9) & 0xFFFFFFFF
+        k1 = (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    return c
+
+
+def stream_raw(seed, sub, i):
+    q = i // 4
+    block = philox4x32_10([q & 0xFFFFFFFF, q >> 32, sub & 0xFFFFFFFF, sub >> 32],
+                          [seed & 0xFFFFFFFF, seed >> 32])
+    return block[i % 4]
+
+
+def usage_error(args, what):
+    rc, out, err = run(args)
+    check(rc == 2, what + ": exit 2", "rc=%d stderr=%r" % (rc, err[:200]))
+    check("usage" in err, what + ": usage on stderr", repr(err[:200]))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="tally_cli_")
+    x_path = os.path.join(tmp, "x.f32")
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.5]
+    write_f32(x_path, x)
+
+    # ---- argument errors: usage and exit 2 ----
+    usage_error([], "no command")
+    usage_error(["frobnicate"], "unknown command")
+    usage_error(["run"], "run without an op")
+    usage_error(["run", "frobnicate"], "unknown op")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--cols", "3"], "missing --rows")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "two", "--cols", "3"], "bad --rows")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--axis", "diagonal"],
+                "bad --axis")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--bogus"], "unknown option")
+    usage_error(["run", "sum", "--in", x_path, "--rows", "2", "--cols", "3"], "--in without NAME=")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "4"], "file of the wrong size")
+    usage_error(["run", "sum", "--in", "q=" + x_path, "--rows", "2", "--cols", "3"], "unknown input name")
+    usage_error(["run", "sum", "--rows", "2", "--cols", "3"], "missing input")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--backend", "abacus"],
+                "bad --backend")
+    usage_error(["run", "rng", "--dist", "gaussian", "--count", "4"], "bad --dist")
+    usage_error(["run", "kl_div", "--in", "input=" + x_path, "--in", "target=" + x_path, "--rows", "2",
+                 "--cols", "3", "--reduction", "median"], "bad --reduction")
+
+    # ---- printed scalars ----
+    rc, out, err = run(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--axis", "all"])
+    check(rc == 0, "sum: exit 0", err)
+    check(out.splitlines()[:1] == ["y 21.5"], "sum prints 'y 21.5'", repr(out))
+
+    rc, out, err = run(["run", "sum", "--backend", "host", "--in", "x=" + x_path, "--rows", "2", "--cols", "3"])
+    check(rc == 0 and parse_lines(out).get("y") == "21.5", "sum with --backend host, default axis all", repr(out))
+
+    rc, out, err = run(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--axis", "row"])
+    v = parse_lines(out)
+    check(rc == 0 and v.get("y[0]") == "6" and v.get("y[1]") == "15.5", "sum by row", repr(out))
+
+    rc, out, err = run(["run", "mean", "--in", "x=" + x_path, "--rows", "2", "--cols", "3"])
+    want = f32(f32(21.5) / f32(6.0))  # correctly rounded float division
+    got = parse_lines(out).get("y")
+    check(rc == 0 and got is not None and f32(float(got)) == want, "mean = 21.5/6 rounded to float",
+          "%r vs %.9g" % (got, want))
+
+    for op, want in (("min", 1.0), ("max", 6.5), ("sumsq", 1 + 4 + 9 + 16 + 25 + 42.25)):
+        rc, out, err = run(["run", op, "--in", "x=" + x_path, "--rows", "3", "--cols", "2"])
+        got = parse_lines(out).get("y")
+        check(rc == 0 and got is not None and float(got) == want, op, "%r vs %r" % (got, want))
+
+    rc, out, err = run(["run", "logsumexp", "--in", "x=" + x_path, "--rows", "1", "--cols", "6"])
+    want = math.log(sum(math.exp(t) for t in x))
+    got = parse_lines(out).get("y")
+    check(rc == 0 and got is not None and abs(float(got) - want) < 1e-5, "logsumexp", "%r vs %r" % (got, want))
+
+    # ---- --out writes raw little-endian files ----
+    y_path = os.path.join(tmp, "y.f32")
+    rc, out, err = run(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--axis", "all",
+                        "--out", "y=" + y_path])
+    check(rc == 0, "sum --out: exit 0", err)
+    check(os.path.exists(y_path) and os.path.getsize(y_path) == 4, "sum --out writes 4 bytes")
+    check(os.path.exists(y_path) and read_f32(y_path) == [21.5], "sum --out holds 21.5")
+    check("y " not in out, "nothing printed for an output written to a file", repr(out))
+    rc, out, err = run(["run", "max", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--axis", "row",
+                        "--out", "y=" + y_path])
+    check(rc == 0 and read_f32(y_path) == [3.0, 6.5], "max by row --out", repr(read_f32(y_path)))
+
+    # ---- kl_div ----
+    inp = [math.log(p) for p in (0.2, 0.3, 0.5, 0.1, 0.1, 0.8)]
+    tgt = [0.25, 0.25, 0.5, 0.0, 0.5, 0.5]
+    in_path, tg_path = os.path.join(tmp, "in.f32"), os.path.join(tmp, "tg.f32")
+    write_f32(in_path, inp)
+    write_f32(tg_path, tgt)
+    inp32, tgt32 = [f32(t) for t in inp], [f32(t) for t in tgt]
+    terms = [t * (math.log(t) - i) if t > 0 else 0.0 for i, t in zip(inp32, tgt32)]
+    for red, div in (("sum", 1), ("mean", 6), ("batchmean", 2)):
+        rc, out, err = run(["run", "kl_div", "--in", "input=" + in_path, "--in", "target=" + tg_path, "--rows",
+                            "2", "--cols", "3", "--reduction", red])
+        got = parse_lines(out).get("y")
+        want = sum(terms) / div
+        check(rc == 0 and got is not None and abs(float(got) - want) < 1e-6, "kl_div " + red,
+              "%r vs %r (%s)" % (got, want, err))
+    rc, out, err = run(["run", "kl_div", "--in", "input=" + in_path, "--in", "target=" + tg_path, "--rows", "2",
+                        "--cols", "3", "--reduction", "none", "--out", "y=" + y_path])
+    got = read_f32(y_path) if rc == 0 else []
+    check(rc == 0 and len(got) == 6 and all(abs(a - b) < 1e-6 for a, b in zip(got, terms)), "kl_div none --out",
+          repr(got))
+
+    # ---- rng: raw draws equal an independent Philox ----
+    seed, sub, off = 42, 7, 3
+    rc, out, err = run(["run", "rng", "--dist", "raw", "--count", "6", "--seed", str(seed), "--subsequence",
+                        str(sub), "--offset", str(off)])
+    v = parse_lines(out)
+    want = [stream_raw(seed, sub, off + i) for i in range(6)]
+    got = [int(v.get("x[%d]" % i, "-1")) for i in range(6)]
+    check(rc == 0 and got == want, "rng raw equals Philox4x32-10", "%r vs %r" % (got, want))
+    check(v.get("consumed") == "8", "rng consumed 8", repr(out))
+    rc, out, err = run(["run", "rng", "--dist", "uniform", "--count", "4", "--seed", "0x2a"])
+    v = parse_lines(out)
+    ok = rc == 0
+    for i in range(4):
+        u = f32(f32(float(stream_raw(42, 0, i))) * 2.0 ** -32 + 2.0 ** -33)
+        ok = ok and v.get("x[%d]" % i) is not None and f32(float(v["x[%d]" % i])) == u
+    check(ok, "rng uniform equals the float formula", repr(out))
+
+    # ---- library errors: exit 1 and the status name ----
+    rc, out, err = run(["run", "rng", "--dist", "uniform", "--count", "1", "--offset", "18446744073709551615"])
+    check(rc == 1, "stream past 2^64: exit 1", "rc=%d %r" % (rc, err))
+    check("RNG_EXHAUSTED" in err, "stream past 2^64: status name", repr(err))
+    empty_path = os.path.join(tmp, "empty.f32")
+    write_f32(empty_path, [])
+    rc, out, err = run(["run", "mean", "--in", "x=" + empty_path, "--rows", "0", "--cols", "3"])
+    check(rc == 1 and "EMPTY_INPUT" in err, "mean of nothing: exit 1 with EMPTY_INPUT", "rc=%d %r" % (rc, err))
+    rc, out, err = run(["run", "sum", "--backend", "cuda", "--in", "x=" + x_path, "--rows", "2", "--cols", "3"],
+                       env_backend=None)
+    if rc == 0:
+        check(parse_lines(out).get("y") == "21.5", "sum on cuda (present here)", repr(out))
+    else:
+        check(rc == 1 and any(s in err for s in ("BACKEND_NOT_COMPILED", "LIBRARY_MISSING", "NO_DEVICE")),
+              "absent cuda backend: exit 1 with its status", "rc=%d %r" % (rc, err))
+
+    # ---- help and version ----
+    rc, out, err = run(["run", "--help"])
+    check(rc == 0 and "usage" in out, "run --help")
+    rc, out, err = run(["version"])
+    check(rc == 0 and len(out.strip().split(".")) == 3, "version", repr(out))
+
+    print("%d checks, %d failed" % (checks, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+/*
+ * tests/runner.c - the one main of every test program.
+ *
+ * Runs the suite the test file exports (tally_test_suite) with Check in its
+ * default fork mode (CK_FORK=no runs in-process, for a debugger), and exits
+ * 0 when every test passed, 1 otherwise. A backend-dependent suite (one that
+ * defines tally_test_needs_backend = 1, or any run with TALLY_TEST_BACKEND
+ * set) first probes its backend and exits 77, meson's SKIP, when the backend
+ * is not compiled in, its library is missing or it has no device: a test of
+ * an absent backend must never count as passed. A backend that is present
+ * but fails to create a context is a failure (exit 1), not a skip.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+
+/* Test files that need no backend do not define it. */
+#if defined(__GNUC__)
+extern const int tally_test_needs_backend __attribute__((weak));
+#  define NEEDS_BACKEND_DEFINED() (&tally_test_needs_backend != NULL)
+#else
+#  define NEEDS_BACKEND_DEFINED() 0
+#endif
+
+#define EXIT_SKIP 77
+
+int main(int argc, char **argv)
+{
+    const char *env = getenv("TALLY_TEST_BACKEND");
+    int needs = (NEEDS_BACKEND_DEFINED() && tally_test_needs_backend) || (env != NULL && env[0] != '\0');
+    if (needs) {
+        char why[1200];
+        int usable = tt_probe_backend(why, sizeof why);
+        if (usable == 0) {
+            fprintf(stderr, "SKIP: %s\n", why);
+            return EXIT_SKIP;
+        }
+        if (usable < 0) {
+            fprintf(stderr, "FAIL: %s\n", why);
+            return EXIT_FAILURE;
+        }
+        fprintf(stderr, "backend %s: %s\n", tally_backend_name(tt_backend()), why);
+    }
+
+    SRunner *sr = srunner_create(tally_test_suite());
+    /* An optional argument names one test case to run (CK_RUN_CASE also works). */
+    if (argc > 1) setenv("CK_RUN_CASE", argv[1], 1);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

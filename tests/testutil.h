@@ -1,0 +1,114 @@
+/*
+ * tests/testutil.h - the shared test fixture and helpers (prefix tt_).
+ *
+ * Every tests/check_<name>.c defines `Suite *tally_test_suite(void);` and is
+ * linked with tests/runner.c, which runs it. A suite that runs ops on a
+ * device defines `const int tally_test_needs_backend = 1;`; the runner then
+ * probes the backend named by TALLY_TEST_BACKEND (host, opencl or cuda;
+ * default host) before running anything, and exits 77 (meson's SKIP) with a
+ * one-line reason when that backend is not compiled in or has no library or
+ * device. Meson also sets TALLY_TEST_BACKEND only for such suites, and the
+ * runner treats a set variable the same way.
+ */
+#ifndef TALLY_TESTUTIL_H
+#define TALLY_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally.h"
+
+/* Defined by a test file whose suite needs a backend (see above). */
+extern const int tally_test_needs_backend;
+Suite *tally_test_suite(void);
+
+/* The bit pattern written over every output before an op runs: a quiet NaN
+ * with a recognisable payload, so an element the op forgot to write shows up
+ * as 0x7fbadbad rather than as a plausible stale value. */
+#define TT_POISON 0x7fbadbadu
+
+/* ---- Backend fixture ---- */
+
+/* The backend named by TALLY_TEST_BACKEND (host when unset). Exits 2 (a
+ * harness error, not a test failure) on an unknown name. */
+tally_backend tt_backend(void);
+/* Probes the test backend without touching the process's own state (in a
+ * child process: a vendor runtime initialised before fork is not safe to use
+ * after it). Returns 1 when usable, 0 with a reason in `why` when absent,
+ * -1 when present but broken (for example a build failure). */
+int tt_probe_backend(char *why, size_t why_size);
+/* The test context: created on first use with tally_context_create(explicit
+ * backend, TALLY_DEVICE_DEFAULT), cached per process; fails the test if it
+ * cannot be created. tt_context_release frees it (checked teardown). */
+tally_context *tt_context(void);
+void tt_context_release(void);
+/* Checked fixture pair for TCases: creates the context before each test and
+ * releases it after (each test runs in its own process in fork mode). */
+void tt_setup(void);
+void tt_teardown(void);
+
+/* ---- Buffers ---- */
+
+/* A buffer of n floats (or 4-byte elements), poisoned. */
+tally_buffer *tt_buffer(tally_context *ctx, size_t n);
+/* A buffer of n floats holding data. */
+tally_buffer *tt_upload(tally_context *ctx, const float *data, size_t n);
+/* Uploads n floats at element offset `at` of an existing buffer. */
+void tt_write(tally_buffer *buf, size_t at, const float *data, size_t n);
+/* Downloads n 4-byte elements starting at element `at`. */
+void tt_read(const tally_buffer *buf, size_t at, void *dst, size_t n);
+/* Fills the whole buffer with TT_POISON. */
+void tt_poison(tally_buffer *buf);
+/* Reads one float at element index `at`. */
+float tt_read1(const tally_buffer *buf, size_t at);
+
+/* ---- Deterministic inputs: xorshift64* with a fixed seed per call site. ---- */
+typedef struct tt_rand {
+    uint64_t s;
+} tt_rand;
+
+tt_rand tt_rand_seed(uint64_t seed);
+uint64_t tt_rand_u64(tt_rand *r);
+/* In [0, 1), 53 random bits. */
+double tt_rand_unit(tt_rand *r);
+/* A float uniform in [lo, hi). */
+float tt_rand_float(tt_rand *r, double lo, double hi);
+/* An integer in [0, n). */
+uint64_t tt_rand_below(tt_rand *r, uint64_t n);
+/* n floats uniform in [lo, hi). */
+void tt_fill_uniform(float *x, size_t n, uint64_t seed, double lo, double hi);
+/* n floats ~ N(mean, sd) (Box-Muller in double, rounded). */
+void tt_fill_normal(float *x, size_t n, uint64_t seed, double mean, double sd);
+/* malloc that fails the test instead of returning NULL. */
+void *tt_alloc(size_t bytes);
+
+/* ---- Comparisons ---- */
+
+uint32_t tt_bits(float f);
+float tt_float(uint32_t bits);
+/* Asserts got is within abs_tol of ref (NaN matches NaN, infinities must be
+ * equal); the message names `what` and the values. With TALLY_TEST_REPORT
+ * set in the environment, each test process prints at exit the largest
+ * fraction of a tolerance it used, and where. */
+#define tt_assert_close(got, ref, abs_tol, ...) \
+    tt_assert_close_at(__FILE__, __LINE__, (got), (ref), (abs_tol), __VA_ARGS__)
+void tt_assert_close_at(const char *file, int line, float got, double ref, double abs_tol, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* Asserts exact float bits. */
+#define tt_assert_bits(got, expected, ...) \
+    tt_assert_bits_at(__FILE__, __LINE__, (got), (expected), __VA_ARGS__)
+void tt_assert_bits_at(const char *file, int line, float got, float expected, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Asserts a status, printing the context's last error when it differs. */
+#define tt_assert_status(st, expected, ctx) \
+    tt_assert_status_at(__FILE__, __LINE__, #st, (st), (expected), (ctx))
+void tt_assert_status_at(const char *file, int line, const char *expr, tally_status st, tally_status expected,
+                         const tally_context *ctx);
+#define tt_ok(st, ctx) tt_assert_status(st, TALLY_OK, ctx)
+
+/* Path of a file in tests/data (TALLY_TEST_DATA_DIR from meson). Static
+ * storage, overwritten by the next call. */
+const char *tt_data_path(const char *name);
+
+#endif /* TALLY_TESTUTIL_H */
