@@ -54,7 +54,8 @@
 #define TALLY_K_DIST_NORMAL 3u
 
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
- * three tree arrays and two alpha tables). A device with less is refused. */
-#define TALLY_K_LOCAL_BYTES (4u * (3u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
+ * three tree arrays, the lgamma(n + 1) table and two alpha tables). A device
+ * with less is refused. */
+#define TALLY_K_LOCAL_BYTES (4u * (4u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
 
 #endif /* TALLY_KERNEL_ABI_H */

@@ -11,17 +11,29 @@
 
 #include "tree.h"
 
+/* Counts below this that are whole numbers take lgamma(n + 1) from a table
+ * each group builds once (the coefficient's term). */
+#define TALLY_K_DM_FACT_TABLE TALLY_K_GROUP_SIZE
+
 /*
- * tally_dm_term with lgamma(a) already known: the same operations in the
- * same order (terms.h), so the same bits, while lgamma(a) of a shared
- * alpha is computed once per column instead of once per element. Keep in
- * step with tally_dm_term.
+ * tally_dm_term(n, a, flags) with lgamma(a) given as lga and lgamma(n + 1)
+ * taken from fact[] when n is a whole number below TALLY_K_DM_FACT_TABLE:
+ * the same operations in the same order as terms.h (the tables hold values
+ * of the same tally_lgammaf), so the same bits, with one lgamma call per
+ * nonzero count instead of three. Keep in step with tally_dm_term.
  */
-TALLY_FN float tally_k_dm_term_lga(float n, float a, float lga, tally_u32 flags)
+TALLY_FN float tally_k_dm_term(float n, float a, float lga, TALLY_LOCAL const float *fact, tally_u32 flags)
 {
     if (n == 0.0f) return 0.0f;
     float v = tally_lgammaf(n + a) - lga;
-    if (flags & TALLY_DM_FLAG_COEFFICIENT) v = v - tally_lgammaf(n + 1.0f);
+    if (flags & TALLY_DM_FLAG_COEFFICIENT) {
+        float lg1;
+        if (n >= 0.0f && n < (float)TALLY_K_DM_FACT_TABLE && n == tally_floor(n))
+            lg1 = fact[(tally_u32)n];
+        else
+            lg1 = tally_lgammaf(n + 1.0f);
+        v = v - lg1;
+    }
     if (n < 0.0f) v = TALLY_F32_NAN;
     return v;
 }
@@ -67,6 +79,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
     TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
     TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
+    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
     const tally_u32 lid = TALLY_LID();
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
         for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
@@ -75,6 +88,10 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
             tab_lga[v] = tally_lgammaf(a);
         }
     }
+    /* fact[k] = lgamma(k + 1): the same value tally_lgammaf(n + 1.0f) gives
+     * for a count n == k, since k + 1 is exact. */
+    if ((flags & TALLY_DM_FLAG_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+        fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
     const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
@@ -105,17 +122,20 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                     for (tally_u32 c = 0; c < count; c++) {
                         const tally_u64 e = e0 + c;
                         const float n = crow[e];
-                        float a, term;
+                        float a, lga;
                         if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
                             a = tally_expf(larow[e]);
-                            term = tally_dm_term(n, a, flags);
+                            /* Only a nonzero count needs it. */
+                            lga = 0.0f;
+                            if (n != 0.0f) lga = tally_lgammaf(a);
                         } else if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
                             a = tab_a[e];
-                            term = tally_k_dm_term_lga(n, a, tab_lga[e], flags);
+                            lga = tab_lga[e];
                         } else {
                             a = pre[ea_off + e];
-                            term = tally_k_dm_term_lga(n, a, pre[lga_off + e], flags);
+                            lga = pre[lga_off + e];
                         }
+                        const float term = tally_k_dm_term(n, a, lga, fact, flags);
                         if (first_term) {
                             A = a;
                             N = n;
@@ -140,7 +160,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
             const float N = active > 0u ? vn[lid] : 0.0f;
             const float S = active > 0u ? vs[lid] : 0.0f;
             if (tiles == 1u) {
-                out[out_off + b * out_stride] = tally_dm_row(A, N, S, flags);
+                out[out_off + b * out_stride] = tally_canonical(tally_dm_row(A, N, S, flags));
             } else {
                 out[out_off + unit] = A;
                 out[out_off + units + unit] = N;
@@ -158,8 +178,8 @@ TALLY_KERNEL void tally_k_dm_finish(TALLY_GLOBAL const float *TALLY_RESTRICT sum
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step)
-        out[out_off + b * out_stride] =
-            tally_dm_row(sums[sums_off + b], sums[sums_off + B + b], sums[sums_off + 2u * B + b], flags);
+        out[out_off + b * out_stride] = tally_canonical(
+            tally_dm_row(sums[sums_off + b], sums[sums_off + B + b], sums[sums_off + 2u * B + b], flags));
 }
 
 #endif /* TALLY_KERNELS_DM_H */

@@ -52,8 +52,8 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_GLOBAL const float *TALLY_RESTRICT lo
                 zrow_[d_] = TALLY_F32_NAN;                                                                \
             } else {                                                                                      \
                 const tally_u64 col_ = (tally_u64)c_ * (D) + d_;                                          \
-                zrow_[d_] = mu[mu_off + b_ * mu_stride + col_] +                                          \
-                            tally_gauss_std(lv[lv_off + b_ * lv_stride + col_]) * n4_[w_];                \
+                zrow_[d_] = tally_canonical(mu[mu_off + b_ * mu_stride + col_] +                          \
+                            tally_gauss_std(lv[lv_off + b_ * lv_stride + col_]) * n4_[w_]);               \
             }                                                                                             \
         }                                                                                                 \
     } while (0)
@@ -99,10 +99,12 @@ TALLY_FN float tally_k_gauss_lane(TALLY_GLOBAL const float *zr, TALLY_GLOBAL con
  * The fused mixture kernel. The D plan is one tile of `lanes` lanes and
  * `qpl` quads per lane (D == 0 is passed as lanes = qpl = 1 and gives s_k =
  * 0 as on the host). A group handles `rows_per_pass` consecutive rows per
- * pass: with K components per row and 256/lanes segments, it takes
- * (256/lanes)/K rows at once when K fits, so that short rows (D = 64 gives
- * 16 lanes) still use every work-item; otherwise one row whose components
- * go through the segments in chunks.
+ * pass (rows_per_pass * K <= TALLY_K_GMM_LOCAL_K, rows_per_pass <= 256);
+ * their rows*K (row, component) trees run 256/lanes at a time, one per
+ * segment, so that short rows (D = 64 gives 16 lanes) still use every
+ * work-item. The host may pick more rows per pass than that, so that a
+ * pass's Philox blocks keep the whole group busy and its serial parts (the
+ * component draws, the logsumexp over K) run side by side.
  *
  * flags: TALLY_K_GMM_SAMPLE draws z first (the density then reads the z just
  * written, after a barrier that orders global memory); HAS_COMPONENT writes
@@ -115,7 +117,7 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
                                     TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
                                     TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
                                     tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
-                                    tally_u64 seed, tally_u64 subsequence, tally_u64 offset,
+                                    tally_u32 rows_per_pass, tally_u64 seed, tally_u64 subsequence, tally_u64 offset,
                                     TALLY_GLOBAL float *TALLY_RESTRICT log_q, tally_u64 lq_off, tally_u64 lq_stride,
                                     TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp, tally_u64 comp_off,
                                     tally_u64 comp_stride)
@@ -129,9 +131,10 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
     const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
     const tally_u32 seg = lid / lanes;
     const tally_u32 j = lid - seg * lanes;
-    const int packed = K <= (tally_u64)segments;
-    const tally_u32 rows_per_pass = packed ? segments / (tally_u32)K : 1u;
-    const tally_u32 chunks = packed ? 1u : (tally_u32)((K + segments - 1u) / segments);
+    /* The pass's rows*K (row, component) units go through the segments in
+     * chunks: unit u is component u % K of row u / K. */
+    const tally_u32 pass_units = rows_per_pass * (tally_u32)K;
+    const tally_u32 chunks = (pass_units + segments - 1u) / segments;
     const tally_u64 quads = tally_k_quads(D);
     const int vec4 = (flags & TALLY_K_GMM_VEC4) != 0u;
     const int sample = (flags & TALLY_K_GMM_SAMPLE) != 0u;
@@ -166,17 +169,10 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
         /* The density below reads the z just written by other work-items. */
         TALLY_BARRIER_GLOBAL();
         for (tally_u32 chunk = 0; chunk < chunks; chunk++) {
-            tally_u64 p, k;
-            int valid;
-            if (packed) {
-                p = seg / (tally_u32)K;
-                k = seg - p * K;
-                valid = p < prow;
-            } else {
-                p = 0;
-                k = (tally_u64)chunk * segments + seg;
-                valid = k < K;
-            }
+            const tally_u32 u = chunk * segments + seg;
+            const tally_u64 p = u / (tally_u32)K;
+            const tally_u64 k = u - p * K;
+            const int valid = u < pass_units && p < prow;
             const tally_u64 active = valid ? tally_k_active(quads, 0u, lanes) : 0u;
             if ((tally_u64)j < active) {
                 const tally_u64 b = row0 + p;
@@ -201,7 +197,7 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
             } else {
                 r = row[0];
             }
-            log_q[lq_off + b * lq_stride] = r;
+            log_q[lq_off + b * lq_stride] = tally_canonical(r);
         }
         TALLY_BARRIER();
     }
@@ -319,7 +315,7 @@ TALLY_KERNEL void tally_k_gmm_finish(TALLY_GLOBAL float *TALLY_RESTRICT s, tally
         } else {
             r = row[0];
         }
-        log_q[lq_off + b * lq_stride] = r;
+        log_q[lq_off + b * lq_stride] = tally_canonical(r);
     }
 }
 

@@ -105,7 +105,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
         if (in_segment && j == 0u) {
             float r = v[lid];
             if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
-            out[out_off + tile] = r;
+            out[out_off + tile] = tally_canonical(r);
         }
     }
 }
@@ -131,7 +131,7 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT 
             TALLY_GLOBAL const float *xr = x + x_off + r * x_stride;
             TALLY_GLOBAL const float *tr = t + t_off + r * t_stride;
             TALLY_GLOBAL float *orow = o + o_off + r * o_stride;
-            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE) orow[c] = tally_kl_term(xr[c], tr[c], flags);
+            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE) orow[c] = tally_canonical(tally_kl_term(xr[c], tr[c], flags));
         }
         return;
     }
@@ -146,15 +146,15 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT 
             const tally_f4 a = TALLY_LOAD_F4(xp, g);
             const tally_f4 b = TALLY_LOAD_F4(tp, g);
             tally_f4 r;
-            r.x = tally_kl_term(a.x, b.x, flags);
-            r.y = tally_kl_term(a.y, b.y, flags);
-            r.z = tally_kl_term(a.z, b.z, flags);
-            r.w = tally_kl_term(a.w, b.w, flags);
+            r.x = tally_canonical(tally_kl_term(a.x, b.x, flags));
+            r.y = tally_canonical(tally_kl_term(a.y, b.y, flags));
+            r.z = tally_canonical(tally_kl_term(a.z, b.z, flags));
+            r.w = tally_canonical(tally_kl_term(a.w, b.w, flags));
             TALLY_STORE_F4(op, g, r);
         }
         done = nq << 2;
     }
-    for (tally_u64 k = done + gid; k < n; k += step) op[k] = tally_kl_term(xp[k], tp[k], flags);
+    for (tally_u64 k = done + gid; k < n; k += step) op[k] = tally_canonical(tally_kl_term(xp[k], tp[k], flags));
 }
 
 #endif /* TALLY_KERNELS_KL_H */

@@ -7,6 +7,17 @@
 
 #include "tree.h"
 
+/* acc = combine(acc, term(x)), and the same for the four members of a
+ * float4 in order (term, kind, sh: the kernel's). */
+#define TALLY_K_REDUCE_FOLD(acc, x) acc = tally_combine((int)kind, acc, tally_k_reduce_term(term, (x), sh))
+#define TALLY_K_REDUCE_FOLD4(acc, q4)  \
+    do {                               \
+        TALLY_K_REDUCE_FOLD(acc, (q4).x); \
+        TALLY_K_REDUCE_FOLD(acc, (q4).y); \
+        TALLY_K_REDUCE_FOLD(acc, (q4).z); \
+        TALLY_K_REDUCE_FOLD(acc, (q4).w); \
+    } while (0)
+
 /* The value of one element under a reduce term. */
 TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
 {
@@ -63,8 +74,28 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
                 src.mode = mode;
                 const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                 float acc = 0.0f;
-                int first_term = 1;
-                for (tally_u32 q = 0; q < qpl; q++) {
+                int first_term = 1, done = 0;
+                if (mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE && qpl == TALLY_TREE_QUADS_PER_LANE &&
+                    base + tile_quads <= (n >> 2)) {
+                    /* A full tile of whole aligned quads: four 16-byte loads
+                     * in flight per batch, then the fold in plan order. */
+                    const tally_u64 L = TALLY_K_GROUP_SIZE;
+                    for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                        const tally_u64 h = base + j + (tally_u64)q * L;
+                        const tally_f4 a0 = TALLY_LOAD_F4(src.p, h), a1 = TALLY_LOAD_F4(src.p, h + L);
+                        const tally_f4 a2 = TALLY_LOAD_F4(src.p, h + 2u * L), a3 = TALLY_LOAD_F4(src.p, h + 3u * L);
+                        const float first = tally_k_reduce_term(term, a0.x, sh);
+                        acc = q == 0u ? first : tally_combine((int)kind, acc, first);
+                        TALLY_K_REDUCE_FOLD(acc, a0.y);
+                        TALLY_K_REDUCE_FOLD(acc, a0.z);
+                        TALLY_K_REDUCE_FOLD(acc, a0.w);
+                        TALLY_K_REDUCE_FOLD4(acc, a1);
+                        TALLY_K_REDUCE_FOLD4(acc, a2);
+                        TALLY_K_REDUCE_FOLD4(acc, a3);
+                    }
+                    done = 1;
+                }
+                for (tally_u32 q = 0; q < qpl && !done; q++) {
                     const tally_u64 g = base + (tally_u64)q * lanes + j;
                     if (g >= quads) break;
                     float e[4];
@@ -85,7 +116,7 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
             float r = v[lid];
             if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
             if (finish == TALLY_K_FINISH_LSE) r = tally_lse_finish(shift[shift_off + b], r);
-            out[out_off + unit * out_stride] = r;
+            out[out_off + unit * out_stride] = tally_canonical(r);
         }
     }
 }

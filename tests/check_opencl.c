@@ -93,6 +93,19 @@ static void d_free(dual *d)
     d->b[0] = d->b[1] = NULL;
 }
 
+/* 1 when a and b hold the same bits, or differ only in NaN bits and
+ * TALLY_TEST_NAN_PAYLOAD=any (see d_check). */
+static int same_bits(const uint32_t *a, const uint32_t *b, size_t n)
+{
+    const char *nan_env = getenv("TALLY_TEST_NAN_PAYLOAD");
+    int any_nan = nan_env != NULL && strcmp(nan_env, "any") == 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] == b[i]) continue;
+        if (!(any_nan && tt_float(a[i]) != tt_float(a[i]) && tt_float(b[i]) != tt_float(b[i]))) return 0;
+    }
+    return 1;
+}
+
 /* Both buffers must hold the same bytes. */
 static void d_check(const dual *d, const char *what)
 {
@@ -102,9 +115,24 @@ static void d_check(const dual *d, const char *what)
     ck_assert_msg(st0 == TALLY_OK && st1 == TALLY_OK, "%s: download failed: %s / %s", what,
                   tally_last_error(ctxs[0]), tally_last_error(ctxs[1]));
     if (memcmp(h, c, d->n * 4u) != 0) {
-        size_t i = 0, diff = 0;
+        size_t i = 0, diff = 0, nan_only = 0;
         while (h[i] == c[i]) i++;
-        for (size_t k = i; k < d->n; k++) diff += h[k] != c[k];
+        for (size_t k = i; k < d->n; k++) {
+            diff += h[k] != c[k];
+            nan_only += h[k] != c[k] && tt_float(h[k]) != tt_float(h[k]) && tt_float(c[k]) != tt_float(c[k]);
+        }
+        /* NVIDIA GPUs return 0x7fffffff from any arithmetic on a NaN where
+         * x86 keeps the operand's payload (or makes 0xffc00000), so NaN
+         * results differ in their bits between those two until every
+         * backend writes one canonical NaN. TALLY_TEST_NAN_PAYLOAD=any
+         * accepts that difference (and only that one). */
+        const char *nan_env = getenv("TALLY_TEST_NAN_PAYLOAD");
+        if (diff == nan_only && nan_env != NULL && strcmp(nan_env, "any") == 0) {
+            fprintf(stderr, "note: %s: %zu NaN results differ only in their NaN bits\n", what, nan_only);
+            free(h);
+            free(c);
+            return;
+        }
         uint32_t hv = h[i], cv = c[i];
         free(h);
         free(c);
@@ -222,6 +250,9 @@ static float gen_count(tt_rand *r, size_t i)
     uint64_t k = tt_rand_below(r, 400);
     if (k == 0) return -1.0f;
     if (k == 1) return 2.5f;
+    if (k == 2) return 255.0f; /* the last count in the kernels' lgamma(n + 1) table */
+    if (k == 3) return 256.0f; /* the first one past it */
+    if (k == 4) return 1.0e6f;
     if (k < 160) return 0.0f;
     return (float)tt_rand_below(r, 10);
 }
@@ -1078,8 +1109,10 @@ START_TEST(test_interop)
     tt_read(ho, 0, want, N);
     /* Read back by the app itself, on its own queue. */
     ck_assert_int_eq(a.EnqueueReadBuffer(queue, mo, 1, 0, (N + 8) * 4u, got, 0, NULL, NULL), 0);
-    ck_assert_msg(memcmp(got + 4, want, N * 4u) == 0, "pointwise KL through the app's cl_mem differs from the host");
-    ck_assert_uint_eq(tt_bits(tt_read1(bs, 1)), tt_bits(tt_read1(hs, 1)));
+    ck_assert_msg(same_bits((const uint32_t *)(got + 4), (const uint32_t *)want, N),
+                  "pointwise KL through the app's cl_mem differs from the host");
+    uint32_t red[2] = {tt_bits(tt_read1(bs, 1)), tt_bits(tt_read1(hs, 1))};
+    ck_assert_msg(same_bits(&red[0], &red[1], 1), "batchmean 0x%08x vs host 0x%08x", red[0], red[1]);
 
     /* A cl_mem of another context is refused; so is a queue of another
      * context. */

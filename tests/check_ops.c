@@ -1335,17 +1335,53 @@ START_TEST(categorical_frequencies)
 }
 END_TEST
 
+/* NaN results are stored as the one quiet NaN 0x7fc00000 on every backend
+ * (tally_canonical), whatever NaN the hardware's arithmetic produced: a
+ * signalling-looking payload and a negative NaN go in, 0x7fc00000 comes out. */
+START_TEST(nan_results_are_canonical)
+{
+    tally_context *ctx = tt_context();
+    const float x[6] = {1.0f, tt_float(0xffc00001u), 2.0f, 3.0f, tt_float(0x7fa00000u), 4.0f};
+    tally_buffer *bx = tt_upload(ctx, x, 6);
+    tally_buffer *out = tt_buffer(ctx, 6);
+    const tally_reduce_op ops[] = {TALLY_SUM, TALLY_MEAN, TALLY_MIN, TALLY_MAX, TALLY_LOGSUMEXP, TALLY_SUMSQ};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        tt_poison(out);
+        tt_assert_status(tally_reduce(ctx, ops[i], TALLY_AXIS_ALL, tally_view_f32(bx, 0, 2, 3), tally_view_f32(out, 0, 1, 1)),
+                         TALLY_OK, ctx);
+        ck_assert_uint_eq(tt_bits(tt_read1(out, 0)), 0x7fc00000u);
+        tt_poison(out);
+        tt_assert_status(tally_reduce(ctx, ops[i], TALLY_AXIS_ROW, tally_view_f32(bx, 0, 2, 3), tally_view_f32(out, 0, 2, 1)),
+                         TALLY_OK, ctx);
+        ck_assert_uint_eq(tt_bits(tt_read1(out, 0)), 0x7fc00000u);
+        ck_assert_uint_eq(tt_bits(tt_read1(out, 1)), 0x7fc00000u);
+    }
+    /* Elementwise KL: NaN inputs where the target is positive. */
+    const float t[6] = {0.5f, 0.5f, 0.25f, 0.25f, 0.5f, 0.5f};
+    tally_buffer *bt = tt_upload(ctx, t, 6);
+    tt_poison(out);
+    tt_assert_status(tally_kl_div(ctx, tally_view_f32(bx, 0, 2, 3), tally_view_f32(bt, 0, 2, 3), TALLY_REDUCTION_NONE, 0,
+                                  tally_view_f32(out, 0, 2, 3)),
+                     TALLY_OK, ctx);
+    ck_assert_uint_eq(tt_bits(tt_read1(out, 1)), 0x7fc00000u);
+    ck_assert_uint_eq(tt_bits(tt_read1(out, 4)), 0x7fc00000u);
+    tally_buffer_release(bt);
+    tally_buffer_release(bx);
+    tally_buffer_release(out);
+}
+END_TEST
+
 Suite *tally_test_suite(void)
 {
     Suite *s = suite_create("ops");
     struct {
         const char *name;
-        const TTest *tests[12];
+        const TTest *tests[16];
     } cases[] = {
         {"reduce",
          {reduce_small_shapes, reduce_many_short_rows, reduce_rows_of_1000, reduce_two_tile_rows_strided, reduce_two_levels,
           reduce_order_sensitive, reduce_nan_propagates, reduce_infinities, reduce_logsumexp_edge_rows, reduce_empty,
-          reduce_exact_values, NULL}},
+          reduce_exact_values, nan_results_are_canonical, NULL}},
         {"kl", {kl_shapes_and_flags, kl_aligned, kl_one_vector_two_levels, kl_special_values, kl_empty, NULL}},
         {"dm", {dm_shapes, dm_exact_pmf, dm_negative_count_and_zero_rows, NULL}},
         {"gmm",

@@ -65,8 +65,25 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
     }
 
     if (fused) {
-        const uint32_t segments = TALLY_GPU_GROUP_SIZE / lv.lanes;
-        const uint64_t rows_per_pass = K <= segments ? segments / K : 1;
+        /* Rows per pass: at least enough that each segment has a (row,
+         * component) tree; more when that still leaves a couple of groups
+         * per compute unit, up to the rows whose normals (D2/4 Philox blocks
+         * a row) give every work-item a block. Larger passes also spread a
+         * pass's serial parts (the component draw, the logsumexp over K)
+         * over more work-items. */
+        const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+        const uint64_t segments = TALLY_GPU_GROUP_SIZE / lv.lanes;
+        uint64_t rows_per_pass = K <= segments ? segments / K : 1;
+        if (D > 0) {
+            const uint64_t fill = tally__gpu_ceil_div(4u * TALLY_GPU_GROUP_SIZE, D + (D & 1u));
+            const uint64_t units = g->compute_units != 0 ? g->compute_units : 128u;
+            const uint64_t spread = B / (2u * units) > 0 ? B / (2u * units) : 1;
+            const uint64_t want = fill < spread ? fill : spread;
+            if (want > rows_per_pass) rows_per_pass = want;
+        }
+        const uint64_t most = TALLY_K_GMM_LOCAL_K / K < TALLY_GPU_GROUP_SIZE ? TALLY_K_GMM_LOCAL_K / K
+                                                                              : TALLY_GPU_GROUP_SIZE;
+        if (rows_per_pass > most) rows_per_pass = most;
         uint32_t flags = 0;
         if (sample) flags |= TALLY_K_GMM_SAMPLE;
         if (vec4) flags |= TALLY_K_GMM_VEC4;
@@ -87,6 +104,7 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
         tally__gpu_arg_u32(&l, lv.lanes);
         tally__gpu_arg_u32(&l, lv.quads_per_lane);
         tally__gpu_arg_u32(&l, flags);
+        tally__gpu_arg_u32(&l, (uint32_t)rows_per_pass);
         tally__gpu_arg_u64(&l, rng.seed);
         tally__gpu_arg_u64(&l, rng.subsequence);
         tally__gpu_arg_u64(&l, rng.offset);

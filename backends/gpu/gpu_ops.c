@@ -259,9 +259,10 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     tally__gpu_arg_u64(&l, multi ? 1 : rv_stride);
     uint64_t groups = tally__gpu_ceil_div(B * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes);
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
-        /* Each group tabulates alpha once: enough groups to fill the device
-         * and no more, so the table's cost is spread over many rows. */
-        uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * 8u;
+        /* Each group tabulates alpha once (as much work as one row of
+         * V <= 2048): about 32 groups per compute unit fill the device and
+         * keep that table under a few percent of a large call's work. */
+        uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * 32u;
         if (groups > cap) groups = cap;
     }
     st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows, groups, &l);

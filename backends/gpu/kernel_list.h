@@ -21,7 +21,7 @@
  * tally_k_dm_finish     sums buf, B u64, flags u32, out buf, out_stride u64
  * tally_k_logits_lse    logits buf, K u64, out buf
  * tally_k_gmm_fused     z buf, z_stride u64, mu buf, mu_stride u64, lv buf, lv_stride u64, logits buf,
- *                       pre buf, B u64, K u64, D u64, lanes u32, qpl u32, flags u32, seed u64,
+ *                       pre buf, B u64, K u64, D u64, lanes u32, qpl u32, flags u32, rows_per_pass u32, seed u64,
  *                       subsequence u64, offset u64, log_q buf, lq_stride u64, comp buf (i32),
  *                       comp_stride u64
  * tally_k_gmm_pick      logits buf, B u64, K u64, seed u64, subsequence u64, offset u64, comp buf (i32),

@@ -111,7 +111,7 @@ static void reduce_rows(void *arg, uint64_t begin, uint64_t end)
         float v = 0.0f;
         tally_status st = reduce_vector(&t->job->plan, t->job->op, &s, 0, &v);
         if (st != TALLY_OK) t->status = st;
-        t->out.p[r * t->out.stride] = v;
+        t->out.p[r * t->out.stride] = tally_canonical(v);
     }
 }
 
@@ -123,7 +123,7 @@ tally_status tally__host_reduce(tally_context *ctx, const tally__reduce_job *job
         vec_state s = {.row = NULL, .all = &x, .shift = 0.0f};
         float v = 0.0f;
         st = reduce_vector(&job->plan, job->op, &s, 1, &v);
-        out.p[0] = v;
+        out.p[0] = tally_canonical(v);
     } else {
         rows_task t = {.job = job, .x = x, .out = out, .status = TALLY_OK};
         tally__host_parallel_for(x.rows, x.cols + 1, reduce_rows, &t);
@@ -152,7 +152,7 @@ static void kl_rows(void *arg, uint64_t begin, uint64_t end)
     for (uint64_t r = begin; r < end; r++) {
         const float *in = s->input.p + r * s->input.stride, *tg = s->target.p + r * s->target.stride;
         float *o = s->out.p + r * s->out.stride;
-        for (uint64_t c = 0; c < s->input.cols; c++) o[c] = tally_kl_term(in[c], tg[c], s->flags);
+        for (uint64_t c = 0; c < s->input.cols; c++) o[c] = tally_canonical(tally_kl_term(in[c], tg[c], s->flags));
     }
 }
 
@@ -169,7 +169,7 @@ tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job)
     if (st != TALLY_OK) return tally__error(ctx, st, "host kl_div: out of memory for partial sums");
     if (job->reduction == TALLY_REDUCTION_MEAN) sum = tally_divf(sum, (float)(s.input.rows * s.input.cols));
     if (job->reduction == TALLY_REDUCTION_BATCHMEAN) sum = tally_divf(sum, (float)s.input.rows);
-    s.out.p[0] = sum;
+    s.out.p[0] = tally_canonical(sum);
     return TALLY_OK;
 }
 
@@ -253,13 +253,13 @@ tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__
     tally__host_parallel_for(B, t.counts.cols * 120 + 1, dm_rows, &t);
     tally_status st = TALLY_OK;
     if (job->reduction == TALLY_REDUCTION_NONE) {
-        for (uint64_t b = 0; b < B; b++) out.p[b * out.stride] = t.row_values[b];
+        for (uint64_t b = 0; b < B; b++) out.p[b * out.stride] = tally_canonical(t.row_values[b]);
     } else {
         float sum;
         st = tally__host_tree_reduce(&job->rows_plan, TALLY_COMBINE_SUM, term_row_value, t.row_values, 0, 0.0f,
                                      &sum);
         if (job->reduction == TALLY_REDUCTION_MEAN) sum = tally_divf(sum, (float)B);
-        out.p[0] = sum;
+        out.p[0] = tally_canonical(sum);
     }
     free(t.row_values);
     if (st != TALLY_OK) return tally__error(ctx, st, "host dirichlet_multinomial: out of memory");
@@ -333,11 +333,11 @@ static void gmm_rows(void *arg, uint64_t begin, uint64_t end)
             const float *mc = mu + (uint64_t)c * D, *lc = lv + (uint64_t)c * D;
             for (uint64_t d = 0; d < D; d++) {
                 float eps = tally_stream_normal(r.seed, r.subsequence, r.offset + B4 + b * D2 + d);
-                z[d] = mc[d] + tally_gauss_std(lc[d]) * eps;
+                z[d] = tally_canonical(mc[d] + tally_gauss_std(lc[d]) * eps);
             }
         }
         log_q = gmm_row_log_q(job, z, mu, lv, t->logits_lse, t->logits, v);
-        t->log_q.p[b * t->log_q.stride] = log_q;
+        t->log_q.p[b * t->log_q.stride] = tally_canonical(log_q);
     }
     free(v);
 }

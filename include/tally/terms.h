@@ -52,6 +52,20 @@ TALLY_FN float tally_combine(int kind, float a, float b)
     return a + b;
 }
 
+/* ---- Stored results. ---- */
+
+/*
+ * Every float an op stores passes through this. IEEE 754 leaves the sign and
+ * payload of a NaN produced by arithmetic to the hardware (NVIDIA GPUs give
+ * 0x7fffffff, x86 keeps an operand's payload or gives 0xffc00000), so NaN
+ * results are stored as the one quiet NaN 0x7fc00000 to keep outputs
+ * bit-identical across backends.
+ */
+TALLY_FN float tally_canonical(float x)
+{
+    return (x != x) ? TALLY_F32_NAN : x;
+}
+
 /* ---- Constants. ---- */
 
 /* 0.5 * log(2 pi) rounded to float: 0.918938533204672741780... */
