@@ -53,6 +53,17 @@
 #define TALLY_K_DIST_UNIFORM 2u
 #define TALLY_K_DIST_NORMAL 3u
 
+/* Functions of tally_k_math_eval (see tally__gpu_math_eval). */
+#define TALLY_K_MATH_EXP 1u
+#define TALLY_K_MATH_LOG 2u
+#define TALLY_K_MATH_LOG1P 3u
+#define TALLY_K_MATH_LGAMMA 4u
+#define TALLY_K_MATH_SQRT 5u
+#define TALLY_K_MATH_RECIP 6u
+#define TALLY_K_MATH_SINPI 7u
+#define TALLY_K_MATH_COSPI 8u
+#define TALLY_K_MATH_DIV 9u /* in[k] / in[n - 1 - k] */
+
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
  * three tree arrays, the lgamma(n + 1) table and two alpha tables). A device
  * with less is refused. */

@@ -14,5 +14,6 @@
 #include "dm.h"
 #include "gmm.h"
 #include "rng.h"
+#include "math_eval.h"
 
 #endif /* TALLY_KERNELS_H */

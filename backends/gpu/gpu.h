@@ -100,6 +100,13 @@ tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job
 tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
 
+/* Test hook (internal, reached through the static library): out[k] =
+ * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from
+ * kernels/abi.h, on a GPU context. Lets the tests compare each function's
+ * device bits with the host's over millions of inputs. */
+tally_status tally__gpu_math_eval(tally_context *ctx, uint32_t fn, const tally_buffer *in, tally_buffer *out,
+                                  uint64_t n);
+
 /* Frees the scratch buffer; backends call it first in context_release. */
 void tally__gpu_context_cleanup(tally__gpu_context *gctx);
 
