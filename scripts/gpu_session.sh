@@ -2,16 +2,16 @@
 # One device call on an NVIDIA GPU machine (CUDA, NVIDIA OpenCL and PoCL side
 # by side): builds tally with every backend and verifies it.
 #
-#   bash scripts/gpu_session.sh verify   # tests on every backend and device, 4-way crosscheck,
-#                                        # compute-sanitizer, math comparison, cuRAND recording
-#   bash scripts/gpu_session.sh bench    # bench/run_all.sh on the same build
+#   bash scripts/gpu_session.sh   # every suite (host, CUDA, NVIDIA OpenCL), the 4-way crosscheck,
+#                                 # tally vs CUDA math, cuRAND recording, benchmarks on CUDA and
+#                                 # NVIDIA OpenCL, compute-sanitizer, the demo; all under a deadline
+#                                 # (GPU_DEADLINE seconds, default 540)
 #
 # The machine has no Check and no OpenCL headers: they come from the Debian
 # packages in .debs/ (carried by the device tool), unpacked into a private
 # prefix. Logs land in $OUT (the device tool's output folder).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-phase=${1:-verify}
 out=${OUT:-/tmp/tally-gpu-out}
 logs="$out/logs"
 mkdir -p "$logs"
@@ -46,89 +46,94 @@ step "build"
 ninja -C "$build" >"$logs/build.log" 2>&1 || { grep -B2 -A10 -E "error|FAILED" "$logs/build.log" | head -60; exit 1; }
 tally="$build/tools/tally"
 
-if [ "$phase" = bench ]; then
-    TALLY_BUILD_DIR="$build" TALLY_MESON_ARGS="" BENCH_DEADLINE=${BENCH_DEADLINE:-560} \
-        BENCH_POCL=${BENCH_POCL:-} bash bench/run_all.sh
-    exit $?
-fi
+
+# Every step below runs under the call's deadline: limit N gives a step N
+# seconds or what is left, whichever is less (0 when nothing is left).
+deadline=${GPU_DEADLINE:-540}
+limit() {
+    local left=$((deadline - ($(date +%s) - start)))
+    if [ "$left" -lt 15 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+run_step() { # name, seconds, command...
+    local name=$1 secs
+    secs=$(limit "$2")
+    shift 2
+    if [ "$secs" -eq 0 ]; then note "$name: skipped (out of time)"; return; fi
+    step "$name (limit ${secs}s)"
+    timeout "$secs" "$@" >"$logs/$name.log" 2>&1
+    local rc=$?
+    note "$name: exit $rc"
+    return $rc
+}
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 $tally info >"$logs/info.txt" 2>&1
 cat "$logs/info.txt"
 # OpenCL device indices: the first GPU (NVIDIA) and the first CPU (PoCL).
-cl_gpu=$($tally info --json | python3 -c '
+read -r cl_nvidia cl_pocl <<<"$($tally info --json | python3 -c '
 import json, sys
 info = json.load(sys.stdin)
-def devs(name):
-    for b in info.get("backends", []):
-        if b.get("name") == name:
-            return b.get("devices", [])
-    return []
-gpu = [d["index"] for d in devs("opencl") if d.get("gpu")]
-cpu = [d["index"] for d in devs("opencl") if not d.get("gpu")]
-print(gpu[0] if gpu else -1, cpu[0] if cpu else -1)')
-read -r cl_nvidia cl_pocl <<<"$cl_gpu"
+devs = [d for b in info.get("backends", []) if b.get("name") == "opencl" for d in b.get("devices", [])]
+gpu = [d["index"] for d in devs if d.get("gpu")]
+cpu = [d["index"] for d in devs if not d.get("gpu")]
+print(gpu[0] if gpu else -1, cpu[0] if cpu else -1)')"
 note "opencl devices: nvidia=$cl_nvidia pocl=$cl_pocl"
 
-step "test suites: host, cuda, opencl on the NVIDIA GPU"
-TALLY_DEVICE=$cl_nvidia meson test -C "$build" --print-errorlogs --num-processes 8 \
-    >"$logs/test-main.log" 2>&1
-note "meson test (host, cuda, opencl=nvidia): exit $?"
-grep -E "^ *[0-9]+/[0-9]+ " "$logs/test-main.log" | tee -a "$summary"
+# 1. Every suite: host and CUDA (device 0), then OpenCL on the NVIDIA GPU
+# (TALLY_DEVICE picks it among the OpenCL devices; it must not reach the CUDA
+# suites, whose device 0 is the GPU).
+run_step tests-core-host-cuda 150 meson test -C "$build" --print-errorlogs --num-processes 12 \
+    --suite core --suite host --suite cuda
+grep -E "^ *[0-9]+/[0-9]+ " "$logs/tests-core-host-cuda.log" | tee -a "$summary"
+TALLY_DEVICE=$cl_nvidia run_step tests-opencl-nvidia 150 meson test -C "$build" --print-errorlogs \
+    --num-processes 12 --suite opencl
+grep -E "^ *[0-9]+/[0-9]+ " "$logs/tests-opencl-nvidia.log" | tee -a "$summary"
 
-step "opencl suites on PoCL"
-TALLY_DEVICE=$cl_pocl meson test -C "$build" --suite opencl --print-errorlogs --num-processes 8 \
-    >"$logs/test-pocl.log" 2>&1
-note "meson test --suite opencl (pocl): exit $?"
-grep -E "^ *[0-9]+/[0-9]+ " "$logs/test-pocl.log" | tee -a "$summary"
+# 2. Every op, every device of every backend (host, CUDA, NVIDIA OpenCL, PoCL), bit for bit.
+run_step crosscheck 120 $tally crosscheck
+tail -n 6 "$logs/crosscheck.log" | tee -a "$summary"
 
-step "crosscheck: every device of every backend against host"
-timeout 240 $tally crosscheck >"$logs/crosscheck.txt" 2>"$logs/crosscheck.err"
-note "tally crosscheck (all backends, all devices): exit $?"
-tail -n 8 "$logs/crosscheck.txt" | tee -a "$summary"
-
-step "compute-sanitizer on the CUDA suites"
-sanitize() { # tool, time limit, program, test-case...
-    local tool=$1 secs=$2 prog=$3
-    shift 3
-    CK_FORK=no TALLY_TEST_BACKEND=cuda timeout "$secs" compute-sanitizer --tool "$tool" \
-        --error-exitcode 9 "$build/tests/$prog" "$@" >"$logs/sanitizer-$tool-$prog.log" 2>&1
-    local rc=$?
-    note "compute-sanitizer --tool $tool $prog $*: exit $rc ($(grep -E 'ERROR SUMMARY' \
-        "$logs/sanitizer-$tool-$prog.log" | tail -n 1))"
-}
-sanitize memcheck 150 check_ops
-sanitize memcheck 60 check_cuda_interop
-sanitize racecheck 120 check_ops
-sanitize initcheck 120 check_ops
-sanitize synccheck 120 check_ops
-
-step "portable math on the GPU against the host"
+# 3. The portable math against CUDA's built-ins, and cuRAND's streams.
 if nvcc -O2 -fmad=false -Xcompiler -ffp-contract=off -arch=sm_90 -Iinclude -o /tmp/cuda_math_compare \
     tools/cuda_math_compare.cu tools/math_host_eval.c -lm >"$logs/math-build.log" 2>&1; then
-    timeout 180 /tmp/cuda_math_compare >"$out/cuda_math_compare.md" 2>&1
-    note "cuda_math_compare: exit $?"
-    tail -n 30 "$out/cuda_math_compare.md"
+    run_step cuda_math_compare 60 /tmp/cuda_math_compare
+    cp "$logs/cuda_math_compare.log" "$out/cuda_math_compare.md"
 else
     note "cuda_math_compare: build failed"
-    tail -n 20 "$logs/math-build.log"
 fi
-
-step "cuRAND reference streams"
 if nvcc -O2 -arch=sm_90 -o /tmp/curand_record tools/curand_record.cu >"$logs/curand-build.log" 2>&1; then
-    /tmp/curand_record >"$out/curand_reference.txt" 2>&1
+    /tmp/curand_record >"$out/curand_reference.txt" 2>"$logs/curand.err"
     note "curand_record: exit $?"
-else
-    note "curand_record: build failed"
 fi
 
-step "demo on the default backend"
-timeout 120 $tally demo >"$logs/demo.txt" 2>&1
-note "tally demo: exit $?"
-cat "$logs/demo.txt"
+# 4. Benchmarks: tally on CUDA, then on NVIDIA OpenCL (ceilings measured in the same run).
+run_step bench-cuda 100 "$build/bench/tally-bench" --backend cuda --json "$out/tally-cuda.jsonl"
+tail -n 14 "$logs/bench-cuda.log"
+run_step bench-opencl 80 "$build/bench/tally-bench" --backend opencl --device "$cl_nvidia" \
+    --json "$out/tally-opencl.jsonl"
+tail -n 14 "$logs/bench-opencl.log"
 
-step "pack logs"
+# 5. compute-sanitizer on the CUDA op suite, one test case per tool.
+sanitize() { # tool, seconds, test case
+    CK_FORK=no TALLY_TEST_BACKEND=cuda run_step "sanitizer-$1-$3" "$2" \
+        compute-sanitizer --tool "$1" --error-exitcode 9 "$build/tests/check_ops" "$3"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks:" "$logs/sanitizer-$1-$3.log" | tail -n 2 | tee -a "$summary"
+}
+sanitize memcheck 60 gmm
+sanitize racecheck 60 dm
+sanitize initcheck 50 kl
+sanitize synccheck 50 reduce
+sanitize memcheck 40 rng
+
+# 6. The main job on the default backend.
+run_step demo 40 $tally demo
+cat "$logs/demo.log"
+
+step "tables"
+tally_args=()
+for f in "$out"/tally-*.jsonl; do [ -s "$f" ] && tally_args+=(--tally "$f"); done
+python3 bench/compare.py "${tally_args[@]}" --out "$out/RESULTS.md" >/dev/null 2>&1
 tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
 echo
 cat "$summary"

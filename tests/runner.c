@@ -43,6 +43,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "backend %s: %s\n", tally_backend_name(tt_backend()), why);
     }
 
+    /* Check's default of 4 seconds per test is too short where a test
+     * creates a device context on a cold machine (PoCL compiles tally's
+     * program the first time, tens of seconds on a slow CPU); suites that
+     * need more set their own. Read when the suite's test cases are made. */
+    setenv("CK_DEFAULT_TIMEOUT", "300", 0);
     SRunner *sr = srunner_create(tally_test_suite());
     /* An optional argument names one test case to run (CK_RUN_CASE also works). */
     if (argc > 1) setenv("CK_RUN_CASE", argv[1], 1);

@@ -8,7 +8,10 @@ the rounding error of the earlier ones.  The fits are Lawson iterations
 (iteratively reweighted least squares), which converge to the minimax
 solution; reference values come from mpmath at 50 significant digits.
 
-Usage:  python3 tools/gen_math_coeffs.py            (prints every fit)
+Usage:  python3 tools/gen_math_coeffs.py            (prints every fit and constant)
+        python3 tools/gen_math_coeffs.py log 7      (one fit at another degree:
+                                                     exp, log, lgamma, stirling X0 DEG,
+                                                     sincos DEGS DEGC, constants)
 Needs:  mpmath and numpy (pip install mpmath numpy).
 
 The printed "max weighted error" is measured in float64 with the float32
@@ -201,6 +204,30 @@ def fit_sincospi():
     report('cospi: C(u), cos(pi t) = C(t^2)', c, e, w, 'relative error')
 
 
+def print_constants():
+    """The non-polynomial constants of the header, with their derivation."""
+    ln2 = mp.log(2)
+    # Cody-Waite split for exp and lgamma's log: ln 2 truncated to 15
+    # significant bits (so k * LN2_HI is exact for |k| <= 512), and the rest.
+    ln2_hi = float.fromhex('0x1.62e4p-1')
+    ln2_lo = np.float32(float(ln2 - mp.mpf(ln2_hi)))
+    print('/* TALLY_PM_LN2_HI = %s, TALLY_PM_LN2_LO = %s (ln2 - both = %.2e) */'
+          % (hexf(ln2_hi), hexf(ln2_lo), float(ln2 - mp.mpf(ln2_hi) - mp.mpf(float(ln2_lo)))))
+    # RN(ln 2) and RN(ln 2 - RN(ln 2)) for log and log1p's final fmas.
+    rn = np.float32(float(ln2))
+    tail = np.float32(float(ln2 - mp.mpf(float(rn))))
+    print('/* TALLY_PM_LN2 = %s, TALLY_PM_LN2_TAIL = %s */' % (hexf(rn), hexf(tail)))
+    print('/* TALLY_PM_LOG2E = %s (RN(1/ln 2)) */' % hexf(float(1 / ln2)))
+    # lgamma's Stirling constant K = log(2 pi)/2 - 1/2 as hi + lo.
+    k = mp.log(2 * mp.pi) / 2 - mp.mpf(1) / 2
+    kh = np.float32(float(k))
+    kl = np.float32(float(k - mp.mpf(float(kh))))
+    print('/* lgamma K = log(2 pi)/2 - 1/2 = %s + %s */' % (hexf(kh), hexf(kl)))
+    # Reciprocal seed on [1, 2]: the minimax line 24/17 - 8/17 m.
+    print('/* recip seed: 24/17 = %s, 8/17 = %s */' % (hexf(24 / 17), hexf(8 / 17)))
+    print()
+
+
 if __name__ == '__main__':
     which = sys.argv[1] if len(sys.argv) > 1 else 'all'
     if which in ('all', 'exp'):
@@ -213,3 +240,5 @@ if __name__ == '__main__':
         fit_stirling()
     if which in ('all', 'sincos'):
         fit_sincospi()
+    if which in ('all', 'constants'):
+        print_constants()

@@ -505,8 +505,9 @@ TALLY_FN void tally_sincospif(float x, float *s, float *c)
  * ------------------------------------------------------------------- */
 
 /* Cheap 1/x for x in [1, 2^30], about 1 ulp: a bit-trick seed (relative
- * error < 13%) and three Newton steps.  Only used for the small Stirling
- * correction term, where 1e-7 relative error is plenty. */
+ * error below 5.1%, measured over a binade) and three Newton steps
+ * (5e-2 -> 2.5e-3 -> 6.4e-6 -> ~4e-11 before rounding).  Only used for the
+ * small Stirling correction term, where 1e-7 relative error is plenty. */
 TALLY_FN float tally_pm_recip_approx(float x)
 {
     float y = tally_as_f32(0x7ef311c3u - tally_as_u32(x));
