@@ -34,6 +34,10 @@
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */
 #define TALLY_K_DM_ALPHA_LOCAL 1u    /* shared alpha; each group tabulates it in local memory */
 #define TALLY_K_DM_ALPHA_PREPARED 2u /* shared alpha; tally_k_dm_prep tabulated it in global memory */
+#define TALLY_K_DM_ALPHA_TABLE 3u    /* PREPARED, plus lgamma(n + a) for whole n < TALLY_K_DM_TABLE_N */
+/* Rows of the lgamma(n + a) table of TALLY_K_DM_ALPHA_TABLE: whole counts
+ * 0 <= n < this take lgamma(n + a) from it instead of computing it. */
+#define TALLY_K_DM_TABLE_N 64u
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
 

@@ -16,16 +16,19 @@
 #define TALLY_K_DM_FACT_TABLE TALLY_K_GROUP_SIZE
 
 /*
- * tally_dm_term(n, a, flags) with lgamma(a) given as lga and lgamma(n + 1)
- * taken from fact[] when n is a whole number below TALLY_K_DM_FACT_TABLE:
- * the same operations in the same order as terms.h (the tables hold values
- * of the same tally_lgammaf), so the same bits, with one lgamma call per
- * nonzero count instead of three. Keep in step with tally_dm_term.
+ * tally_dm_term(n, a, flags) with lgamma(a) given as lga, lgamma(n + a)
+ * given as lgn when has_lgn (from the TALLY_K_DM_ALPHA_TABLE table) and
+ * lgamma(n + 1) taken from fact[] when n is a whole number below
+ * TALLY_K_DM_FACT_TABLE: the same operations in the same order as terms.h
+ * (the tables hold values of the same tally_lgammaf at the same float
+ * arguments), so the same bits, with at most one lgamma call per nonzero
+ * count instead of three. Keep in step with tally_dm_term.
  */
-TALLY_FN float tally_k_dm_term(float n, float a, float lga, TALLY_LOCAL const float *fact, tally_u32 flags)
+TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_lgn, TALLY_LOCAL const float *fact,
+                               tally_u32 flags)
 {
     if (n == 0.0f) return 0.0f;
-    float v = tally_lgammaf(n + a) - lga;
+    float v = (has_lgn ? lgn : tally_lgammaf(n + a)) - lga;
     if (flags & TALLY_DM_FLAG_COEFFICIENT) {
         float lg1;
         if (n >= 0.0f && n < (float)TALLY_K_DM_FACT_TABLE && n == tally_floor(n))
@@ -38,16 +41,31 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, TALLY_LOCAL const fl
     return v;
 }
 
-/* pre[ea_off + v] = exp(log_alpha[v]) and pre[lga_off + v] = lgamma of it,
- * for a shared alpha too long for local memory. */
+/*
+ * For a shared alpha: pre[ea_off + v] = a = exp(log_alpha[v]) and
+ * pre[lga_off + k * V + v] for k < rows: row 0 lgamma(a), row k > 0
+ * lgamma((float)k + a). rows is 1 (PREPARED) or TALLY_K_DM_TABLE_N (TABLE).
+ * (float)k is exact, so (float)k + a is the very float argument n + a that
+ * tally_dm_term passes to lgamma for a count n == k, and the table entry is
+ * its lgamma bit for bit. Row index [k][v] lets consecutive work-items of
+ * tally_k_dm_rows, which read consecutive columns, read nearby entries.
+ */
 TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 V,
-                                  TALLY_GLOBAL float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off)
+                                  TALLY_GLOBAL float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
+                                  tally_u32 rows)
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-    for (tally_u64 v = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); v < V; v += step) {
+    const tally_u64 total = V * rows;
+    for (tally_u64 i = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); i < total; i += step) {
+        const tally_u64 k = i / V;
+        const tally_u64 v = i - k * V;
         const float a = tally_expf(la[la_off + v]);
-        pre[ea_off + v] = a;
-        pre[lga_off + v] = tally_lgammaf(a);
+        if (k == 0u) {
+            pre[ea_off + v] = a;
+            pre[lga_off + v] = tally_lgammaf(a);
+        } else {
+            pre[lga_off + i] = tally_lgammaf((float)(tally_u32)k + a);
+        }
     }
 }
 
@@ -64,7 +82,9 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, t
  * alpha_mode: PER_ROW reads log_alpha row b (la_off + b * la_stride) and
  * computes exp and lgamma per element; LOCAL tabulates a shared alpha in
  * local memory once per group; PREPARED reads the table tally_k_dm_prep
- * wrote to pre. A zero count skips its lgamma calls (tally_dm_term returns
+ * wrote to pre; TABLE also reads lgamma(n + a) for whole counts
+ * 0 < n < TALLY_K_DM_TABLE_N from the rows of that table (other counts
+ * compute it). A zero count skips its lgamma calls (tally_dm_term returns
  * 0 for it), which is most of the work on sparse counts.
  */
 TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off, tally_u64 c_stride,
@@ -122,7 +142,8 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                     for (tally_u32 c = 0; c < count; c++) {
                         const tally_u64 e = e0 + c;
                         const float n = crow[e];
-                        float a, lga;
+                        float a, lga, lgn = 0.0f;
+                        int has_lgn = 0;
                         if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
                             a = tally_expf(larow[e]);
                             /* Only a nonzero count needs it. */
@@ -133,9 +154,16 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                             lga = tab_lga[e];
                         } else {
                             a = pre[ea_off + e];
-                            lga = pre[lga_off + e];
+                            /* Only a nonzero count needs it. */
+                            lga = 0.0f;
+                            if (n != 0.0f) lga = pre[lga_off + e];
+                            if (alpha_mode == TALLY_K_DM_ALPHA_TABLE && n > 0.0f &&
+                                n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n)) {
+                                lgn = pre[lga_off + (tally_u64)(tally_u32)n * V + e];
+                                has_lgn = 1;
+                            }
                         }
-                        const float term = tally_k_dm_term(n, a, lga, fact, flags);
+                        const float term = tally_k_dm_term(n, a, lga, lgn, has_lgn, fact, flags);
                         if (first_term) {
                             A = a;
                             N = n;

@@ -188,7 +188,22 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
  * once per group in local memory (V <= 2048) or once per call by
  * tally_k_dm_prep. Longer rows reduce their tile partials with the upper
  * levels and tally_k_dm_finish. SUM and MEAN then reduce the row values with
- * the rows' own tree. */
+ * the rows' own tree.
+ *
+ * A large call with a shared alpha has tally_k_dm_prep also tabulate
+ * lgamma(n + a) for every column and whole n < TALLY_K_DM_TABLE_N (mode
+ * TABLE): small whole counts, the common kind, then cost a table read
+ * instead of an lgamma evaluation, which is most of the work per element.
+ * The table costs V * TALLY_K_DM_TABLE_N lgamma evaluations and one launch,
+ * so it is built only when the rows outnumber its rows several times over
+ * and the call is large enough that the launch is small beside it; its
+ * size is also capped, since it lives in scratch. */
+
+/* Fewest rows, and fewest elements, for which a shared alpha is tabulated
+ * with lgamma(n + a); most table floats. */
+#define DM_TABLE_MIN_ROWS (4u * TALLY_K_DM_TABLE_N)
+#define DM_TABLE_MIN_ELEMENTS (UINT64_C(1) << 18)
+#define DM_TABLE_MAX_FLOATS (UINT64_C(1) << 22)
 
 tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
 {
@@ -201,14 +216,20 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     const tally__tree_level lv = tally__gpu_level0(row_plan);
     const int multi = row_plan->levels > 1;
     uint32_t alpha_mode = TALLY_K_DM_ALPHA_PER_ROW;
-    if (!job->per_row_alpha) alpha_mode = V <= TALLY_K_DM_LOCAL_COLS ? TALLY_K_DM_ALPHA_LOCAL : TALLY_K_DM_ALPHA_PREPARED;
+    if (!job->per_row_alpha) {
+        alpha_mode = V <= TALLY_K_DM_LOCAL_COLS ? TALLY_K_DM_ALPHA_LOCAL : TALLY_K_DM_ALPHA_PREPARED;
+        if (B >= DM_TABLE_MIN_ROWS && B * V >= DM_TABLE_MIN_ELEMENTS && V <= DM_TABLE_MAX_FLOATS / TALLY_K_DM_TABLE_N)
+            alpha_mode = TALLY_K_DM_ALPHA_TABLE;
+    }
+    const int prepared = alpha_mode == TALLY_K_DM_ALPHA_PREPARED || alpha_mode == TALLY_K_DM_ALPHA_TABLE;
+    const uint32_t table_rows = alpha_mode == TALLY_K_DM_ALPHA_TABLE ? TALLY_K_DM_TABLE_N : 1u;
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
     uint64_t ea_off = 0, lga_off = 0, sums_off = 0, rv_off = 0;
     tally__gpu_tree_space row_space = {.a_off = 0, .b_off = 0}, rows_space = {.a_off = 0, .b_off = 0};
-    if (alpha_mode == TALLY_K_DM_ALPHA_PREPARED) {
+    if (prepared) {
         ea_off = tally__gpu_take(&layout, V);
-        lga_off = tally__gpu_take(&layout, V);
+        lga_off = tally__gpu_take(&layout, V * table_rows);
     }
     if (multi) {
         row_space = tally__gpu_tree_layout(&layout, row_plan, 3u * B);
@@ -223,13 +244,15 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
     if (st != TALLY_OK) return st;
 
-    if (alpha_mode == TALLY_K_DM_ALPHA_PREPARED) {
+    if (prepared) {
         tally__gpu_args l = {.n = 0};
         tally__gpu_arg_buf(&l, la->buffer, la->offset);
         tally__gpu_arg_u64(&l, V);
         tally__gpu_arg_buf(&l, scratch, ea_off);
         tally__gpu_arg_u64(&l, lga_off);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_prep, tally__gpu_ceil_div(V, TALLY_GPU_GROUP_SIZE), &l);
+        tally__gpu_arg_u32(&l, table_rows);
+        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_prep, tally__gpu_ceil_div(V * table_rows, TALLY_GPU_GROUP_SIZE),
+                            &l);
         if (st != TALLY_OK) return st;
     }
 
@@ -243,7 +266,7 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     tally__gpu_arg_u64(&l, counts->stride);
     tally__gpu_arg_buf(&l, la->buffer, la->offset);
     tally__gpu_arg_u64(&l, job->per_row_alpha ? la->stride : 0);
-    tally__gpu_arg_buf(&l, alpha_mode == TALLY_K_DM_ALPHA_PREPARED ? scratch : NULL, ea_off);
+    tally__gpu_arg_buf(&l, prepared ? scratch : NULL, ea_off);
     tally__gpu_arg_u64(&l, lga_off);
     tally__gpu_arg_u32(&l, alpha_mode);
     tally__gpu_arg_u64(&l, B);
@@ -258,10 +281,11 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
         tally__gpu_arg_buf(&l, rv_buf, rv_at);
     tally__gpu_arg_u64(&l, multi ? 1 : rv_stride);
     uint64_t groups = tally__gpu_ceil_div(B * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes);
-    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
-        /* Each group tabulates alpha once (as much work as one row of
-         * V <= 2048): about 32 groups per compute unit fill the device and
-         * keep that table under a few percent of a large call's work. */
+    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL || alpha_mode == TALLY_K_DM_ALPHA_TABLE) {
+        /* Each group tabulates alpha once (LOCAL: as much work as one row of
+         * V <= 2048; TABLE: lgamma(n + 1) with the coefficient): about 32
+         * groups per compute unit fill the device and keep that table under
+         * a few percent of a large call's work. */
         uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * 32u;
         if (groups > cap) groups = cap;
     }

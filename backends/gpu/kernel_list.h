@@ -14,7 +14,7 @@
  *                       qpl u32, tiles u64, flags u32, finish u32, divisor f32, out buf
  * tally_k_kl_pointwise  x buf, x_stride u64, t buf, t_stride u64, o buf, o_stride u64, rows u64,
  *                       cols u64, mode u32, flags u32
- * tally_k_dm_prep       log_alpha buf, V u64, pre buf, lga_off u64  (pre's offset is where exp goes)
+ * tally_k_dm_prep       log_alpha buf, V u64, pre buf, lga_off u64, rows u32  (pre's offset is where exp goes)
  * tally_k_dm_rows       counts buf, c_stride u64, log_alpha buf, la_stride u64, pre buf, lga_off u64,
  *                       alpha_mode u32, B u64, V u64, lanes u32, qpl u32, tiles u64, flags u32, out buf,
  *                       out_stride u64

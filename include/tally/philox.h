@@ -103,14 +103,25 @@ TALLY_FN float tally_angle_from_bits(tally_u32 y)
 }
 
 /* The normal pair made from raw elements (2k, 2k+1) = (x, y):
- * s = sqrt(-2 log u(x)); first = s * sinpi(t(y)); second = s * cospi(t(y)). */
+ * s = sqrt(-2 log u(x)); first = s * sinpi(t(y)); second = s * cospi(t(y)).
+ *
+ * These are tally_logf, tally_sqrtf, tally_sinpif and tally_cospif bit for
+ * bit, called through their cores because the arguments' ranges are known:
+ * u is in [2^-33, 1], a positive normal float, for every x; -2 log u is
+ * either -0 (u = 1, where tally_sqrtf returns its argument) or in
+ * [2^-24, 46], far above the 2^-100 below which tally_sqrtf rescales; and
+ * t is in (0, 2], finite, positive and below 2^24, and one reduction serves
+ * both sine and cosine. tests/check_terms.c compares this with the general
+ * functions for every x and every distinct t. */
 TALLY_FN void tally_normal_pair(tally_u32 x, tally_u32 y, float *first, float *second)
 {
     float u = tally_uniform_from_bits(x);
-    float s = tally_sqrtf(-2.0f * tally_logf(u));
+    float a = -2.0f * tally_pm_logf_normal(u);
+    float s = (a > 0.0f) ? tally_pm_sqrtf_normal(a) : a;
     float t = tally_angle_from_bits(y);
-    *first = s * tally_sinpif(t);
-    *second = s * tally_cospif(t);
+    tally_pm_f2 sc = tally_pm_sincospi_reduced(t, 0u);
+    *first = s * sc.hi;
+    *second = s * sc.lo;
 }
 
 /* normal(i): element i of the normal stream (pairs are absolute: (2k, 2k+1)). */

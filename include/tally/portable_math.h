@@ -196,6 +196,28 @@ TALLY_FN tally_pm_f2 tally_pm_log_parts(float x)
     return tally_pm_log_core(xs, sub ? 23 : 0);
 }
 
+/* tally_logf's arithmetic for a positive normal float xs, the argument
+ * scaled by 2^eadj (eadj = 23 for a prescaled subnormal, else 0): the
+ * logarithm of xs 2^-eadj with none of tally_logf's special-value selects.
+ * Hot loops whose arguments are known (or tested) to be positive normal
+ * floats call tally_pm_logf_normal below and get tally_logf's bits for
+ * fewer instructions. */
+TALLY_FN float tally_pm_logf_scaled(float xs, tally_i32 eadj)
+{
+    tally_i32 e;
+    float f = tally_pm_log_split(xs, &e);
+    float ef = (float)(e - eadj);
+    float v = tally_fma(f * f, tally_pm_log_q(f), f);
+    return tally_fma(ef, TALLY_PM_LN2, tally_fma(ef, TALLY_PM_LN2_TAIL, v));
+}
+
+/* tally_logf(x) for positive normal finite x (2^-126 <= x <= FLT_MAX)
+ * only, bit for bit; any other x gives a meaningless value. */
+TALLY_FN float tally_pm_logf_normal(float x)
+{
+    return tally_pm_logf_scaled(x, 0);
+}
+
 /* Natural logarithm, within one ulp (0.93 ulp worst case over every
  * float).  log x = e ln2 + f + f^2 Q(f): v = f + f^2 Q(f) is rounded once
  * (f is exact), and e ln2 is added by two fmas whose products are exact.
@@ -210,11 +232,7 @@ TALLY_FN float tally_logf(float x)
 {
     /* Subnormals are scaled by 2^23 first so the bit split sees a normal. */
     int sub = x < 0x1p-126f;
-    tally_i32 e;
-    float f = tally_pm_log_split(sub ? x * 0x1p23f : x, &e);
-    float ef = (float)(e - (sub ? 23 : 0));
-    float v = tally_fma(f * f, tally_pm_log_q(f), f);
-    float r = tally_fma(ef, TALLY_PM_LN2, tally_fma(ef, TALLY_PM_LN2_TAIL, v));
+    float r = tally_pm_logf_scaled(sub ? x * 0x1p23f : x, sub ? 23 : 0);
     /* (bits - 1) < 0x7f7fffff exactly for positive finite nonzero x. */
     int ok = (tally_as_u32(x) - 1u) < 0x7f7fffffu;
     r = ok ? r : x;                            /* +inf, NaN */
@@ -265,17 +283,13 @@ TALLY_FN float tally_log1pf(float x)
  * midpoints (s -+ ulp/2)^2.  The residual and s*ulp are both multiples of
  * ulp^2, so the comparisons are exact, and a square root is never exactly a
  * midpoint, so there are no ties.  sqrt(-0) = -0, sqrt(x < 0) = NaN,
- * sqrt(+inf) = +inf. */
-TALLY_FN float tally_sqrtf(float x)
+ * sqrt(+inf) = +inf.
+ *
+ * tally_pm_sqrt_core is the part for a finite xs >= 2^-100, where no
+ * scaling is needed; tally_sqrtf wraps it with the scaling and the special
+ * values. */
+TALLY_FN float tally_pm_sqrt_core(float xs)
 {
-    /* Below 2^-100 the residual checked at the end (a multiple of ulp^2,
-     * about x 2^-46) would fall under the normal range and round, so such x
-     * (subnormals included) are scaled by 2^52 first and the root by 2^-26,
-     * both exactly. */
-    int tiny = x < 0x1p-100f;
-    float xs = tiny ? x * 0x1p52f : x;
-    float back = tiny ? 0x1p-26f : 1.0f;
-
     /* Seed: the classic 0x5f3759df estimate, relative error < 3.5%. */
     float y = tally_as_f32(0x5f3759dfu - (tally_as_u32(xs) >> 1));
     float h = 0.5f * xs;
@@ -295,7 +309,26 @@ TALLY_FN float tally_sqrtf(float x)
     d = tally_fma(-s, s, xs);                  /* exact */
     float lim_lo = ((sb & 0x007fffffu) == 0u) ? -0.5f * su : -su;
     sb = (d > su) ? sb + 1u : ((d <= lim_lo) ? sb - 1u : sb);
-    float r = tally_as_f32(sb) * back;
+    return tally_as_f32(sb);
+}
+
+/* tally_sqrtf(x) for finite x >= 2^-100 only, bit for bit (there
+ * tally_sqrtf scales nothing and selects nothing). */
+TALLY_FN float tally_pm_sqrtf_normal(float x)
+{
+    return tally_pm_sqrt_core(x);
+}
+
+TALLY_FN float tally_sqrtf(float x)
+{
+    /* Below 2^-100 the residual checked at the end (a multiple of ulp^2,
+     * about x 2^-46) would fall under the normal range and round, so such x
+     * (subnormals included) are scaled by 2^52 first and the root by 2^-26,
+     * both exactly. */
+    int tiny = x < 0x1p-100f;
+    float xs = tiny ? x * 0x1p52f : x;
+    float back = tiny ? 0x1p-26f : 1.0f;
+    float r = tally_pm_sqrt_core(xs) * back;
 
     int ok = (x > 0.0f) & (x < TALLY_F32_INF);
     r = ok ? r : x;                            /* +-0, +inf, NaN */
@@ -438,12 +471,14 @@ TALLY_FN float tally_recipf(float x)
  * cos(pi x) = 1, so such x are replaced by 0.  sin(pi t) = t S(t^2) with
  * S's leading coefficient pi kept as a float pair, cos(pi t) = C(t^2), and
  * the quadrant j mod 4 picks and signs them.  Zeros follow IEEE 754-2019:
- * sinpi(+-n) = +-0, cospi(n + 1/2) = +0.  Infinities give NaN. */
-TALLY_FN tally_pm_f2 tally_pm_sincospi(float x)
+ * sinpi(+-n) = +-0, cospi(n + 1/2) = +0.  Infinities give NaN.
+ *
+ * tally_pm_sincospi_reduced does the work for a finite |xr| < 2^24, with
+ * `sign` (0 or 0x80000000) the sign bit of x that a zero sine takes; for
+ * such x, tally_pm_sincospi_reduced(x, sign bit of x) is tally_pm_sincospi(x)
+ * bit for bit, without the range and special-value selects. */
+TALLY_FN tally_pm_f2 tally_pm_sincospi_reduced(float xr, tally_u32 sign)
 {
-    tally_u32 ux = tally_as_u32(x);
-    float ax = tally_as_f32(ux & 0x7fffffffu);
-    float xr = (ax < 0x1p24f) ? x : 0.0f;
     float j = tally_rint(xr + xr);
     float t = xr - 0.5f * j;                   /* exact */
     tally_i32 qd = (tally_i32)j;
@@ -469,8 +504,22 @@ TALLY_FN tally_pm_f2 tally_pm_sincospi(float x)
     a = ((qd & 2) != 0) ? -a : a;
     b = (((qd + 1) & 2) != 0) ? -b : b;
     /* Zero signs: sin gets the sign of x, cos is +0. */
-    a = (a == 0.0f) ? tally_as_f32(ux & 0x80000000u) : a;
+    a = (a == 0.0f) ? tally_as_f32(sign) : a;
     b = b + 0.0f;
+    tally_pm_f2 res;
+    res.hi = a;
+    res.lo = b;
+    return res;
+}
+
+TALLY_FN tally_pm_f2 tally_pm_sincospi(float x)
+{
+    tally_u32 ux = tally_as_u32(x);
+    float ax = tally_as_f32(ux & 0x7fffffffu);
+    float xr = (ax < 0x1p24f) ? x : 0.0f;
+    tally_pm_f2 sc = tally_pm_sincospi_reduced(xr, ux & 0x80000000u);
+    float a = sc.hi;
+    float b = sc.lo;
 
     int fin = ax < TALLY_F32_INF;
     float bad = (x != x) ? x : TALLY_F32_NAN;

@@ -76,6 +76,12 @@ TALLY_FN float tally_canonical(float x)
 #define TALLY_KL_FLAG_LOG_TARGET 1u
 #define TALLY_KL_FLAG_INPUT_IS_PROB 2u
 
+/* Positive, normal and finite: bits in [0x00800000, 0x7f7fffff]. */
+TALLY_FN int tally_kl_is_pos_normal(float v)
+{
+    return tally_as_u32(v) - 0x00800000u < 0x7f000000u;
+}
+
 /*
  * The pointwise loss for input x and target t.
  * - log_target: exp(t) * (t - x).
@@ -83,8 +89,9 @@ TALLY_FN float tally_canonical(float x)
  *   (torch's xlogy convention, which makes zero targets contribute nothing
  *   even where log p is -inf); NaN for t < 0 or t NaN.
  * With input_is_prob, x is replaced by log(x) first, inside the same pass.
+ * This is the definition; tally_kl_term below computes the same bits.
  */
-TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
+TALLY_FN float tally_kl_term_general(float x, float t, tally_u32 flags)
 {
     if (flags & TALLY_KL_FLAG_INPUT_IS_PROB) x = tally_logf(x);
     if (flags & TALLY_KL_FLAG_LOG_TARGET) return tally_expf(t) * (t - x);
@@ -92,6 +99,31 @@ TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
     if (t == 0.0f) v = (x != x) ? x : 0.0f;
     if (t < 0.0f) v = TALLY_F32_NAN;
     return v;
+}
+
+/*
+ * Real data is almost all positive normal floats, for which tally_logf is
+ * its core arithmetic alone (tally_pm_logf_normal) and none of the zero and
+ * negative-target cases apply; that case takes a short path with the same
+ * operations in the same order, so the same bits, and every other input
+ * the general one, a branch almost never taken on real data, so GPU
+ * warps rarely diverge on it. tests/check_terms.c compares the two paths
+ * with the plain definition over every float class and flag combination.
+ */
+TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
+{
+    const int prob = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) != 0u;
+    const int log_target = (flags & TALLY_KL_FLAG_LOG_TARGET) != 0u;
+    /* The logarithms the term takes: of x (input_is_prob) and of t (not
+     * log_target). */
+    const int x_ok = !prob || tally_kl_is_pos_normal(x);
+    const int t_ok = log_target || tally_kl_is_pos_normal(t);
+    if (x_ok && t_ok) {
+        const float lx = prob ? tally_pm_logf_normal(x) : x;
+        if (log_target) return tally_expf(t) * (t - lx);
+        return t * (tally_pm_logf_normal(t) - lx);
+    }
+    return tally_kl_term_general(x, t, flags);
 }
 
 /* ---- Dirichlet-multinomial. ---- */
