@@ -8,14 +8,35 @@
 #include "tree.h"
 
 /* Adds the four terms of quads a (input) and b (target) to acc in element
- * order. */
-#define TALLY_K_KL_ADD4(acc, a, b, flags)             \
-    do {                                              \
-        acc = acc + tally_kl_term((a).x, (b).x, flags); \
-        acc = acc + tally_kl_term((a).y, (b).y, flags); \
-        acc = acc + tally_kl_term((a).z, (b).z, flags); \
-        acc = acc + tally_kl_term((a).w, (b).w, flags); \
+ * order, each term computed by term(x, t, flags). */
+#define TALLY_K_KL_ADD4(acc, a, b, term, flags) \
+    do {                                        \
+        acc = acc + term((a).x, (b).x, flags);  \
+        acc = acc + term((a).y, (b).y, flags);  \
+        acc = acc + term((a).z, (b).z, flags);  \
+        acc = acc + term((a).w, (b).w, flags);  \
     } while (0)
+
+/* The sixteen terms of quads (a0, b0) .. (a3, b3) folded into acc in
+ * element order; the very first term of the lane (q == 0) starts acc. */
+#define TALLY_K_KL_ADD16(acc, q, term, flags)                \
+    do {                                                     \
+        const float first_ = term(a0.x, b0.x, flags);        \
+        acc = (q) == 0u ? first_ : acc + first_;             \
+        acc = acc + term(a0.y, b0.y, flags);                 \
+        acc = acc + term(a0.z, b0.z, flags);                 \
+        acc = acc + term(a0.w, b0.w, flags);                 \
+        TALLY_K_KL_ADD4(acc, a1, b1, term, flags);           \
+        TALLY_K_KL_ADD4(acc, a2, b2, term, flags);           \
+        TALLY_K_KL_ADD4(acc, a3, b3, term, flags);           \
+    } while (0)
+
+/* Whether all four floats of a quad are positive normal floats. */
+TALLY_FN int tally_k_pos_normal4(tally_f4 a)
+{
+    return tally_kl_is_pos_normal(a.x) & tally_kl_is_pos_normal(a.y) & tally_kl_is_pos_normal(a.z) &
+           tally_kl_is_pos_normal(a.w);
+}
 
 /*
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
@@ -54,23 +75,38 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
                 const tally_u64 g = base + j;
                 const tally_u64 L = TALLY_K_GROUP_SIZE;
                 acc = 0.0f;
-                /* One body for the four batches keeps the program small (it
-                 * is inlined sixteen times, not sixty-four); the lane's first
-                 * element starts the fold. */
+                /* One body for the four batches keeps the program small (its
+                 * terms are inlined sixteen times per variant, not
+                 * sixty-four); the lane's first element starts the fold. */
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
                     const tally_u64 h = g + (tally_u64)q * L;
                     const tally_f4 a0 = TALLY_LOAD_F4(xp, h), a1 = TALLY_LOAD_F4(xp, h + L);
                     const tally_f4 a2 = TALLY_LOAD_F4(xp, h + 2u * L), a3 = TALLY_LOAD_F4(xp, h + 3u * L);
                     const tally_f4 b0 = TALLY_LOAD_F4(tp, h), b1 = TALLY_LOAD_F4(tp, h + L);
                     const tally_f4 b2 = TALLY_LOAD_F4(tp, h + 2u * L), b3 = TALLY_LOAD_F4(tp, h + 3u * L);
-                    const float first = tally_kl_term(a0.x, b0.x, flags);
-                    acc = q == 0u ? first : acc + first;
-                    acc = acc + tally_kl_term(a0.y, b0.y, flags);
-                    acc = acc + tally_kl_term(a0.z, b0.z, flags);
-                    acc = acc + tally_kl_term(a0.w, b0.w, flags);
-                    TALLY_K_KL_ADD4(acc, a1, b1, flags);
-                    TALLY_K_KL_ADD4(acc, a2, b2, flags);
-                    TALLY_K_KL_ADD4(acc, a3, b3, flags);
+                    /* tally_kl_term per element, with its test for the
+                     * short path made once for the sixteen elements, and
+                     * the two common flag sets as constants so that the
+                     * short path is straight-line code. A batch with any
+                     * special value takes the plain definition, which
+                     * gives the same bits as the short path would. The
+                     * test is tally_kl_fast_ok of every pair, as one chain
+                     * of tests per input. */
+                    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
+                                      tally_k_pos_normal4(a3);
+                    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
+                                      tally_k_pos_normal4(b3);
+                    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
+                                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
+                    if (fast && flags == TALLY_KL_FLAG_INPUT_IS_PROB) {
+                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_FLAG_INPUT_IS_PROB);
+                    } else if (fast && flags == 0u) {
+                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, 0u);
+                    } else if (fast) {
+                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
+                    } else {
+                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+                    }
                 }
             } else {
                 tally_k_src xs, ts;

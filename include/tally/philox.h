@@ -117,7 +117,10 @@ TALLY_FN void tally_normal_pair(tally_u32 x, tally_u32 y, float *first, float *s
 {
     float u = tally_uniform_from_bits(x);
     float a = -2.0f * tally_pm_logf_normal(u);
-    float s = (a > 0.0f) ? tally_pm_sqrtf_normal(a) : a;
+    /* The core on -0 gives a finite value that the select drops (a select,
+     * not a branch: no warp diverges on it). */
+    float s = tally_pm_sqrtf_normal(a);
+    s = (a > 0.0f) ? s : a;
     float t = tally_angle_from_bits(y);
     tally_pm_f2 sc = tally_pm_sincospi_reduced(t, 0u);
     *first = s * sc.hi;

@@ -104,25 +104,33 @@ TALLY_FN float tally_kl_term_general(float x, float t, tally_u32 flags)
 /*
  * Real data is almost all positive normal floats, for which tally_logf is
  * its core arithmetic alone (tally_pm_logf_normal) and none of the zero and
- * negative-target cases apply; that case takes a short path with the same
- * operations in the same order, so the same bits, and every other input
- * the general one, a branch almost never taken on real data, so GPU
- * warps rarely diverge on it. tests/check_terms.c compares the two paths
- * with the plain definition over every float class and flag combination.
+ * negative-target cases apply. tally_kl_term_fast is that case: the same
+ * operations in the same order as tally_kl_term_general, so the same bits,
+ * whenever tally_kl_fast_ok(x, t, flags) holds, that is when the arguments
+ * of the logarithms the term takes (x with input_is_prob, t without
+ * log_target) are positive normal floats. Every other input takes the
+ * general path, a branch almost never taken on real data, so GPU warps
+ * rarely diverge on it. tests/check_terms.c compares tally_kl_term with the
+ * plain definition over every float class and flag combination.
  */
+TALLY_FN int tally_kl_fast_ok(float x, float t, tally_u32 flags)
+{
+    /* Bitwise operators: a predicate, not a chain of branches. */
+    const int x_ok = ((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | tally_kl_is_pos_normal(x);
+    const int t_ok = ((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | tally_kl_is_pos_normal(t);
+    return x_ok & t_ok;
+}
+
+TALLY_FN float tally_kl_term_fast(float x, float t, tally_u32 flags)
+{
+    const float lx = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) ? tally_pm_logf_normal(x) : x;
+    if (flags & TALLY_KL_FLAG_LOG_TARGET) return tally_expf(t) * (t - lx);
+    return t * (tally_pm_logf_normal(t) - lx);
+}
+
 TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
 {
-    const int prob = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) != 0u;
-    const int log_target = (flags & TALLY_KL_FLAG_LOG_TARGET) != 0u;
-    /* The logarithms the term takes: of x (input_is_prob) and of t (not
-     * log_target). */
-    const int x_ok = !prob || tally_kl_is_pos_normal(x);
-    const int t_ok = log_target || tally_kl_is_pos_normal(t);
-    if (x_ok && t_ok) {
-        const float lx = prob ? tally_pm_logf_normal(x) : x;
-        if (log_target) return tally_expf(t) * (t - lx);
-        return t * (tally_pm_logf_normal(t) - lx);
-    }
+    if (tally_kl_fast_ok(x, t, flags)) return tally_kl_term_fast(x, t, flags);
     return tally_kl_term_general(x, t, flags);
 }
 
