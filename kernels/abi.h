@@ -34,10 +34,13 @@
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */
 #define TALLY_K_DM_ALPHA_LOCAL 1u    /* shared alpha; each group tabulates it in local memory */
 #define TALLY_K_DM_ALPHA_PREPARED 2u /* shared alpha; tally_k_dm_prep tabulated it in global memory */
-#define TALLY_K_DM_ALPHA_TABLE 3u    /* PREPARED, plus lgamma(n + a) for whole n < TALLY_K_DM_TABLE_N */
+#define TALLY_K_DM_ALPHA_TABLE 3u    /* PREPARED plus lgamma(n + a), whole n < TALLY_K_DM_TABLE_N: tally_k_dm_rows_table */
 /* Rows of the lgamma(n + a) table of TALLY_K_DM_ALPHA_TABLE: whole counts
  * 0 <= n < this take lgamma(n + a) from it instead of computing it. */
 #define TALLY_K_DM_TABLE_N 64u
+/* Lanes of a row's plan that each work-item of tally_k_dm_rows_table plays
+ * (at most 4: the kernel spells out the steps of the tree that they take). */
+#define TALLY_K_DM_LANES_PER_ITEM 4u
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
 

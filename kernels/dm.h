@@ -82,10 +82,9 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, t
  * alpha_mode: PER_ROW reads log_alpha row b (la_off + b * la_stride) and
  * computes exp and lgamma per element; LOCAL tabulates a shared alpha in
  * local memory once per group; PREPARED reads the table tally_k_dm_prep
- * wrote to pre; TABLE also reads lgamma(n + a) for whole counts
- * 0 < n < TALLY_K_DM_TABLE_N from the rows of that table (other counts
- * compute it). A zero count skips its lgamma calls (tally_dm_term returns
- * 0 for it), which is most of the work on sparse counts.
+ * wrote to pre (TABLE is tally_k_dm_rows_table's). A zero count skips its
+ * lgamma calls (tally_dm_term returns 0 for it), which is most of the work
+ * on sparse counts.
  */
 TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off, tally_u64 c_stride,
                                   TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 la_stride,
@@ -142,8 +141,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                     for (tally_u32 c = 0; c < count; c++) {
                         const tally_u64 e = e0 + c;
                         const float n = crow[e];
-                        float a, lga, lgn = 0.0f;
-                        int has_lgn = 0;
+                        float a, lga;
                         if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
                             a = tally_expf(larow[e]);
                             /* Only a nonzero count needs it. */
@@ -154,16 +152,9 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                             lga = tab_lga[e];
                         } else {
                             a = pre[ea_off + e];
-                            /* Only a nonzero count needs it. */
-                            lga = 0.0f;
-                            if (n != 0.0f) lga = pre[lga_off + e];
-                            if (alpha_mode == TALLY_K_DM_ALPHA_TABLE && n > 0.0f &&
-                                n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n)) {
-                                lgn = pre[lga_off + (tally_u64)(tally_u32)n * V + e];
-                                has_lgn = 1;
-                            }
+                            lga = pre[lga_off + e];
                         }
-                        const float term = tally_k_dm_term(n, a, lga, lgn, has_lgn, fact, flags);
+                        const float term = tally_k_dm_term(n, a, lga, 0.0f, 0, fact, flags);
                         if (first_term) {
                             A = a;
                             N = n;
@@ -195,6 +186,152 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                 out[out_off + 2u * units + unit] = S;
             }
         }
+    }
+}
+
+/*
+ * tally_k_dm_rows for a shared alpha with the TALLY_K_DM_ALPHA_TABLE table
+ * (pre[ea_off + v] = a, pre[lga_off + k * V + v] = lgamma(k + a), row 0
+ * lgamma(a)) and rows of one tile (1 <= V <= 16384): row b's value to
+ * out[out_off + b * out_stride].
+ *
+ * Once lgamma(n + a) is a table read, the in-group tree and the per-row
+ * bookkeeping cost as much as the elements, so here each work-item plays
+ * P = min(TALLY_K_DM_LANES_PER_ITEM, lanes) lanes of the row's plan: lanes
+ * t, t + T, ..., t + (P - 1) T with T = lanes / P. Each lane folds its own
+ * quads exactly as in tally_k_dm_rows, the tree's steps with strides
+ * s >= T pair lanes of the same work-item (lane t + kT with lane
+ * t + kT + s = t + (k + s/T) T) and run in registers, and the steps below T
+ * run in local memory over the first T lanes: the plan's combines in the
+ * plan's order, with a quarter of the work-items per row (so P times the
+ * rows per group and per barrier) and log2(P) fewer shared-memory steps.
+ * vec4: every row starts 16-byte aligned, so whole quads load as float4.
+ */
+TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
+                                        tally_u64 c_stride, tally_u32 vec4, TALLY_GLOBAL const float *TALLY_RESTRICT pre,
+                                        tally_u64 ea_off, tally_u64 lga_off, tally_u64 B, tally_u64 V,
+                                        tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
+                                        TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride)
+{
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
+    const tally_u32 lid = TALLY_LID();
+    if ((flags & TALLY_DM_FLAG_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+        fact[lid] = tally_lgammaf((float)lid + 1.0f);
+    /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
+    TALLY_BARRIER();
+    const tally_u32 P = lanes < TALLY_K_DM_LANES_PER_ITEM ? lanes : TALLY_K_DM_LANES_PER_ITEM;
+    const tally_u32 T = lanes / P;
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / T;
+    const tally_u32 seg = lid / T;
+    const tally_u32 t = lid - seg * T;
+    /* V <= 16384 and the table holds V * TALLY_K_DM_TABLE_N floats: 32-bit
+     * indices within a row and the table. */
+    const tally_u32 V32 = (tally_u32)V;
+    const tally_u32 quads = (tally_u32)tally_k_quads(V);
+    const tally_u32 active = quads < lanes ? quads : lanes;
+    TALLY_GLOBAL const float *ea = pre + ea_off;
+    TALLY_GLOBAL const float *tab = pre + lga_off;
+    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < B; first += TALLY_GROUP_COUNT() * segments) {
+        const tally_u64 b = first + seg;
+        if (b < B) {
+            tally_k_src src;
+            src.p = counts + c_off + b * c_stride;
+            src.cols = V;
+            src.stride = V;
+            src.mode = vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+            /* Lane t + kT's sums in A<k>, N<k>, S<k> (lanes past the
+             * active prefix keep zeros that no step reads). */
+            float A0 = 0.0f, N0 = 0.0f, S0 = 0.0f, A1 = 0.0f, N1 = 0.0f, S1 = 0.0f;
+            float A2 = 0.0f, N2 = 0.0f, S2 = 0.0f, A3 = 0.0f, N3 = 0.0f, S3 = 0.0f;
+            for (tally_u32 k = 0; k < P; k++) {
+                const tally_u32 j = t + k * T;
+                if (j >= active) break;
+                float sa = 0.0f, sn = 0.0f, ss = 0.0f;
+                int first_term = 1;
+                for (tally_u32 q = 0; q < qpl; q++) {
+                    const tally_u32 g = q * lanes + j;
+                    if (g >= quads) break;
+                    float e4[4];
+                    const tally_u32 count = tally_k_load_quad(&src, V, g, e4);
+                    /* The quad's columns of exp(alpha) and of the table. */
+                    TALLY_GLOBAL const float *eq = ea + (g << 2);
+                    TALLY_GLOBAL const float *tq = tab + (g << 2);
+                    for (tally_u32 c = 0; c < 4u; c++) {
+                        if (c < count) {
+                            const float n = e4[c];
+                            const float a = eq[c];
+                            /* Both reads unconditional (row 0 for a count
+                             * the table lacks), so that a zero or tabulated
+                             * count, nearly every one, takes no branch. */
+                            const int has_lgn = n > 0.0f && n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n);
+                            const float lga = tq[c];
+                            const float lgn = tq[(has_lgn ? (tally_u32)n : 0u) * V32 + c];
+                            /* tally_dm_term of a zero count is 0, and of a
+                             * tabulated one without the coefficient
+                             * lgamma(n + a) - lgamma(a). */
+                            float term = n == 0.0f ? 0.0f : lgn - lga;
+                            if (!(n == 0.0f || (has_lgn && !(flags & TALLY_DM_FLAG_COEFFICIENT))))
+                                term = tally_k_dm_term(n, a, lga, lgn, has_lgn, fact, flags);
+                            if (first_term) {
+                                sa = a;
+                                sn = n;
+                                ss = term;
+                                first_term = 0;
+                            } else {
+                                sa = sa + a;
+                                sn = sn + n;
+                                ss = ss + term;
+                            }
+                        }
+                    }
+                }
+                if (k == 0u) {
+                    A0 = sa;
+                    N0 = sn;
+                    S0 = ss;
+                } else if (k == 1u) {
+                    A1 = sa;
+                    N1 = sn;
+                    S1 = ss;
+                } else if (k == 2u) {
+                    A2 = sa;
+                    N2 = sn;
+                    S2 = ss;
+                } else {
+                    A3 = sa;
+                    N3 = sn;
+                    S3 = ss;
+                }
+            }
+            /* The tree's steps with stride s >= T (s = 2T, then T): lane
+             * t + kT takes lane t + kT + s when that lane is active. */
+            if (P == 4u) {
+                if (t + 2u * T < active) {
+                    A0 = A0 + A2;
+                    N0 = N0 + N2;
+                    S0 = S0 + S2;
+                }
+                if (t + 3u * T < active) {
+                    A1 = A1 + A3;
+                    N1 = N1 + N3;
+                    S1 = S1 + S3;
+                }
+            }
+            if (P >= 2u && t + T < active) {
+                A0 = A0 + A1;
+                N0 = N0 + N1;
+                S0 = S0 + S1;
+            }
+            va[lid] = A0;
+            vn[lid] = N0;
+            vs[lid] = S0;
+        }
+        tally_k_tree3(va, vn, vs, lid, T, b < B ? active : 0u);
+        if (b < B && t == 0u)
+            out[out_off + b * out_stride] = tally_canonical(tally_dm_row(va[lid], vn[lid], vs[lid], flags));
     }
 }
 

@@ -410,11 +410,50 @@ static const dm_shape dm_shapes[] = {
     {1, 2048, 0, 2048},
 };
 
-static void dm_case(dm_shape d, uint64_t seed)
+/*
+ * Counts around the GPU kernels' lgamma(n + a) table for a shared alpha
+ * (kernels/abi.h's TALLY_K_DM_TABLE_N, 64: used for calls of at least 256
+ * rows, 2^18 elements and rows of V <= 16384): mostly zero and small whole counts, which it
+ * holds, with its last row (63), the first count past it (64), counts just
+ * off whole numbers on either side of it, fractional and negative zero
+ * counts, and rarely a negative one (its row is NaN).
+ */
+static float gen_count_table(tt_rand *r, size_t i)
+{
+    (void)i;
+    uint64_t k = tt_rand_below(r, 100000);
+    if (k == 0) return -1.0f;
+    if (k < 1000) return 63.0f;
+    if (k < 2000) return 64.0f;
+    if (k < 2500) return 65.0f;
+    if (k < 3000) return 62.5f;
+    if (k < 3300) return nextafterf(64.0f, 0.0f);
+    if (k < 3600) return nextafterf(1.0f, 0.0f);
+    if (k < 4000) return 0.5f;
+    if (k < 4300) return -0.0f;
+    if (k < 4500) return 1.0e6f;
+    if (k < 4700) return 255.0f;
+    if (k < 40000) return 0.0f;
+    return (float)tt_rand_below(r, 8);
+}
+
+/* Shapes that take the table and tally_k_dm_rows_table: several rows per
+ * group; V not a multiple of 4, with offsets and padded rows; quads per
+ * lane > 1; a partly active tile; aligned rows read as float4; rows of
+ * fewer lanes than a work-item plays. */
+static const dm_shape dm_table_shapes[] = {
+    {2100, 125, 0, 125},
+    {300, 1023, 1, 1027},
+    {260, 3001, 0, 3001},
+    {600, 508, 0, 508},
+    {40000, 7, 0, 7},
+};
+
+static void dm_case(dm_shape d, uint64_t seed, gen_fn gen)
 {
     shape cs = {d.B, d.V, d.offset, d.stride};
     size_t nc = extent(cs, 2);
-    float *counts = make_data(nc, seed, gen_count);
+    float *counts = make_data(nc, seed, gen);
     dual c = d_new(nc, counts);
     for (int per_row = 0; per_row < 2; per_row++) {
         int64_t arows = per_row ? d.B : 1;
@@ -445,7 +484,9 @@ static void dm_case(dm_shape d, uint64_t seed)
 
 START_TEST(test_dm_bits)
 {
-    for (size_t i = 0; i < sizeof dm_shapes / sizeof dm_shapes[0]; i++) dm_case(dm_shapes[i], 3000 + 10 * i);
+    for (size_t i = 0; i < sizeof dm_shapes / sizeof dm_shapes[0]; i++) dm_case(dm_shapes[i], 3000 + 10 * i, gen_count);
+    for (size_t i = 0; i < sizeof dm_table_shapes / sizeof dm_table_shapes[0]; i++)
+        dm_case(dm_table_shapes[i], 3500 + 10 * i, gen_count_table);
 }
 END_TEST
 

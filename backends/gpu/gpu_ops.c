@@ -190,20 +190,82 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
  * levels and tally_k_dm_finish. SUM and MEAN then reduce the row values with
  * the rows' own tree.
  *
- * A large call with a shared alpha has tally_k_dm_prep also tabulate
- * lgamma(n + a) for every column and whole n < TALLY_K_DM_TABLE_N (mode
- * TABLE): small whole counts, the common kind, then cost a table read
- * instead of an lgamma evaluation, which is most of the work per element.
- * The table costs V * TALLY_K_DM_TABLE_N lgamma evaluations and one launch,
- * so it is built only when the rows outnumber its rows several times over
- * and the call is large enough that the launch is small beside it; its
- * size is also capped, since it lives in scratch. */
+ * A large call with a shared alpha and rows of one tile (V <= 16384) has
+ * tally_k_dm_prep also tabulate lgamma(n + a) for every column and whole
+ * n < TALLY_K_DM_TABLE_N (mode TABLE, at most 4 MiB of scratch): small whole
+ * counts, the common kind, then cost a table read instead of an lgamma
+ * evaluation, which was most of the work per element. The tree and the
+ * per-row bookkeeping of tally_k_dm_rows then cost as much as the elements,
+ * so those rows go to tally_k_dm_rows_table, whose work-items each play
+ * several lanes of the plan. The table costs V * TALLY_K_DM_TABLE_N lgamma
+ * evaluations and one launch, so it is built only when the rows outnumber
+ * its rows several times over and the call is large enough that the launch
+ * is small beside it. */
 
 /* Fewest rows, and fewest elements, for which a shared alpha is tabulated
- * with lgamma(n + a); most table floats. */
+ * with lgamma(n + a). */
 #define DM_TABLE_MIN_ROWS (4u * TALLY_K_DM_TABLE_N)
 #define DM_TABLE_MIN_ELEMENTS (UINT64_C(1) << 18)
-#define DM_TABLE_MAX_FLOATS (UINT64_C(1) << 22)
+
+/* tally_k_dm_rows: a segment of lanes per row tile; out receives the row
+ * values (one tile) or the tiles' partials (several). */
+static tally_status dm_rows(tally_context *ctx, const tally__dm_job *job, const tally__tree_level *lv,
+                            uint32_t alpha_mode, const tally_buffer *pre, uint64_t ea_off, uint64_t lga_off,
+                            uint64_t cap, const tally_buffer *out, uint64_t out_at, uint64_t out_stride)
+{
+    const tally__array *counts = &job->counts, *la = &job->log_alpha;
+    const uint64_t B = counts->rows, V = counts->cols;
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
+    tally__gpu_arg_u64(&l, counts->stride);
+    tally__gpu_arg_buf(&l, la->buffer, la->offset);
+    tally__gpu_arg_u64(&l, job->per_row_alpha ? la->stride : 0);
+    tally__gpu_arg_buf(&l, pre, ea_off);
+    tally__gpu_arg_u64(&l, lga_off);
+    tally__gpu_arg_u32(&l, alpha_mode);
+    tally__gpu_arg_u64(&l, B);
+    tally__gpu_arg_u64(&l, V);
+    tally__gpu_arg_u32(&l, lv->lanes);
+    tally__gpu_arg_u32(&l, lv->quads_per_lane);
+    tally__gpu_arg_u64(&l, lv->tiles);
+    tally__gpu_arg_u32(&l, job->flags);
+    tally__gpu_arg_buf(&l, out, out_at);
+    tally__gpu_arg_u64(&l, out_stride);
+    uint64_t groups = tally__gpu_ceil_div(B * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
+    /* Each group tabulates alpha once (as much work as one row of
+     * V <= 2048): about 32 groups per compute unit fill the device and keep
+     * that table under a few percent of a large call's work. */
+    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL && groups > cap) groups = cap;
+    return tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows, groups, &l);
+}
+
+/* tally_k_dm_rows_table for rows of one tile (TABLE mode): row values to
+ * out, each work-item playing several lanes of the row's plan. */
+static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, const tally__tree_level *lv,
+                                  const tally_buffer *scratch, uint64_t ea_off, uint64_t lga_off, uint64_t cap,
+                                  const tally_buffer *out, uint64_t out_at, uint64_t out_stride)
+{
+    const tally__array *counts = &job->counts;
+    const uint32_t per_item = lv->lanes < TALLY_K_DM_LANES_PER_ITEM ? lv->lanes : TALLY_K_DM_LANES_PER_ITEM;
+    uint64_t groups = tally__gpu_ceil_div(counts->rows, TALLY_GPU_GROUP_SIZE / (lv->lanes / per_item));
+    /* Capped as tally_k_dm_rows's LOCAL groups are: each group computes the
+     * lgamma(n + 1) table once with the coefficient. */
+    if (groups > cap) groups = cap;
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
+    tally__gpu_arg_u64(&l, counts->stride);
+    tally__gpu_arg_u32(&l, rows_aligned16(ctx, counts) ? 1u : 0u);
+    tally__gpu_arg_buf(&l, scratch, ea_off);
+    tally__gpu_arg_u64(&l, lga_off);
+    tally__gpu_arg_u64(&l, counts->rows);
+    tally__gpu_arg_u64(&l, counts->cols);
+    tally__gpu_arg_u32(&l, lv->lanes);
+    tally__gpu_arg_u32(&l, lv->quads_per_lane);
+    tally__gpu_arg_u32(&l, job->flags);
+    tally__gpu_arg_buf(&l, out, out_at);
+    tally__gpu_arg_u64(&l, out_stride);
+    return tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows_table, groups, &l);
+}
 
 tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
 {
@@ -218,8 +280,7 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     uint32_t alpha_mode = TALLY_K_DM_ALPHA_PER_ROW;
     if (!job->per_row_alpha) {
         alpha_mode = V <= TALLY_K_DM_LOCAL_COLS ? TALLY_K_DM_ALPHA_LOCAL : TALLY_K_DM_ALPHA_PREPARED;
-        if (B >= DM_TABLE_MIN_ROWS && B * V >= DM_TABLE_MIN_ELEMENTS && V <= DM_TABLE_MAX_FLOATS / TALLY_K_DM_TABLE_N)
-            alpha_mode = TALLY_K_DM_ALPHA_TABLE;
+        if (!multi && B >= DM_TABLE_MIN_ROWS && B * V >= DM_TABLE_MIN_ELEMENTS) alpha_mode = TALLY_K_DM_ALPHA_TABLE;
     }
     const int prepared = alpha_mode == TALLY_K_DM_ALPHA_PREPARED || alpha_mode == TALLY_K_DM_ALPHA_TABLE;
     const uint32_t table_rows = alpha_mode == TALLY_K_DM_ALPHA_TABLE ? TALLY_K_DM_TABLE_N : 1u;
@@ -261,36 +322,15 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     const uint64_t rv_at = reduced ? rv_off : job->out.offset;
     const uint64_t rv_stride = reduced ? 1 : job->out.stride;
 
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
-    tally__gpu_arg_u64(&l, counts->stride);
-    tally__gpu_arg_buf(&l, la->buffer, la->offset);
-    tally__gpu_arg_u64(&l, job->per_row_alpha ? la->stride : 0);
-    tally__gpu_arg_buf(&l, prepared ? scratch : NULL, ea_off);
-    tally__gpu_arg_u64(&l, lga_off);
-    tally__gpu_arg_u32(&l, alpha_mode);
-    tally__gpu_arg_u64(&l, B);
-    tally__gpu_arg_u64(&l, V);
-    tally__gpu_arg_u32(&l, lv.lanes);
-    tally__gpu_arg_u32(&l, lv.quads_per_lane);
-    tally__gpu_arg_u64(&l, lv.tiles);
-    tally__gpu_arg_u32(&l, job->flags);
-    if (multi)
-        tally__gpu_arg_buf(&l, scratch, row_space.a_off);
-    else
-        tally__gpu_arg_buf(&l, rv_buf, rv_at);
-    tally__gpu_arg_u64(&l, multi ? 1 : rv_stride);
-    uint64_t groups = tally__gpu_ceil_div(B * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes);
-    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL || alpha_mode == TALLY_K_DM_ALPHA_TABLE) {
-        /* Each group tabulates alpha once (LOCAL: as much work as one row of
-         * V <= 2048; TABLE: lgamma(n + 1) with the coefficient): about 32
-         * groups per compute unit fill the device and keep that table under
-         * a few percent of a large call's work. */
-        uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * 32u;
-        if (groups > cap) groups = cap;
+    const uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * 32u;
+    if (alpha_mode == TALLY_K_DM_ALPHA_TABLE) {
+        st = dm_rows_table(ctx, job, &lv, scratch, ea_off, lga_off, cap, rv_buf, rv_at, rv_stride);
+        if (st != TALLY_OK) return st;
+    } else {
+        st = dm_rows(ctx, job, &lv, alpha_mode, prepared ? scratch : NULL, ea_off, lga_off, cap,
+                     multi ? scratch : rv_buf, multi ? row_space.a_off : rv_at, multi ? 1 : rv_stride);
+        if (st != TALLY_OK) return st;
     }
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows, groups, &l);
-    if (st != TALLY_OK) return st;
 
     if (multi) {
         tally__gpu_result sums = {.buf = scratch, .off = sums_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
