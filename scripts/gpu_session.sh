@@ -118,9 +118,14 @@ run_step bench-opencl 80 "$build/bench/tally-bench" --backend opencl --device "$
 tail -n 14 "$logs/bench-opencl.log"
 
 # 5. compute-sanitizer over the whole CUDA op suite and the interop suite.
+# The interop suite provokes driver errors on purpose (a 2^50-byte
+# allocation, wrapping a host pointer) to check tally's statuses; memcheck
+# would count those API errors, so for it they are not reported.
 sanitize() { # tool, seconds, program
+    local api=yes
+    [ "$3" = check_cuda_interop ] && api=no
     CK_FORK=no TALLY_TEST_BACKEND=cuda run_step "sanitizer-$1-$3" "$2" \
-        compute-sanitizer --tool "$1" --error-exitcode 9 "$build/tests/$3"
+        compute-sanitizer --tool "$1" --report-api-errors "$api" --error-exitcode 9 "$build/tests/$3"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks:" "$logs/sanitizer-$1-$3.log" | tail -n 2 | tee -a "$summary"
 }
 sanitize memcheck 150 check_ops
