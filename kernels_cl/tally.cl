@@ -5,7 +5,7 @@
  * an a*b+c fused into one fma rounds once instead of twice and changes the
  * bits (docs: reproducibility.md). scripts/embed_cl.py resolves the
  * includes at build time and bakes the result into libtally, so nothing is
- * read from disk at run time. Built with "-cl-std=CL1.2" only: never
- * -cl-fast-relaxed-math, -cl-mad-enable or -cl-denorms-are-zero.
+ * read from disk at run time. Built with "-cl-std=CL1.2" only; relaxed or
+ * fast math, mad contraction and denormal flushing options are never used.
  */
 #include "tally_kernels.h"

@@ -17,8 +17,8 @@
  *       tools/cuda_math_compare.cu /tmp/math_host_eval.o -o /tmp/cuda_math_compare
  *   /tmp/cuda_math_compare          # 2^24 inputs per function
  *   /tmp/cuda_math_compare 26       # 2^26 inputs per function
- * Keep nvcc's defaults -ftz=false -prec-div=true -prec-sqrt=true and never
- * pass --use_fast_math: they change the built-ins being measured.
+ * Keep nvcc's defaults -ftz=false -prec-div=true -prec-sqrt=true; fast-math
+ * options would change the built-ins being measured, so they are never used.
  *
  * Inputs per function (deterministic): a quarter uniform over the main
  * range, half log-uniform over the function's whole domain (random exponent
