@@ -167,9 +167,24 @@ TALLY_API tally_status tally_context_create_opencl(void *cl_context, void *cl_de
 
 /*
  * Creates a CUDA context on the device's primary context, so pointers from
- * the app's cudaMalloc work with tally. `stream` is a CUstream / cudaStream_t
- * on which every op is enqueued, or NULL for a stream tally creates. tally
- * never destroys the app's stream.
+ * the app's cudaMalloc work with tally, and enqueues every op, copy and fill
+ * on exactly `stream`, as cuBLAS, cuRAND and CUB do:
+ *
+ * - 0 (NULL) is the legacy default stream, the CUDA convention (and what
+ *   PyTorch's default stream reports as torch.cuda.current_stream().cuda_stream).
+ *   tally's work is then ordered after the app's work on that stream and on
+ *   every blocking stream, with no synchronisation by the app.
+ * - CU_STREAM_LEGACY ((void *)1) is the same stream; CU_STREAM_PER_THREAD
+ *   ((void *)2) is the per-thread default stream of the thread that makes
+ *   each tally call.
+ * - Any other value is a CUstream / cudaStream_t of the device's primary
+ *   context (another context's stream gives INVALID_ARGUMENT).
+ *
+ * tally never creates a stream behind the app's back here and never destroys
+ * the app's stream; it waits on it where a call blocks (downloads,
+ * tally_read_scalar, tally_sync, releases). For a stream of tally's own, use
+ * tally_context_create(TALLY_BACKEND_CUDA, device, &ctx). Before 0.2.0 a NULL
+ * stream meant "tally's own stream" (see CHANGELOG.md).
  */
 TALLY_API tally_status tally_context_create_cuda(int device, void *stream, tally_context **out);
 
@@ -208,6 +223,22 @@ TALLY_API tally_status tally_buffer_wrap_opencl(tally_context *ctx, void *cl_mem
  * never frees it. */
 TALLY_API tally_status tally_buffer_wrap_cuda(tally_context *ctx, uint64_t device_ptr,
                                               size_t bytes, tally_buffer **out);
+/*
+ * Wraps `bytes` of the app's host memory at `ptr` without copying, so that
+ * NumPy arrays and other host data need no upload on the CPU paths.
+ * - host contexts: tally reads and writes the app's memory directly.
+ * - OpenCL contexts whose device shares memory with the host
+ *   (CL_DEVICE_HOST_UNIFIED_MEMORY, as PoCL's CPU device does): a
+ *   CL_MEM_USE_HOST_PTR buffer. The memory holds tally's results once
+ *   tally_sync returns or the buffer is released; the app must not touch it
+ *   while an op that uses it may be running. Other OpenCL devices and CUDA
+ *   contexts return INVALID_ARGUMENT (use tally_buffer_create and upload).
+ * ptr must be aligned to 4 bytes (16 or more is best for the OpenCL paths)
+ * and stay valid until the buffer is released; bytes may be 0. The app keeps
+ * ownership: tally never frees the memory. Same thread rules as the context.
+ */
+TALLY_API tally_status tally_buffer_wrap_host(tally_context *ctx, void *ptr, size_t bytes,
+                                              tally_buffer **out);
 /* Releases a buffer (waits for queued work that uses it). Accepts NULL. */
 TALLY_API void tally_buffer_release(tally_buffer *buf);
 TALLY_API size_t tally_buffer_size(const tally_buffer *buf);

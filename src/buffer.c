@@ -52,6 +52,30 @@ tally_status tally_buffer_wrap_cuda(tally_context *ctx, uint64_t device_ptr, siz
     return st;
 }
 
+tally_status tally_buffer_wrap_host(tally_context *ctx, void *ptr, size_t bytes, tally_buffer **out)
+{
+    if (out != NULL) *out = NULL;
+    if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_host: ctx is NULL");
+    tally__error_clear(ctx);
+    if (out == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_host: out is NULL");
+    if (ptr == NULL && bytes > 0)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_host: ptr is NULL for %zu bytes",
+                            bytes);
+    if ((uintptr_t)ptr % 4u != 0)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "tally_buffer_wrap_host: ptr %p is not aligned to 4 bytes", ptr);
+    if (bytes > (size_t)INT64_MAX)
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "tally_buffer_wrap_host: %zu bytes is too large", bytes);
+    if (ctx->ops->buffer_wrap_host == NULL)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "tally_buffer_wrap_host: the %s backend cannot use host memory in place; "
+                            "create a buffer and upload instead",
+                            ctx->ops->name);
+    tally_status st = ctx->ops->buffer_wrap_host(ctx, ptr, bytes, out);
+    if (st == TALLY_OK) ctx->live_buffers++;
+    return st;
+}
+
 void tally_buffer_release(tally_buffer *buf)
 {
     if (buf == NULL) return;

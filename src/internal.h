@@ -173,7 +173,8 @@ struct tally__backend_ops {
     tally_status (*context_create)(int device, tally_context **out);
     /* Optional: a context on the app's native objects (OpenCL: cl_context,
      * cl_device_id, cl_command_queue; CUDA: device index in handles[0] as
-     * intptr_t, CUstream in handles[1]). */
+     * intptr_t, CUstream in handles[1], used as given: 0 is the default
+     * stream). */
     tally_status (*context_wrap)(void *const handles[3], tally_context **out);
     void (*context_release)(tally_context *ctx);
     tally_status (*sync)(tally_context *ctx);
@@ -183,6 +184,9 @@ struct tally__backend_ops {
      * device pointer in address with bytes). */
     tally_status (*buffer_wrap)(tally_context *ctx, void *native, uint64_t address, size_t bytes,
                                 tally_buffer **out);
+    /* Optional: wraps app host memory (tally_buffer_wrap_host); ptr is
+     * non-NULL when bytes > 0 and 4-byte aligned. NULL: not supported. */
+    tally_status (*buffer_wrap_host)(tally_context *ctx, void *ptr, size_t bytes, tally_buffer **out);
     void (*buffer_release)(tally_buffer *buf);
     tally_status (*buffer_upload)(tally_buffer *buf, size_t offset, const void *src, size_t bytes);
     tally_status (*buffer_download)(const tally_buffer *buf, size_t offset, void *dst,

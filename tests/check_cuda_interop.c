@@ -14,6 +14,7 @@
  * CUDA has no library or device, so this file only runs on GPU machines.
  */
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,13 @@ typedef int drv_device;
 typedef void *drv_context;
 typedef void *drv_stream;
 typedef unsigned long long drv_ptr;
+typedef void *drv_module;
+typedef void *drv_function;
 #define DRV_SUCCESS 0
+/* The driver's special stream handles (cuda.h's CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD); 0 is the legacy default stream too. */
+#define DRV_STREAM_LEGACY ((drv_stream)0x1)
+#define DRV_STREAM_PER_THREAD ((drv_stream)0x2)
 #define DRV_STREAM_NON_BLOCKING 1u
 
 #define APP_SYMBOLS(X)                                                                   \
@@ -51,7 +58,14 @@ typedef unsigned long long drv_ptr;
     X(cuStreamDestroy_v2, (drv_stream stream))                                           \
     X(cuStreamSynchronize, (drv_stream stream))                                          \
     X(cuCtxCreate_v2, (drv_context * ctx, unsigned flags, drv_device device))            \
-    X(cuCtxDestroy_v2, (drv_context ctx))
+    X(cuCtxDestroy_v2, (drv_context ctx))                                                \
+    X(cuMemsetD32_v2, (drv_ptr dst, unsigned value, size_t count))                       \
+    X(cuModuleLoadData, (drv_module * module, const void *image))                        \
+    X(cuModuleUnload, (drv_module module))                                               \
+    X(cuModuleGetFunction, (drv_function * function, drv_module module, const char *name)) \
+    X(cuLaunchKernel, (drv_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, \
+                       unsigned by, unsigned bz, unsigned shared, drv_stream stream,      \
+                       void **params, void **extra))
 
 static struct {
 #define APP_FIELD(sym, params) drv_result(*sym) params;
@@ -386,6 +400,145 @@ START_TEST(test_devices_match_context)
 }
 END_TEST
 
+/* ---- The app's kernel on a default stream ---------------------------------
+ * What PyTorch, CuPy and every CUDA runtime program do: a kernel writes the
+ * inputs on the default stream and the next library call reads them, with no
+ * synchronisation in between. The app's kernel waits `delay_ns` on the GPU's
+ * clock before it writes, so a tally that ran on any other stream would
+ * read the zeros underneath and return 0. Hand-written PTX (JIT-compiled by
+ * the driver), so this file needs no CUDA toolkit to build. */
+static const char app_fill_ptx[] =
+    ".version 7.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry app_fill(.param .u64 dst, .param .u64 count, .param .u32 bits, .param .u64 delay_ns)\n"
+    "{\n"
+    "  .reg .pred %p<3>; .reg .b32 %r<6>; .reg .b64 %rd<12>;\n"
+    "  ld.param.u64 %rd1, [dst]; ld.param.u64 %rd2, [count];\n"
+    "  ld.param.u32 %r1, [bits]; ld.param.u64 %rd3, [delay_ns];\n"
+    "  mov.u64 %rd4, %globaltimer; add.u64 %rd5, %rd4, %rd3;\n"
+    "WAIT:\n"
+    "  mov.u64 %rd6, %globaltimer; setp.lt.u64 %p1, %rd6, %rd5; @%p1 bra WAIT;\n"
+    "  mov.u32 %r2, %ctaid.x; mov.u32 %r3, %ntid.x; mov.u32 %r4, %tid.x; mov.u32 %r5, %nctaid.x;\n"
+    "  mul.wide.u32 %rd7, %r2, %r3; cvt.u64.u32 %rd8, %r4; add.u64 %rd7, %rd7, %rd8;\n"
+    "  mul.wide.u32 %rd9, %r5, %r3;\n"
+    "LOOP:\n"
+    "  setp.ge.u64 %p2, %rd7, %rd2; @%p2 bra DONE;\n"
+    "  shl.b64 %rd10, %rd7, 2; add.u64 %rd11, %rd1, %rd10; st.global.u32 [%rd11], %r1;\n"
+    "  add.u64 %rd7, %rd7, %rd9; bra LOOP;\n"
+    "DONE:\n"
+    "  ret;\n"
+    "}\n";
+
+static void app_fill(drv_function f, drv_stream stream, drv_ptr dst, unsigned long long count, float value,
+                     unsigned long long delay_ns)
+{
+    unsigned bits = tt_bits(value);
+    void *params[] = {&dst, &count, &bits, &delay_ns};
+    ck_assert_int_eq(drv.cuLaunchKernel(f, 264, 1, 1, 256, 1, 1, 0, stream, params, NULL), DRV_SUCCESS);
+}
+
+/* Rows x cols of the KL below: big enough that the app's writes take a while
+ * and tally's tree has two levels. */
+#define DEFAULT_ROWS 256u
+#define DEFAULT_COLS 16384u
+
+static void check_default_stream(drv_stream stream, const char *label)
+{
+    const size_t n = (size_t)DEFAULT_ROWS * DEFAULT_COLS;
+    drv_module module = NULL;
+    drv_function fill = NULL;
+    ck_assert_int_eq(drv.cuModuleLoadData(&module, app_fill_ptx), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuModuleGetFunction(&fill, module, "app_fill"), DRV_SUCCESS);
+    drv_ptr dp = app_alloc(n * 4), dt = app_alloc(n * 4), dy = app_alloc(16);
+    ck_assert_int_eq(drv.cuMemsetD32_v2(dp, 0u, n), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemsetD32_v2(dt, 0u, n), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemsetD32_v2(dy, TT_POISON, 4), DRV_SUCCESS);
+
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create_cuda(0, stream, &ctx), NULL);
+    tally_buffer *bp = NULL, *bt = NULL, *by = NULL;
+    tt_ok(tally_buffer_wrap_cuda(ctx, dp, n * 4, &bp), ctx);
+    tt_ok(tally_buffer_wrap_cuda(ctx, dt, n * 4, &bt), ctx);
+    tt_ok(tally_buffer_wrap_cuda(ctx, dy, 16, &by), ctx);
+
+    /* The app's kernels, then tally's op, back to back on the same stream. */
+    app_fill(fill, stream, dp, n, 0.25f, 50000000ull);
+    app_fill(fill, stream, dt, n, 0.5f, 0ull);
+    tt_ok(tally_kl_div(ctx, tally_view_f32(bp, 0, DEFAULT_ROWS, DEFAULT_COLS),
+                       tally_view_f32(bt, 0, DEFAULT_ROWS, DEFAULT_COLS), TALLY_REDUCTION_BATCHMEAN,
+                       TALLY_KL_INPUT_IS_PROB, tally_view_f32(by, 0, 1, 1)),
+          ctx);
+    float got = 0.0f;
+    tt_ok(tally_read_scalar(ctx, tally_view_f32(by, 0, 1, 1), &got), ctx);
+
+    /* Every element contributes 0.5 * (log 0.5 - log 0.25) = 0.5 log 2, and
+     * batchmean divides the sum by the rows. */
+    double ref = 0.5 * log(2.0) * (double)DEFAULT_COLS;
+    tt_assert_close(got, ref, 1e-5 * ref, "%s: KL batchmean after the app's kernels", label);
+
+    /* The same bits as the host backend on the same values. */
+    tally_context *host = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_HOST, 0, &host), NULL);
+    float *p = tt_alloc(n * 4), *t = tt_alloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = 0.25f;
+        t[i] = 0.5f;
+    }
+    tally_buffer *hp = tt_upload(host, p, n), *ht = tt_upload(host, t, n), *hy = tt_buffer(host, 1);
+    tt_ok(tally_kl_div(host, tally_view_f32(hp, 0, DEFAULT_ROWS, DEFAULT_COLS),
+                       tally_view_f32(ht, 0, DEFAULT_ROWS, DEFAULT_COLS), TALLY_REDUCTION_BATCHMEAN,
+                       TALLY_KL_INPUT_IS_PROB, tally_view_f32(hy, 0, 1, 1)),
+          host);
+    tt_assert_bits(got, tt_read1(hy, 0), "%s: against the host backend", label);
+    tally_buffer_release(hp);
+    tally_buffer_release(ht);
+    tally_buffer_release(hy);
+    tally_context_release(host);
+    free(p);
+    free(t);
+
+    tally_buffer_release(bp);
+    tally_buffer_release(bt);
+    tally_buffer_release(by);
+    tally_context_release(ctx);
+    assert_current_is_app(label);
+    ck_assert_int_eq(drv.cuMemFree_v2(dp), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemFree_v2(dt), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuMemFree_v2(dy), DRV_SUCCESS);
+    ck_assert_int_eq(drv.cuModuleUnload(module), DRV_SUCCESS);
+}
+
+START_TEST(test_stream_zero_is_default_stream)
+{
+    check_default_stream(NULL, "stream 0");
+}
+END_TEST
+
+START_TEST(test_stream_legacy)
+{
+    check_default_stream(DRV_STREAM_LEGACY, "CU_STREAM_LEGACY");
+}
+END_TEST
+
+START_TEST(test_stream_per_thread)
+{
+    check_default_stream(DRV_STREAM_PER_THREAD, "CU_STREAM_PER_THREAD");
+}
+END_TEST
+
+/* tally's own context (tally_context_create) still makes a stream of its
+ * own, and host memory cannot be wrapped on CUDA. */
+START_TEST(test_wrap_host_refused)
+{
+    tally_context *ctx = NULL;
+    tt_ok(tally_context_create(TALLY_BACKEND_CUDA, TALLY_DEVICE_DEFAULT, &ctx), NULL);
+    float host[4] = {0};
+    tally_buffer *b = NULL;
+    tt_assert_status(tally_buffer_wrap_host(ctx, host, sizeof host, &b), TALLY_INVALID_ARGUMENT, ctx);
+    ck_assert_ptr_null(b);
+    tally_context_release(ctx);
+}
+END_TEST
+
 Suite *tally_test_suite(void)
 {
     /* Run by hand without TALLY_TEST_BACKEND, the runner would have probed
@@ -409,6 +562,10 @@ Suite *tally_test_suite(void)
     tcase_add_test(tc, test_foreign_stream_rejected);
     tcase_add_test(tc, test_two_contexts);
     tcase_add_test(tc, test_devices_match_context);
+    tcase_add_test(tc, test_stream_zero_is_default_stream);
+    tcase_add_test(tc, test_stream_legacy);
+    tcase_add_test(tc, test_stream_per_thread);
+    tcase_add_test(tc, test_wrap_host_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -120,7 +120,7 @@ static void teardown(tally__cuda_context *cc, int entered)
     if (entered) {
         /* Waiting first means no kernel of tally's is still reading the
          * module or tally's memory when they go away. */
-        if (cc->stream != NULL) (void)tally__cu.cuStreamSynchronize(cc->stream);
+        if (cc->stream_ready) (void)tally__cu.cuStreamSynchronize(cc->stream);
         if (cc->own_stream) (void)tally__cu.cuStreamDestroy_v2(cc->stream);
         if (cc->module != NULL) (void)tally__cu.cuModuleUnload(cc->module);
         leave();
@@ -180,10 +180,21 @@ static tally_status load_kernels(tally__cuda_context *cc)
     return TALLY_OK;
 }
 
-/* Opens a context on `device`. app_stream NULL: tally creates its own
- * stream; otherwise every op is enqueued on the app's stream, which must
- * belong to the device's primary context. */
-static tally_status cuda_open(int device, CUstream app_stream, tally_context **out)
+/* The stream handles that name a default stream rather than a stream
+ * object: 0 (the legacy default stream, as in the runtime API, cuBLAS and
+ * CUB), CU_STREAM_LEGACY and CU_STREAM_PER_THREAD. They belong to whatever
+ * context is current, which is always the primary context while tally
+ * enqueues, so they need no ownership check. */
+static int is_default_stream(CUstream stream)
+{
+    return stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
+
+/* Opens a context on `device`. With use_app_stream 0 tally creates its own
+ * non-blocking stream; with 1 every op is enqueued on app_stream exactly, a
+ * default-stream handle included, and no stream is ever created. A stream
+ * object must belong to the device's primary context. */
+static tally_status cuda_open(int device, int use_app_stream, CUstream app_stream, tally_context **out)
 {
     int n = 0;
     tally_status st = device_count(&n);
@@ -226,7 +237,10 @@ static tally_status cuda_open(int device, CUstream app_stream, tally_context **o
         return st;
     }
 
-    if (app_stream != NULL) {
+    if (use_app_stream && is_default_stream(app_stream)) {
+        cc->stream = app_stream;
+        cc->stream_ready = 1;
+    } else if (use_app_stream) {
         CUcontext owner = NULL;
         r = tally__cu.cuStreamGetCtx(app_stream, &owner);
         if (r != CUDA_SUCCESS) {
@@ -238,6 +252,7 @@ static tally_status cuda_open(int device, CUstream app_stream, tally_context **o
                               device);
         } else {
             cc->stream = app_stream;
+            cc->stream_ready = 1;
         }
     } else {
         /* Non-blocking: tally's work does not serialise with the legacy
@@ -248,6 +263,7 @@ static tally_status cuda_open(int device, CUstream app_stream, tally_context **o
             st = tally__cuda_error(NULL, r, "cuStreamCreate");
         } else {
             cc->own_stream = 1;
+            cc->stream_ready = 1;
         }
     }
     if (st == TALLY_OK) st = load_kernels(cc);
@@ -262,12 +278,12 @@ static tally_status cuda_open(int device, CUstream app_stream, tally_context **o
 
 static tally_status cuda_context_create(int device, tally_context **out)
 {
-    return cuda_open(device, NULL, out);
+    return cuda_open(device, 0, NULL, out);
 }
 
 static tally_status cuda_context_wrap(void *const handles[3], tally_context **out)
 {
-    return cuda_open((int)(intptr_t)handles[0], (CUstream)handles[1], out);
+    return cuda_open((int)(intptr_t)handles[0], 1, (CUstream)handles[1], out);
 }
 
 static void cuda_context_release(tally_context *ctx)

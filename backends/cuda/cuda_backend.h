@@ -18,6 +18,7 @@ typedef struct tally__cuda_context {
     CUcontext primary;      /* the device's primary context, retained */
     CUstream stream;        /* every op, copy and fill is enqueued here */
     int own_stream;         /* 1 when tally created the stream (and destroys it) */
+    int stream_ready;       /* 1 once `stream` is set; 0 is a valid handle (the default stream) */
     CUmodule module;
     CUfunction kernels[TALLY__KERNEL_COUNT];
 } tally__cuda_context;

@@ -69,10 +69,25 @@ static tally_status host_buffer_create(tally_context *ctx, size_t bytes, tally_b
     return TALLY_OK;
 }
 
+/* The app's memory, used in place: ops read and write it directly, and the
+ * release leaves it alone. Only 4-byte alignment is promised, so host code
+ * never assumes more of a buffer's address. */
+static tally_status host_buffer_wrap_host(tally_context *ctx, void *ptr, size_t bytes, tally_buffer **out)
+{
+    tally__host_buffer *hb = calloc(1, sizeof *hb);
+    if (hb == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host backend: out of memory for a buffer");
+    hb->data = ptr;
+    hb->base.ctx = ctx;
+    hb->base.bytes = bytes;
+    hb->base.wrapped = 1;
+    *out = &hb->base;
+    return TALLY_OK;
+}
+
 static void host_buffer_release(tally_buffer *buf)
 {
     tally__host_buffer *hb = (tally__host_buffer *)buf;
-    free(hb->data);
+    if (!buf->wrapped) free(hb->data);
     free(hb);
 }
 
@@ -106,6 +121,7 @@ const tally__backend_ops tally__host_ops = {
     .sync = host_sync,
     .buffer_create = host_buffer_create,
     .buffer_wrap = NULL,
+    .buffer_wrap_host = host_buffer_wrap_host,
     .buffer_release = host_buffer_release,
     .buffer_upload = host_buffer_upload,
     .buffer_download = host_buffer_download,

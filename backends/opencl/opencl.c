@@ -234,6 +234,11 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     if (err != CL_SUCCESS) return tally__cl_error(ctx, err, "clGetDeviceInfo");
     cc->base_align = align_bits / 8u;
     cc->gpu.compute_units = units;
+    /* Deprecated by OpenCL 2.0 but still answered; a device that does not
+     * answer is taken not to share memory, so wrap_host is refused. */
+    cl_bool unified = CL_FALSE;
+    if (tally__cl.clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL) == CL_SUCCESS)
+        cc->host_unified = unified == CL_TRUE;
 
     st = tally__cl_build_program(cc, source, source_size);
     if (st != TALLY_OK) return st;
@@ -396,10 +401,33 @@ static void cl_context_release(tally_context *ctx)
     teardown(cl_ctx(ctx), 0);
 }
 
+/* Makes the app's memory behind a USE_HOST_PTR buffer hold the buffer's
+ * current contents: OpenCL guarantees that only while the region is mapped,
+ * so a blocking map and an unmap follow the queued work. On a device that
+ * shares memory this copies nothing. */
+static cl_int publish_host_memory(tally__cl_context *cc, tally__cl_buffer *b)
+{
+    if (b->base.bytes == 0) return CL_SUCCESS;
+    cl_int err;
+    void *mapped = tally__cl.clEnqueueMapBuffer(cc->queue, b->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                                b->base.bytes, 0, NULL, NULL, &err);
+    if (err != CL_SUCCESS) return err;
+    err = tally__cl.clEnqueueUnmapMemObject(cc->queue, b->mem, mapped, 0, NULL, NULL);
+    if (err == CL_SUCCESS) err = tally__cl.clFinish(cc->queue);
+    return err;
+}
+
 static tally_status cl_sync(tally_context *ctx)
 {
-    cl_int err = tally__cl.clFinish(cl_ctx(ctx)->queue);
+    tally__cl_context *cc = cl_ctx(ctx);
+    cl_int err = tally__cl.clFinish(cc->queue);
     if (err != CL_SUCCESS) return tally__cl_error(ctx, err, "clFinish");
+    /* tally.h promises that wrapped host memory holds the results after a
+     * sync. */
+    for (tally__cl_buffer *b = cc->host_wrapped; b != NULL; b = b->next_host) {
+        err = publish_host_memory(cc, b);
+        if (err != CL_SUCCESS) return tally__cl_error(ctx, err, "clEnqueueMapBuffer(wrapped host memory)");
+    }
     return TALLY_OK;
 }
 
@@ -486,9 +514,56 @@ static tally_status cl_buffer_wrap(tally_context *ctx, void *native, uint64_t ad
     return TALLY_OK;
 }
 
+static tally_status cl_buffer_wrap_host(tally_context *ctx, void *ptr, size_t bytes, tally_buffer **out)
+{
+    tally__cl_context *cc = cl_ctx(ctx);
+    if (!cc->host_unified)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "tally_buffer_wrap_host: %s does not share memory with the host "
+                            "(CL_DEVICE_HOST_UNIFIED_MEMORY is false); create a buffer and upload instead",
+                            ctx->device_name);
+    if ((cl_ulong)bytes > cc->max_alloc)
+        return tally__error(ctx, TALLY_OUT_OF_MEMORY,
+                            "opencl: %zu bytes exceed the device's largest allocation "
+                            "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu bytes)",
+                            bytes, (unsigned long long)cc->max_alloc);
+    tally__cl_buffer *b = calloc(1, sizeof *b);
+    if (b == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    cl_int err;
+    /* OpenCL has no empty buffers: an empty wrap gets a small buffer of its
+     * own that no view can reach (the front end bounds views by bytes). */
+    if (bytes > 0)
+        b->mem = tally__cl.clCreateBuffer(cc->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
+    else
+        b->mem = tally__cl.clCreateBuffer(cc->context, CL_MEM_READ_WRITE, 16u, NULL, &err);
+    if (err != CL_SUCCESS) {
+        free(b);
+        return tally__cl_error(ctx, err, "clCreateBuffer(CL_MEM_USE_HOST_PTR)");
+    }
+    b->host_ptr = bytes > 0 ? ptr : NULL;
+    b->host_listed = 1;
+    b->base.ctx = ctx;
+    b->base.bytes = bytes;
+    b->base.wrapped = 1;
+    b->next_host = cc->host_wrapped;
+    if (cc->host_wrapped != NULL) cc->host_wrapped->prev_host = b;
+    cc->host_wrapped = b;
+    *out = &b->base;
+    return TALLY_OK;
+}
+
 static void cl_buffer_release(tally_buffer *buf)
 {
     tally__cl_buffer *b = (tally__cl_buffer *)buf;
+    if (b->host_listed) {
+        tally__cl_context *cc = cl_ctx(buf->ctx);
+        /* The app reads its memory as soon as this returns. A release has
+         * nowhere to report a failure; the op that failed already did. */
+        (void)publish_host_memory(cc, b);
+        if (b->prev_host != NULL) b->prev_host->next_host = b->next_host;
+        else cc->host_wrapped = b->next_host;
+        if (b->next_host != NULL) b->next_host->prev_host = b->prev_host;
+    }
     /* Queued work keeps the cl_mem alive through OpenCL's reference count.
      * An app's buffer is waited for, so that once this returns the app may
      * use it from other queues (tally.h promises that). */
@@ -527,6 +602,15 @@ static tally_status cl_buffer_fill(tally_buffer *buf, size_t offset, size_t byte
 
 static uint32_t cl_buffer_alignment(const tally_buffer *buf)
 {
+    const tally__cl_buffer *b = (const tally__cl_buffer *)buf;
+    if (b->host_ptr != NULL) {
+        /* A USE_HOST_PTR buffer may be the app's memory itself, which is
+         * only as aligned as its address. */
+        uint32_t alignment = 1;
+        while (alignment < cl_ctx(buf->ctx)->base_align && ((uintptr_t)b->host_ptr & alignment) == 0)
+            alignment *= 2;
+        return alignment;
+    }
     /* Every cl_mem (a sub-buffer's origin included) starts on a multiple of
      * CL_DEVICE_MEM_BASE_ADDR_ALIGN, which OpenCL 1.2 makes at least 128
      * bytes on a full-profile device. */
@@ -615,6 +699,7 @@ const tally__backend_ops tally__opencl_ops = {
     .sync = cl_sync,
     .buffer_create = cl_buffer_create,
     .buffer_wrap = cl_buffer_wrap,
+    .buffer_wrap_host = cl_buffer_wrap_host,
     .buffer_release = cl_buffer_release,
     .buffer_upload = cl_buffer_upload,
     .buffer_download = cl_buffer_download,

@@ -68,6 +68,11 @@
     X(cl_int, clEnqueueFillBuffer,                                                                        \
       (cl_command_queue, cl_mem, const void *, size_t, size_t, size_t, cl_uint, const cl_event *,         \
        cl_event *))                                                                                       \
+    X(void *, clEnqueueMapBuffer,                                                                         \
+      (cl_command_queue, cl_mem, cl_bool, cl_map_flags, size_t, size_t, cl_uint, const cl_event *,        \
+       cl_event *, cl_int *))                                                                             \
+    X(cl_int, clEnqueueUnmapMemObject, (cl_command_queue, cl_mem, void *, cl_uint, const cl_event *,      \
+                                        cl_event *))                                                      \
     X(cl_int, clFinish, (cl_command_queue))
 
 typedef struct tally__cl_api {

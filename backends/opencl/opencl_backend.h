@@ -23,11 +23,16 @@ typedef struct tally__cl_context {
     uint32_t base_align;     /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
     int fma_emulated;        /* no CL_FP_FMA: fma() runs in software (same bits, slower) */
     int program_from_cache;  /* 1 when the program binary came from the disk cache */
+    int host_unified;        /* CL_DEVICE_HOST_UNIFIED_MEMORY: the device shares the host's memory */
+    struct tally__cl_buffer *host_wrapped; /* list of live tally_buffer_wrap_host buffers */
 } tally__cl_context;
 
 typedef struct tally__cl_buffer {
     struct tally_buffer base;
     cl_mem mem; /* retained (created or the app's) */
+    void *host_ptr; /* app memory behind a CL_MEM_USE_HOST_PTR buffer, else NULL */
+    int host_listed; /* 1 for a tally_buffer_wrap_host buffer (in the context's list) */
+    struct tally__cl_buffer *next_host, *prev_host; /* the context's host_wrapped list */
 } tally__cl_buffer;
 
 extern const tally__backend_ops tally__opencl_ops;
