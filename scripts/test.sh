@@ -13,9 +13,17 @@ meson test -C "$build_dir" --print-errorlogs --num-processes 2 "$@" || status=$?
 python3 - "$build_dir/meson-logs/testlog.json" <<'PY' || true
 import json, sys
 counts = {}
+skipped = []
 for line in open(sys.argv[1]):
     r = json.loads(line)
     counts[r["result"]] = counts.get(r["result"], 0) + 1
+    if r["result"] == "SKIP":
+        # The runner's one-line reason ("SKIP: cuda context: LIBRARY_MISSING: ...").
+        text = (r.get("stderr") or "") + (r.get("stdout") or "")
+        why = next((l[5:].strip() for l in text.splitlines() if l.startswith("SKIP:")), "no reason given")
+        skipped.append((r["name"].split(" / ")[-1], why))
+for name, why in skipped:
+    print(f"skipped {name}: {why}")
 passed = counts.get("OK", 0) + counts.get("EXPECTEDFAIL", 0)
 failed = sum(v for k, v in counts.items() if k in ("FAIL", "ERROR", "TIMEOUT", "UNEXPECTEDPASS"))
 print(f"tests: {passed} passed, {failed} failed, {counts.get('SKIP', 0)} skipped")

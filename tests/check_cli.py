@@ -4,7 +4,7 @@
 Usage: check_cli.py PATH_TO_TALLY
 
 Checks the contract of `tally run` (tally run --help): argument errors print
-the usage and exit 2; a run prints 'NAME VALUE' lines (9 significant digits)
+one line and where --help is, and exit 2; a run prints 'NAME VALUE' lines (9 significant digits)
 or writes raw little-endian files with --out; a library error exits 1 and
 names its status. Expected values come from Python's own arithmetic (and an
 independent Philox4x32-10 for the raw stream), never from the library.
@@ -93,7 +93,9 @@ def stream_raw(seed, sub, i):
 def usage_error(args, what):
     rc, out, err = run(args)
     check(rc == 2, what + ": exit 2", "rc=%d stderr=%r" % (rc, err[:200]))
-    check("usage" in err, what + ": usage on stderr", repr(err[:200]))
+    lines = err.strip().splitlines()
+    check(len(lines) == 2 and lines[0].startswith("tally: ") and lines[1].startswith("see 'tally"),
+          what + ": one error line and where --help is", repr(err[:300]))
 
 
 def main():
@@ -103,6 +105,27 @@ def main():
     write_f32(x_path, x)
 
     # ---- argument errors: usage and exit 2 ----
+    # ---- help and version: -h and --help on every command, -V ----
+    for cmd in ["info", "run", "crosscheck", "demo"]:
+        for flag in ["-h", "--help"]:
+            rc, out, err = run([cmd, flag])
+            check(rc == 0 and "usage" in out and err == "", "%s %s prints its usage" % (cmd, flag),
+                  "rc=%d out=%r err=%r" % (rc, out[:80], err[:200]))
+    for flag in ["-V", "--version", "version"]:
+        rc, out, err = run([flag])
+        check(rc == 0 and out.strip().count(".") == 2, "tally %s prints the version" % flag, repr(out))
+    usage_error(["run", "sum", "--rows"], "option without its value")
+    rc, out, err = run(["run", "sum", "--bogus"])
+    check("see 'tally run --help'" in err, "run's errors point at run --help", repr(err))
+
+    # ---- the demo's headline: AUTO's choice, every usable backend, bits compared ----
+    rc, out, err = run(["demo", "--kl-rows", "64"], env_backend=None)
+    check(rc == 0 and "auto picks " in out and "Result bits on every backend" in out,
+          "demo names AUTO's pick and compares backends", "rc=%d err=%r" % (rc, err[-300:]))
+    check("THE BITS DIFFER" not in out, "demo: no backend differs", out[-600:])
+    check(all(("  %-6s:" % b) in out for b in ["cuda", "opencl", "host"]),
+          "demo says for each backend whether it is usable", out[:600])
+
     usage_error([], "no command")
     usage_error(["frobnicate"], "unknown command")
     usage_error(["run"], "run without an op")

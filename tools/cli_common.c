@@ -69,6 +69,8 @@ int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, 
 {
     const char *arg = argv[*pos];
     *value = NULL;
+    /* -h is --help on every command that has --help. */
+    if (strcmp(arg, "-h") == 0) arg = "--help";
     if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
         snprintf(err, err_size, "unexpected argument '%s'", arg);
         return -1;
@@ -106,15 +108,20 @@ int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, 
 
 /* ---- Reporting -------------------------------------------------------- */
 
+const char *cli_command = NULL;
+
+/* One line that says what is wrong and where the full text is: a wall of
+ * usage hides the one line that matters. */
 int cli_usage_error(const char *usage, const char *fmt, ...)
 {
+    (void)usage;
     va_list ap;
     va_start(ap, fmt);
     fputs("tally: ", stderr);
     vfprintf(stderr, fmt, ap);
-    fputs("\n\n", stderr);
     va_end(ap);
-    fputs(usage, stderr);
+    if (cli_command != NULL) fprintf(stderr, "\nsee 'tally %s --help'\n", cli_command);
+    else fputs("\nsee 'tally --help'\n", stderr);
     return CLI_EXIT_USAGE;
 }
 

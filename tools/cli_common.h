@@ -66,7 +66,18 @@ int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, 
 /* ---- Reporting. ---- */
 
 /* "tally: <message>" and the usage text on stderr; returns CLI_EXIT_USAGE. */
+/* Prints 'tally: MESSAGE' and "see 'tally COMMAND --help'" on stderr and
+ * returns CLI_EXIT_USAGE. `usage` is the command's text (kept for the
+ * callers; the full text is printed by --help, not on errors). */
 int cli_usage_error(const char *usage, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* The subcommand being run ("run", ...), NULL before one is chosen; set by
+ * main so that errors can point at the right --help. */
+extern const char *cli_command;
+
+/* Before creating a context of `backend`: says on stderr that the first
+ * OpenCL use builds the kernels and where they are cached, when the cache
+ * holds none yet (tools/cli_first_use.c). */
+void cli_note_first_opencl_use(tally_backend backend);
 /* "error: STATUS_NAME: <tally_last_error(ctx)>" on stderr (the status's own
  * sentence when the library left no message); returns CLI_EXIT_FAIL. */
 int cli_library_error(const tally_context *ctx, tally_status status);

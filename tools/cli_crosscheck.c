@@ -38,7 +38,7 @@ const char cli_crosscheck_usage[] =
     "  --quick          smaller large shapes.\n"
     "  --json           results as one JSON object on stdout instead of a table.\n"
     "\n"
-    "Checks, for each case and backend (progress goes to stderr):\n"
+    "Checks, for each case and backend (progress: one line on a terminal):\n"
     "  bits     every output equals the host backend's bit for bit (any NaN equals\n"
     "           any NaN: payloads are not part of the contract). Sum, sumsq, min and\n"
     "           max must also equal, on every backend, the tree simulated in float32\n"
@@ -616,12 +616,12 @@ static xc_result *new_result(xc_state *st)
 
 static void progress(xc_state *st, const xc_case *c, const char *backend, int first)
 {
-    if (!st->tty && !first) return; /* a log gets one line per case */
-    if (st->tty)
-        fprintf(stderr, "\r\033[K[%d/%d] %s %s %s on %s", st->index, st->total, c->op, c->variant, c->shape,
-                backend);
-    else
-        fprintf(stderr, "crosscheck [%d/%d] %s %s %s\n", st->index, st->total, c->op, c->variant, c->shape);
+    (void)first;
+    /* Progress is for a person watching: one line rewritten in place on a
+     * terminal, nothing at all in a pipe or a log (mismatches and the
+     * summary still go there). */
+    if (!st->tty) return;
+    fprintf(stderr, "\r\033[K[%d/%d] %s %s %s on %s", st->index, st->total, c->op, c->variant, c->shape, backend);
     fflush(stderr);
 }
 
@@ -1119,6 +1119,7 @@ static int open_backends(xc_state *st)
             if ((t = add_target(st, backend, devices[d].index)) == NULL) break;
             if (count > 1) snprintf(t->label, sizeof t->label, "%s:%d", name, devices[d].index);
             snprintf(t->name, sizeof t->name, "%s", devices[d].name);
+            if (!st->json) cli_note_first_opencl_use(backend);
             status = tally_context_create(backend, devices[d].index, &t->ctx);
             if (status != TALLY_OK) {
                 snprintf(t->reason, sizeof t->reason, "%s: %s", tally_status_name(status), tally_last_error(NULL));

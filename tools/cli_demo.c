@@ -16,8 +16,11 @@
 const char cli_demo_usage[] =
     "usage: tally demo [--backend auto|host|opencl|cuda] [--device N] [--kl-rows R]\n"
     "\n"
-    "Runs the founding workloads on one backend (default auto: TALLY_BACKEND, else\n"
-    "CUDA, an OpenCL GPU, any OpenCL device, the host):\n"
+    "With no --backend, --device or TALLY_BACKEND: says which backend AUTO picks and\n"
+    "why each other backend is or is not usable, runs the founding workloads on\n"
+    "every usable backend (AUTO's first) and compares their result bits (exit 1 if\n"
+    "they differ). With --backend (or TALLY_BACKEND) it runs on that one backend\n"
+    "(auto: CUDA, else an OpenCL GPU, any OpenCL device, the host). Workloads:\n"
     "  1. KL divergence, batchmean, input_is_prob, between two row-softmaxed fp32\n"
     "     matrices [16384 x 16384] (2 GiB of input), generated on the host in\n"
     "     row blocks from fixed tables and uploaded block by block;\n"
@@ -174,7 +177,21 @@ typedef struct demo {
     int64_t kl_rows;
     int kl_rows_given;
     char error[128]; /* a failure of the tool itself (host memory), else "" */
+    /* What each workload returned, as bits, for the comparison across
+     * backends: the KL value itself, and 64-bit FNV-1a hashes of every output
+     * byte of the mixture (z, log q, components) and the per-row values. */
+    uint32_t kl_bits;
+    int64_t kl_rows_used;
+    uint64_t gmm_hash, dm_hash;
 } demo;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV_START 0xcbf29ce484222325ull
 
 #define TRY(expr)                                  \
     do {                                           \
@@ -298,6 +315,8 @@ static tally_status demo_kl(demo *d)
     TIME_OP(d, tm, tally_kl_div(d->ctx, vp, vt, TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, vy));
     float kl;
     TRY(tally_read_scalar(d->ctx, vy, &kl));
+    memcpy(&d->kl_bits, &kl, sizeof kl);
+    d->kl_rows_used = rows;
     printf("      kl_div = %.9g   (float64 of the same inputs: %.12g; difference %.2g, %.1f ulp)\n", (double)kl,
            kl64, (double)kl - kl64, tally_ref_ulp_diff(kl, kl64));
     print_timing(tm, (double)(2 * (uint64_t)rows * row_bytes));
@@ -345,6 +364,7 @@ static tally_status demo_gmm(demo *d)
     TRY(tally_buffer_download(bz, 0, z, sizeof z));
     TRY(tally_buffer_download(blq, 0, log_q, sizeof log_q));
     TRY(tally_buffer_download(bc, 0, comp, sizeof comp));
+    d->gmm_hash = fnv1a(fnv1a(fnv1a(FNV_START, z, sizeof z), log_q, sizeof log_q), comp, sizeof comp);
 
     int hist[K] = {0};
     double mean = 0.0, worst = 0.0;
@@ -397,6 +417,7 @@ static tally_status demo_dm(demo *d)
             tally_dirichlet_multinomial(d->ctx, tally_view_f32(bn, 0, B, V), tally_view_f32(ba, 0, 1, V),
                                         TALLY_REDUCTION_NONE, 0u, tally_view_f32(by, 0, B, 1)));
     TRY(tally_buffer_download(by, 0, y, sizeof y));
+    d->dm_hash = fnv1a(FNV_START, y, sizeof y);
     tally_ref_dirichlet_multinomial(tally_ref_mat_make(counts, B, V, V), tally_ref_mat_make(log_alpha, 1, V, V),
                                     TALLY_REF_REDUCTION_NONE, 0u, ref, NULL);
     double total = 0.0, ref_total = 0.0, worst = 0.0;
@@ -428,6 +449,117 @@ static int context_is_gpu(tally_context *ctx)
     for (int i = 0; i < count && i < 64; i++)
         if (strcmp(devices[i].name, name) == 0) return devices[i].is_gpu;
     return 0;
+}
+
+/* Runs the three workloads on one context of (backend, device), printing as
+ * it goes. Returns a CLI exit code; the results are left in *d. */
+static int demo_one(demo *d, tally_backend backend, int device, int release)
+{
+    cli_note_first_opencl_use(backend);
+    double t0 = cli_now();
+    tally_status st = tally_context_create(backend, device, &d->ctx);
+    if (st != TALLY_OK) return cli_library_error(NULL, st);
+    d->backend = tally_context_backend(d->ctx);
+    d->is_gpu = context_is_gpu(d->ctx);
+    d->error[0] = '\0';
+    /* The host runs each op to completion, so one call is the measure; a
+     * device's first call may include building its kernels. */
+    d->repeats = d->backend == TALLY_BACKEND_HOST ? 0 : 5;
+    printf("tally %s demo on backend %s, device '%s'%s (context created in %.3f s)\n", tally_version_string(),
+           tally_backend_name(d->backend), tally_context_device_name(d->ctx), d->is_gpu ? " (GPU)" : "",
+           cli_now() - t0);
+    fflush(stdout);
+
+    st = demo_kl(d);
+    fflush(stdout);
+    if (st == TALLY_OK) st = demo_gmm(d);
+    fflush(stdout);
+    if (st == TALLY_OK) st = demo_dm(d);
+    int rc = CLI_EXIT_OK;
+    if (st != TALLY_OK && d->error[0] != '\0') {
+        fprintf(stderr, "error: %s: %s\n", tally_status_name(st), d->error);
+        rc = CLI_EXIT_FAIL;
+    } else if (st != TALLY_OK) {
+        rc = cli_library_error(d->ctx, st);
+    } else {
+        printf("total %.1f s\n", cli_now() - t0);
+    }
+    if (release) {
+        tally_context_release(d->ctx);
+        d->ctx = NULL;
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_io_error("cannot write to standard output");
+    return rc;
+}
+
+/* The headline: AUTO's choice and why the other backends were or were not
+ * usable, then the same workloads on every backend present, their result
+ * bits side by side. Exit 1 when a backend failed or any bit differs. */
+static int demo_everywhere(demo *d)
+{
+    static const tally_backend order[] = {TALLY_BACKEND_CUDA, TALLY_BACKEND_OPENCL, TALLY_BACKEND_HOST};
+    enum { N_BACKENDS = sizeof order / sizeof order[0] };
+    tally_context *auto_ctx = NULL;
+    tally_status auto_st = tally_context_create(TALLY_BACKEND_AUTO, TALLY_DEVICE_DEFAULT, &auto_ctx);
+    if (auto_st != TALLY_OK) return cli_library_error(NULL, auto_st);
+    tally_backend picked = tally_context_backend(auto_ctx);
+    printf("auto picks %s ('%s'); AUTO tries CUDA, an OpenCL GPU, any OpenCL device, then the host\n",
+           tally_backend_name(picked), tally_context_device_name(auto_ctx));
+    tally_context_release(auto_ctx);
+
+    int usable[N_BACKENDS];
+    for (int i = 0; i < N_BACKENDS; i++) {
+        int count = 0;
+        tally_status st = tally_devices(order[i], NULL, 0, &count);
+        usable[i] = st == TALLY_OK && count > 0;
+        if (usable[i])
+            printf("  %-6s: %d device%s\n", tally_backend_name(order[i]), count, count == 1 ? "" : "s");
+        else
+            printf("  %-6s: not used: %s: %s\n", tally_backend_name(order[i]),
+                   tally_status_name(st == TALLY_OK ? TALLY_NO_DEVICE : st),
+                   st == TALLY_OK ? "no device" : tally_last_error(NULL));
+    }
+    printf("Running the founding workloads on each usable backend (default device), AUTO's first.\n\n");
+
+    demo results[N_BACKENDS];
+    tally_backend ran[N_BACKENDS];
+    int n_ran = 0, rc = CLI_EXIT_OK;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < N_BACKENDS; i++) {
+            if (!usable[i] || (pass == 0) != (order[i] == picked)) continue;
+            results[n_ran] = *d;
+            int one = demo_one(&results[n_ran], order[i], TALLY_DEVICE_DEFAULT, 1);
+            printf("\n");
+            if (one != CLI_EXIT_OK) {
+                rc = one;
+                continue;
+            }
+            ran[n_ran++] = order[i];
+        }
+
+    printf("Result bits on every backend (KL value; FNV-1a of every output byte of the others):\n");
+    printf("  %-28s", "workload");
+    for (int i = 0; i < n_ran; i++) printf(" %-18s", tally_backend_name(ran[i]));
+    printf("\n  %-28s", "KL batchmean");
+    for (int i = 0; i < n_ran; i++) printf(" 0x%08x%-8s", results[i].kl_bits, "");
+    printf("\n  %-28s", "mixture z, log q, component");
+    for (int i = 0; i < n_ran; i++) printf(" %016llx  ", (unsigned long long)results[i].gmm_hash);
+    printf("\n  %-28s", "Dirichlet-multinomial rows");
+    for (int i = 0; i < n_ran; i++) printf(" %016llx  ", (unsigned long long)results[i].dm_hash);
+    printf("\n");
+    int same = 1, comparable = 1;
+    for (int i = 1; i < n_ran; i++) {
+        comparable = comparable && results[i].kl_rows_used == results[0].kl_rows_used;
+        same = same && results[i].gmm_hash == results[0].gmm_hash && results[i].dm_hash == results[0].dm_hash &&
+               (results[i].kl_rows_used != results[0].kl_rows_used || results[i].kl_bits == results[0].kl_bits);
+    }
+    if (!comparable) printf("note: memory limits shrank the KL on some backend, so its KL value is not compared\n");
+    if (n_ran > 1 && same) printf("identical bits on all %d backends\n", n_ran);
+    else if (n_ran > 1) {
+        printf("THE BITS DIFFER between backends: please report this as a bug\n");
+        rc = CLI_EXIT_FAIL;
+    }
+    return rc;
 }
 
 int cli_demo(int argc, char **argv)
@@ -469,33 +601,9 @@ int cli_demo(int argc, char **argv)
         }
     }
 
-    double t0 = cli_now();
-    tally_status st = tally_context_create(backend, device, &d.ctx);
-    if (st != TALLY_OK) return cli_library_error(NULL, st);
-    d.backend = tally_context_backend(d.ctx);
-    d.is_gpu = context_is_gpu(d.ctx);
-    /* The host runs each op to completion, so one call is the measure; a
-     * device's first call may include building its kernels. */
-    d.repeats = d.backend == TALLY_BACKEND_HOST ? 0 : 5;
-    printf("tally %s demo on backend %s, device '%s'%s (context created in %.3f s)\n", tally_version_string(),
-           tally_backend_name(d.backend), tally_context_device_name(d.ctx), d.is_gpu ? " (GPU)" : "",
-           cli_now() - t0);
-    fflush(stdout);
-
-    st = demo_kl(&d);
-    fflush(stdout);
-    if (st == TALLY_OK) st = demo_gmm(&d);
-    fflush(stdout);
-    if (st == TALLY_OK) st = demo_dm(&d);
-    int rc = CLI_EXIT_OK;
-    if (st != TALLY_OK && d.error[0] != '\0') {
-        fprintf(stderr, "error: %s: %s\n", tally_status_name(st), d.error);
-        rc = CLI_EXIT_FAIL;
-    } else if (st != TALLY_OK) {
-        rc = cli_library_error(d.ctx, st);
+    if (backend != TALLY_BACKEND_AUTO || device != TALLY_DEVICE_DEFAULT || getenv("TALLY_BACKEND") != NULL) {
+        /* One backend, as asked. */
+        return demo_one(&d, backend, device, 1);
     }
-    else printf("total %.1f s\n", cli_now() - t0);
-    tally_context_release(d.ctx);
-    if (fflush(stdout) != 0 || ferror(stdout)) rc = cli_io_error("cannot write to standard output");
-    return rc;
+    return demo_everywhere(&d);
 }

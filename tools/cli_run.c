@@ -353,14 +353,12 @@ int cli_run(int argc, char **argv)
         snprintf(what, sizeof what, "input %s [%lld x %lld]", job.in[j].name, (long long)job.in[j].rows,
                  (long long)job.in[j].cols);
         rc = cli_read_elements(what, in_path[j], cli_tensor_count(&job.in[j]), &job.in[j].data);
-        if (rc == CLI_EXIT_USAGE) {
-            fputs("\n", stderr);
-            fputs(usage, stderr);
-        }
+        if (rc == CLI_EXIT_USAGE) fputs("see 'tally run --help'\n", stderr);
     }
 
     tally_context *ctx = NULL;
     if (rc == CLI_EXIT_OK) {
+        cli_note_first_opencl_use(backend);
         tally_status st = tally_context_create(backend, device, &ctx);
         if (st != TALLY_OK) rc = cli_library_error(NULL, st);
     }

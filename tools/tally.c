@@ -21,7 +21,7 @@ static const char usage[] =
     "                             with the host and with float64 references\n"
     "  demo [--backend B]         the founding workloads at their founding shapes\n"
     "  help [COMMAND]             this text, or a command's\n"
-    "  version                    the library's version\n"
+    "  version, -V, --version     the library's version\n"
     "\n"
     "Environment: TALLY_BACKEND and TALLY_DEVICE choose what 'auto' means.\n"
     "Exit status: 0 success; 1 a library or I/O error, printed as\n"
@@ -55,12 +55,15 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return CLI_EXIT_OK;
     }
-    if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0) {
+    if (strcmp(name, "version") == 0 || strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
         if (argc > 2) return cli_usage_error(usage, "version takes no arguments");
         printf("%s\n", tally_version_string());
         return CLI_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(name, commands[i].name) == 0) return commands[i].fn(argc - 2, argv + 2);
+        if (strcmp(name, commands[i].name) == 0) {
+            cli_command = commands[i].name;
+            return commands[i].fn(argc - 2, argv + 2);
+        }
     return cli_usage_error(usage, "unknown command '%s'", name);
 }
