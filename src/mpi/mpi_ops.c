@@ -368,8 +368,7 @@ tally_status tally_mpi_gmm_sample(tally_context *ctx, MPI_Comm comm, int64_t glo
         local = tm_error(TALLY_INVALID_ARGUMENT, "%s: components is %lld, must be >= 1", name, (long long)components);
     tm_call c;
     tally_status st = tm_begin(&c, name, ctx, comm, global_rows, first_row, z.rows, z.cols,
-                               AGREE((uint64_t)components, rng.seed, rng.subsequence, rng.offset,
-                                     component.buffer != NULL), local);
+                               AGREE((uint64_t)components, rng.seed, rng.subsequence, rng.offset), local);
     if (st != TALLY_OK) return st;
     const uint64_t K = (uint64_t)components, D = c.cols, lr = c.local_rows;
     uint64_t need = 0;
