@@ -521,8 +521,19 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    OKST(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ref));
-    if (rank_ == 0) printf("check_mpi: %d ranks, backends %s\n", size_, getenv("TALLY_MPI_TEST_BACKENDS") ? getenv("TALLY_MPI_TEST_BACKENDS") : "host");
+    /* The single-device reference: the host, or TALLY_MPI_TEST_REFERENCE
+     * (for example cuda, to compare two ranks sharing a GPU with that GPU). */
+    tally_backend ref_backend = TALLY_BACKEND_HOST;
+    const char *ref_name = getenv("TALLY_MPI_TEST_REFERENCE");
+    if (ref_name != NULL && tally_backend_from_name(ref_name, &ref_backend) != TALLY_OK) {
+        fprintf(stderr, "unknown backend '%s' in TALLY_MPI_TEST_REFERENCE\n", ref_name);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    OKST(tally_context_create(ref_backend, TALLY_DEVICE_DEFAULT, &ref));
+    if (rank_ == 0)
+        printf("check_mpi: %d ranks, backends %s, reference %s (%s)\n", size_,
+               getenv("TALLY_MPI_TEST_BACKENDS") ? getenv("TALLY_MPI_TEST_BACKENDS") : "host",
+               tally_backend_name(tally_context_backend(ref)), tally_context_device_name(ref));
     /* Fewer splits for the slower device contexts keep CI short. */
     int splits = want == TALLY_BACKEND_HOST && getenv("TALLY_MPI_TEST_BACKENDS") == NULL ? SPLITS : 4;
     if (getenv("TALLY_MPI_TEST_SPLITS")) splits = atoi(getenv("TALLY_MPI_TEST_SPLITS"));
