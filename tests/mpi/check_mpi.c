@@ -138,7 +138,7 @@ static void make_split(int k, uint64_t R, uint64_t *first)
                 first[q] = t;
             }
 }
-#define SPLITS 7
+#define SPLITS 6
 
 typedef struct shape {
     uint64_t rows, cols;
