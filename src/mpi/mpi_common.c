@@ -84,17 +84,25 @@ tally_status tm_begin(tm_call *c, const char *name, tally_context *ctx, MPI_Comm
     memcpy(me.agree, agree, sizeof me.agree);
     tm_record *all = malloc((size_t)c->size * sizeof *all);
     c->first = malloc(((size_t)c->size + 1) * sizeof *c->first);
-    /* Allocation failure cannot be hidden from the other ranks without a
-     * collective, so it is reported through the same gather as a status. */
-    if (all == NULL || c->first == NULL) {
-        /* Without memory for the gather this rank cannot take part; MPI's
-         * own error handler is the only way out that does not hang. */
+    c->lo = malloc(((size_t)c->size + 1) * sizeof *c->lo);
+    if ((all == NULL || c->first == NULL || c->lo == NULL) && mine == TALLY_OK)
+        mine = tm_error(TALLY_OUT_OF_MEMORY, "%s: rank %d: out of memory for the split of %d ranks", name, c->rank,
+                        c->size);
+    /* A first, allocation-free vote, so that a rank without memory for the
+     * gather below can still make every rank return. */
+    int64_t vote = mine, worst_vote = 0;
+    MPI_Allreduce(&vote, &worst_vote, 1, MPI_INT64_T, MPI_MAX, comm);
+    if (worst_vote != TALLY_OK) {
+        if (mine == TALLY_OK)
+            tm_error((tally_status)worst_vote, "%s: another rank failed its argument checks (%s)", name,
+                     tally_status_name((tally_status)worst_vote));
         free(all);
         free(c->first);
-        c->first = NULL;
-        MPI_Abort(comm, 1);
-        return TALLY_OUT_OF_MEMORY;
+        free(c->lo);
+        c->first = c->lo = NULL;
+        return (tally_status)worst_vote;
     }
+    me.status = TALLY_OK;
     MPI_Allgather(&me, TM_RECORD_WORDS, MPI_INT64_T, all, TM_RECORD_WORDS, MPI_INT64_T, comm);
     tally_status verdict = TALLY_OK;
     int bad = -1;
@@ -140,7 +148,8 @@ tally_status tm_begin(tm_call *c, const char *name, tally_context *ctx, MPI_Comm
     free(all);
     if (verdict != TALLY_OK) {
         free(c->first);
-        c->first = NULL;
+        free(c->lo);
+        c->first = c->lo = NULL;
         return verdict;
     }
     c->global_rows = (uint64_t)global_rows;
@@ -157,7 +166,8 @@ tally_status tm_end(tm_call *c)
     MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, c->comm);
     tm_stats.comm_seconds += MPI_Wtime() - t0;
     free(c->first);
-    c->first = NULL;
+    free(c->lo);
+    c->first = c->lo = NULL;
     if (mine != TALLY_OK) return c->st;
     if (worst != TALLY_OK) {
         tm_error((tally_status)worst, "%s: another rank failed (%s); its tally_mpi_last_error says why", c->name,

@@ -33,6 +33,7 @@ typedef struct tm_call {
     uint64_t global_rows;
     uint64_t cols;
     uint64_t *first;      /* size + 1 entries: rank q holds rows [first[q], first[q+1]) */
+    uint64_t *lo;         /* size + 1 entries of workspace for the sharded tree's splits */
     uint64_t local_rows;
     uint64_t row0;        /* first[rank] */
 } tm_call;

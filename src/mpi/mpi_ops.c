@@ -16,16 +16,12 @@
 
 static uint64_t round_up4(uint64_t v) { return (v + 3) & ~(uint64_t)3; }
 
-/* The element offsets lo[q] = first[q] * cols of every rank (size + 1). */
+/* The element offsets lo[q] = first[q] * cols of every rank (size + 1), in
+ * the call's workspace (allocated before the agreement, so never missing). */
 static uint64_t *element_split(tm_call *c, uint64_t cols)
 {
-    uint64_t *lo = malloc(((size_t)c->size + 1) * sizeof *lo);
-    if (lo == NULL) {
-        tm_fail(c, TALLY_OUT_OF_MEMORY, "%s: out of memory", c->name);
-        return NULL;
-    }
-    for (int q = 0; q <= c->size; q++) lo[q] = c->first[q] * cols;
-    return lo;
+    for (int q = 0; q <= c->size; q++) c->lo[q] = c->first[q] * cols;
+    return c->lo;
 }
 
 /* Runs the sharded tree over this rank's values (buf from off; the count is
@@ -33,12 +29,6 @@ static uint64_t *element_split(tm_call *c, uint64_t cols)
 static float tree(tm_call *c, tally_reduce_op op, uint64_t n, uint64_t *lo, tally_buffer *buf, uint64_t off)
 {
     float v = 0.0f;
-    if (lo == NULL) {
-        /* Only reached after an allocation failure on this rank: the others
-         * still expect its messages, which it cannot send without the split. */
-        MPI_Abort(c->comm, 1);
-        return v;
-    }
     tm_tree(c, op, n, lo, buf, off, &v);
     return v;
 }
@@ -127,7 +117,6 @@ static float shifted_exp_sum(tm_call *c, tally_view x, float m, uint64_t n)
     }
     uint64_t *lo = element_split(c, c->cols);
     float s = tree(c, TALLY_SUM, n, lo, terms, 0);
-    free(lo);
     tally_buffer_release(terms);
     return s;
 }
@@ -174,7 +163,6 @@ tally_status tally_mpi_reduce(tally_context *ctx, MPI_Comm comm, int64_t global_
     tally_reduce_op tile_op = op == TALLY_MEAN ? TALLY_SUM : op == TALLY_LOGSUMEXP ? TALLY_MAX : op;
     uint64_t *lo = element_split(&c, c.cols);
     float v = tree(&c, tile_op, n, lo, data, data != NULL ? off : 0);
-    free(lo);
     if (made) tally_buffer_release(data);
     if (op == TALLY_MEAN) v = tally_divf(v, (float)n);
     /* Every rank holds the same m, so every rank takes the same branch. */
@@ -234,8 +222,7 @@ tally_status tally_mpi_kl_div(tally_context *ctx, MPI_Comm comm, int64_t global_
                           "tally_kl_div (pointwise terms)");
         uint64_t *lo = element_split(&c, c.cols);
         sum = tree(&c, TALLY_SUM, n, lo, terms, 0);
-        free(lo);
-        tally_buffer_release(terms);
+            tally_buffer_release(terms);
     }
     if (reduction == TALLY_REDUCTION_MEAN) sum = tally_divf(sum, (float)n);
     if (reduction == TALLY_REDUCTION_BATCHMEAN) sum = tally_divf(sum, (float)c.global_rows);
@@ -281,8 +268,7 @@ tally_status tally_mpi_dirichlet_multinomial(tally_context *ctx, MPI_Comm comm, 
                           "tally_dirichlet_multinomial (row values)");
         uint64_t *lo = element_split(&c, 1);
         sum = tree(&c, TALLY_SUM, c.global_rows, lo, rows, 0);
-        free(lo);
-        tally_buffer_release(rows);
+            tally_buffer_release(rows);
     }
     if (reduction == TALLY_REDUCTION_MEAN) sum = tally_divf(sum, (float)c.global_rows);
     tm_write_scalar(&c, out, sum);

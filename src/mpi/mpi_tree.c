@@ -22,6 +22,10 @@
 
 #define TILE ((uint64_t)TALLY_TREE_TILE)
 
+/* Where a rank out of host memory receives the values it must still take
+ * (a piece is at most one tile). */
+static _Thread_local float tm_sink[TALLY_TREE_TILE];
+
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* The rank holding value e: the last q with lo[q] <= e (lo[q+1] > e then holds). */
@@ -83,14 +87,44 @@ void tm_tree(tm_call *c, tally_reduce_op op, uint64_t n, uint64_t *lo, tally_buf
 
         float *partials = calloc((size_t)(t1 - t0) + 1, sizeof *partials);
         float *tile = gather_last ? calloc((size_t)(last_end - last_begin), sizeof *tile) : NULL;
-        float *piece = NULL;
+        const int sends = a < b && a % TILE != 0;
+        const uint64_t send_end = t0 * TILE < b ? t0 * TILE : b;
+        float *piece = sends ? calloc((size_t)(send_end - a), sizeof *piece) : NULL;
         int nreq = 0;
         MPI_Request *reqs = malloc(((size_t)size + 1) * sizeof *reqs);
-        if (partials == NULL || (gather_last && tile == NULL) || reqs == NULL) {
-            /* Without memory this rank cannot post its receives; aborting is
-             * the only outcome that leaves no rank waiting. */
-            MPI_Abort(c->comm, 1);
-            return;
+        if (partials == NULL || (gather_last && tile == NULL) || (sends && piece == NULL) || reqs == NULL) {
+            /* Out of host memory: this rank fails, but still takes part in
+             * the level's messages through a fixed sink, blocking. Sends go
+             * to lower ranks and receives come from higher ones, and a rank
+             * that can allocate posts its receives before anything else, so
+             * the blocking calls cannot wait on each other in a cycle. */
+            tm_fail(c, TALLY_OUT_OF_MEMORY, "%s: rank %d: out of host memory in tree level %d", c->name, me, level);
+            if (sends) {
+                memset(tm_sink, 0, sizeof tm_sink);
+                MPI_Send(tm_sink, (int)(send_end - a), MPI_FLOAT, owner_of(lo, size, (a / TILE) * TILE), level, c->comm);
+            }
+            if (gather_last)
+                for (int q = me + 1; q < size && lo[q] < last_end; q++)
+                    if (lo[q + 1] > lo[q]) {
+                        uint64_t end = lo[q + 1] < last_end ? lo[q + 1] : last_end;
+                        MPI_Recv(tm_sink, (int)(end - lo[q]), MPI_FLOAT, q, level, c->comm, MPI_STATUS_IGNORE);
+                    }
+            free(partials);
+            free(tile);
+            free(piece);
+            free(reqs);
+            if (tiles == 1) {
+                float v = 0.0f;
+                tm_bcast_float(c, &v, owner_of(lo, size, 0));
+                break;
+            }
+            tally_buffer_release(owned);
+            owned = cur = NULL;
+            cur_off = 0;
+            for (int q = 0; q <= size; q++) lo[q] = ceil_div(lo[q], TILE);
+            n = tiles;
+            if (op == TALLY_SUMSQ) op = TALLY_SUM;
+            continue;
         }
         /* Receives first, so the senders' messages land directly. */
         if (gather_last)
@@ -100,15 +134,9 @@ void tm_tree(tm_call *c, tally_reduce_op op, uint64_t n, uint64_t *lo, tally_buf
                     tm_irecv(c, tile + (lo[q] - last_begin), end - lo[q], q, level, &reqs[nreq++]);
                 }
         /* Our values before our first tile start belong to an earlier rank's tile. */
-        if (a < b && a % TILE != 0) {
-            uint64_t end = t0 * TILE < b ? t0 * TILE : b;
-            piece = calloc((size_t)(end - a), sizeof *piece);
-            if (piece == NULL) {
-                MPI_Abort(c->comm, 1);
-                return;
-            }
-            download(c, cur, cur_off, end - a, piece);
-            tm_isend(c, piece, end - a, owner_of(lo, size, (a / TILE) * TILE), level, &reqs[nreq++]);
+        if (sends) {
+            download(c, cur, cur_off, send_end - a, piece);
+            tm_isend(c, piece, send_end - a, owner_of(lo, size, (a / TILE) * TILE), level, &reqs[nreq++]);
         }
         /* The whole tiles, while the boundary values travel. */
         if (tw > t0) reduce_rows(c, op, cur, cur_off + (t0 * TILE - a), tw - t0, TILE, partials);
