@@ -168,8 +168,10 @@ static void check_reduce(const shape *sh, const float *x, const uint64_t *first,
         /* axis all */
         tally_status gs = tally_reduce(ref, op, TALLY_AXIS_ALL, tally_view_f32(gx, 0, (int64_t)R, (int64_t)C),
                                        tally_view_f32(gout, 0, 1, 1));
+        tally_mpi_stats_reset();
         tally_status ls = tally_mpi_reduce(dev, MPI_COMM_WORLD, (int64_t)R, (int64_t)r0, op, TALLY_AXIS_ALL,
                                            tally_view_f32(lx, 0, (int64_t)lr, (int64_t)C), tally_view_f32(lout, 0, 1, 1));
+        tally_mpi_stats stats = tally_mpi_stats_get();
         snprintf(what, sizeof what, "%s reduce op %d all %llux%llu", tag, (int)op, (unsigned long long)R,
                  (unsigned long long)C);
         checks++;
@@ -177,6 +179,34 @@ static void check_reduce(const shape *sh, const float *x, const uint64_t *first,
         else if (gs == TALLY_OK) {
             float g = scalar_of(ref, gout), l = scalar_of(dev, lout);
             if (bits(g) != bits(l)) FAIL("%s: %a, single device %a", what, (double)l, (double)g);
+        }
+        /* The design's bound: at most one message of less than a tile per
+         * tree level (logsumexp runs two trees). */
+        checks++;
+        if (stats.messages_sent > stats.tree_levels || stats.bytes_sent > stats.tree_levels * 16383u * 4u)
+            FAIL("%s: sent %llu messages, %llu bytes over %llu tree levels", what,
+                 (unsigned long long)stats.messages_sent, (unsigned long long)stats.bytes_sent,
+                 (unsigned long long)stats.tree_levels);
+        /* A strided local view (row stride cols + 3) gives the same bits. */
+        if (gs == TALLY_OK && lr > 1) {
+            tally_buffer *sx;
+            const uint64_t stride = C + 3;
+            OKST(tally_buffer_create(dev, (lr * stride + 1) * 4, &sx));
+            for (uint64_t r = 0; r < lr; r++)
+                OKST(tally_buffer_upload(sx, r * stride * 4, x + (r0 + r) * C, C * 4));
+            ls = tally_mpi_reduce(dev, MPI_COMM_WORLD, (int64_t)R, (int64_t)r0, op, TALLY_AXIS_ALL,
+                                  tally_view_f32_strided(sx, 0, (int64_t)lr, (int64_t)C, (int64_t)stride),
+                                  tally_view_f32(lout, 0, 1, 1));
+            tally_buffer_release(sx);
+        } else if (gs == TALLY_OK) {
+            ls = tally_mpi_reduce(dev, MPI_COMM_WORLD, (int64_t)R, (int64_t)r0, op, TALLY_AXIS_ALL,
+                                  tally_view_f32(lx, 0, (int64_t)lr, (int64_t)C), tally_view_f32(lout, 0, 1, 1));
+        }
+        if (gs == TALLY_OK) {
+            checks++;
+            float g = scalar_of(ref, gout), l = ls == TALLY_OK ? scalar_of(dev, lout) : 0.0f;
+            if (ls != TALLY_OK || bits(g) != bits(l))
+                FAIL("%s strided: %s %a, single device %a", what, tally_status_name(ls), (double)l, (double)g);
         }
         /* axis row */
         gs = tally_reduce(ref, op, TALLY_AXIS_ROW, tally_view_f32(gx, 0, (int64_t)R, (int64_t)C),
