@@ -15,7 +15,8 @@
 #    PyTorch (GPU) for the GPU shape, when they are installed.
 #
 # Environment: TALLY_BUILD_DIR (default build-mpi), MPI_BENCH_DEADLINE
-# (seconds, default 560). Every step has its own limit; a failing step is
+# (seconds, default 560), MPI_BENCH_PARTS (default "identity host cuda
+# baselines": a subset runs only those steps, for a second call). Every step has its own limit; a failing step is
 # reported and the next one runs. The last lines are a summary table.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -62,38 +63,41 @@ run() ( # run NAME LIMIT NP ENV... -- CMD...  (a subshell: the ENV stays local)
     return 0
 )
 
-step "1. byte identity: 2 ranks sharing the GPU vs the single-GPU op (issue 13)"
-run identity_cuda2_vs_cuda 240 2 TALLY_MPI_TEST_BACKENDS=cuda TALLY_MPI_TEST_REFERENCE=cuda TALLY_MPI_TEST_SPLITS=7 -- "$check"
-run identity_cuda_host_mixed3 180 3 TALLY_MPI_TEST_BACKENDS=cuda,host TALLY_MPI_TEST_REFERENCE=cuda TALLY_MPI_TEST_SPLITS=4 -- "$check"
-run crosscheck_mpi_cuda2 120 2 TALLY_BACKEND=cuda -- "$tally" crosscheck --mpi --backends cuda
+parts=" ${MPI_BENCH_PARTS:-identity host cuda baselines} "
+want() { [[ "$parts" == *" $1 "* ]]; }
+
+want identity && step "1. byte identity: 2 ranks sharing the GPU vs the single-GPU op (issue 13)"
+want identity && run identity_cuda2_vs_cuda 240 2 TALLY_MPI_TEST_BACKENDS=cuda TALLY_MPI_TEST_REFERENCE=cuda TALLY_MPI_TEST_SPLITS=7 -- "$check"
+want identity && run identity_cuda_host_mixed3 180 3 TALLY_MPI_TEST_BACKENDS=cuda,host TALLY_MPI_TEST_REFERENCE=cuda TALLY_MPI_TEST_SPLITS=4 -- "$check"
+want identity && run crosscheck_mpi_cuda2 120 2 TALLY_BACKEND=cuda -- "$tally" crosscheck --mpi --backends cuda
 
 # 16384 x 32771 = 5.4e8 elements: three tree levels, the middle one of three
 # tiles split between the ranks, rank boundaries inside tiles (CI's shapes
 # stop at two levels). mpi_bench --verify compares with the single device.
-run identity_3levels_cuda2 150 2 TALLY_BACKEND=cuda -- "$bench" --rows 16384 --cols 32771 --reps 2 --verify
-run identity_3levels_host_uneven3 200 3 TALLY_BACKEND=host -- "$bench" --rows 16383 --cols 32771 --reps 1 --verify
+want identity && run identity_3levels_cuda2 150 2 TALLY_BACKEND=cuda -- "$bench" --rows 16384 --cols 32771 --reps 2 --verify
+want identity && run identity_3levels_host_uneven3 200 3 TALLY_BACKEND=host -- "$bench" --rows 16383 --cols 32771 --reps 1 --verify
 
-step "2a. host ranks (1 thread each): weak (256 x 16384 per rank) and strong (4096 x 16384)"
-for np in 1 2 4 8 16; do
+want host && step "2a. host ranks (1 thread each): weak (256 x 16384 per rank) and strong (4096 x 16384)"
+want host && for np in 1 2 4 8 16; do
     run host_weak_np$np 60 $np TALLY_BACKEND=host TALLY_HOST_THREADS=1 -- "$bench" --rows 256 --cols 16384 --weak --reps 5
     cat "$out/host_weak_np$np.out" >>"$out/scaling.jsonl"
 done
-for np in 1 2 4 8 16; do
+want host && for np in 1 2 4 8 16; do
     v=""; [ $np -eq 16 ] && v="--verify"
     run host_strong_np$np 90 $np TALLY_BACKEND=host TALLY_HOST_THREADS=1 -- "$bench" --rows 4096 --cols 16384 --reps 5 $v
     cat "$out/host_strong_np$np.out" >>"$out/scaling.jsonl"
 done
 
-step "2b. CUDA ranks sharing the GPU: strong (16384 x 16384) and weak (8192 x 16384 per rank)"
-for np in 1 2; do
+want cuda && step "2b. CUDA ranks sharing the GPU: strong (16384 x 16384) and weak (8192 x 16384 per rank)"
+want cuda && for np in 1 2; do
     run cuda_strong_np$np 90 $np TALLY_BACKEND=cuda -- "$bench" --rows 16384 --cols 16384 --reps 10 --verify
     cat "$out/cuda_strong_np$np.out" >>"$out/scaling.jsonl"
     run cuda_weak_np$np 90 $np TALLY_BACKEND=cuda -- "$bench" --rows 8192 --cols 16384 --weak --reps 10
     cat "$out/cuda_weak_np$np.out" >>"$out/scaling.jsonl"
 done
 
-step "3. baselines: NumPy (1 core) on 4096 x 16384, PyTorch on 16384 x 16384"
-timeout "$(lim 120)" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python3 - >"$out/baselines.jsonl" 2>"$out/baselines.err" <<'PY'
+want baselines && step "3. baselines: NumPy (1 core) on 4096 x 16384, PyTorch on 16384 x 16384"
+want baselines && timeout "$(lim 120)" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python3 - >"$out/baselines.jsonl" 2>"$out/baselines.err" <<'PY'
 import json, time
 try:
     import numpy as np
@@ -127,12 +131,12 @@ try:
 except Exception as e:
     print(json.dumps({"baseline": "torch", "error": str(e)}))
 PY
-cat "$out/baselines.jsonl"
+cat "$out/baselines.jsonl" 2>/dev/null
 
 step "summary"
 python3 - "$out/scaling.jsonl" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")] if os.path.exists(sys.argv[1]) else []
 print("| op | backend | scaling | ranks | elements | median ms | comm ms (slowest rank) | bytes sent (max rank) | levels | identical to 1 device |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
