@@ -5,7 +5,8 @@
 set -euo pipefail
 
 packages=(gcc python3 meson ninja-build pkg-config check libsubunit-dev
-          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
+          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+          openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "cli_mpi.h"
 
 static const char usage[] =
     "usage: tally COMMAND [ARGS]\n"
@@ -60,6 +61,9 @@ int main(int argc, char **argv)
         printf("%s\n", tally_version_string());
         return CLI_EXIT_OK;
     }
+    /* run and crosscheck under mpirun: tools/cli_mpi.c. */
+    if ((strcmp(name, "run") == 0 || strcmp(name, "crosscheck") == 0) && cli_wants_mpi(argc - 2, argv + 2))
+        return cli_mpi(name, argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(name, commands[i].name) == 0) {
             cli_command = commands[i].name;
