@@ -239,7 +239,12 @@ TALLY_API tally_status tally_buffer_wrap_cuda(tally_context *ctx, uint64_t devic
  */
 TALLY_API tally_status tally_buffer_wrap_host(tally_context *ctx, void *ptr, size_t bytes,
                                               tally_buffer **out);
-/* Releases a buffer (waits for queued work that uses it). Accepts NULL. */
+/* Releases a buffer. Accepts NULL. A buffer tally allocated is freed after
+ * the queued work that uses it. A wrapped buffer leaves the app's memory
+ * alone: on CUDA the release does not wait (the app's stream orders its later
+ * use of the memory after tally's work, as with any CUDA library); on OpenCL
+ * it waits for the queue, and wrapped host memory holds the results once it
+ * returns. */
 TALLY_API void tally_buffer_release(tally_buffer *buf);
 TALLY_API size_t tally_buffer_size(const tally_buffer *buf);
 

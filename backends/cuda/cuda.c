@@ -396,12 +396,15 @@ static void cuda_buffer_release(tally_buffer *buf)
 {
     tally__cuda_buffer *b = (tally__cuda_buffer *)buf;
     tally__cuda_context *cc = cuda_ctx(buf->ctx);
-    /* Queued work may still read or write the memory: wait for it, for
-     * tally's memory before freeing and for the app's before handing it
-     * back. */
-    if (tally__cu.cuCtxPushCurrent_v2(cc->primary) == CUDA_SUCCESS) {
+    /* tally's own memory may still be read or written by queued work: wait
+     * for it before freeing. The app's memory is left as it is, without a
+     * wait, as cuBLAS and CUB do: the work queued on the app's stream is
+     * ordered before whatever the app does next on that stream (a
+     * stream-ordered allocator's reuse included), so a release costs no
+     * host round trip and tally's ops can be captured in a CUDA graph. */
+    if (!buf->wrapped && b->pointer != 0 && tally__cu.cuCtxPushCurrent_v2(cc->primary) == CUDA_SUCCESS) {
         (void)tally__cu.cuStreamSynchronize(cc->stream);
-        if (!buf->wrapped && b->pointer != 0) (void)tally__cu.cuMemFree_v2(b->pointer);
+        (void)tally__cu.cuMemFree_v2(b->pointer);
         leave();
     }
     free(b);
