@@ -9,6 +9,12 @@ bash scripts/build.sh
 build_dir=${TALLY_BUILD_DIR:-build}
 status=0
 meson test -C "$build_dir" --print-errorlogs --num-processes 2 "$@" || status=$?
+# The Python package: pip install . into a venv, then pytest (tests/python/);
+# not when only some meson suites were asked for, or with TALLY_SKIP_PYTHON=1.
+rm -f "$build_dir/pytest.xml"
+if [ $# -eq 0 ] && [ "${TALLY_SKIP_PYTHON:-0}" != 1 ]; then
+    bash scripts/test_python.sh "$build_dir" || status=$?
+fi
 # One plain closing line with the counts, read from meson's own log.
 python3 - "$build_dir/meson-logs/testlog.json" <<'PY' || true
 import json, sys
@@ -16,6 +22,14 @@ counts = {}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     counts[r["result"]] = counts.get(r["result"], 0) + 1
+# pytest's JUnit report (scripts/test_python.sh), when it ran.
+import os, xml.etree.ElementTree as ET
+junit = os.path.join(os.path.dirname(os.path.dirname(sys.argv[1])), "pytest.xml")
+if os.path.exists(junit):
+    for case in ET.parse(junit).iter("testcase"):
+        kinds = {child.tag for child in case}
+        key = "FAIL" if kinds & {"failure", "error"} else "SKIP" if "skipped" in kinds else "OK"
+        counts[key] = counts.get(key, 0) + 1
 passed = counts.get("OK", 0) + counts.get("EXPECTEDFAIL", 0)
 failed = sum(v for k, v in counts.items() if k in ("FAIL", "ERROR", "TIMEOUT", "UNEXPECTEDPASS"))
 print(f"tests: {passed} passed, {failed} failed, {counts.get('SKIP', 0)} skipped")
