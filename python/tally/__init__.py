@@ -46,8 +46,14 @@ if _os.environ.get("TALLY_NO_TORCH", "") not in ("1", "true", "yes") and \
         _TorchTensor = None
 
 
-def _via_torch(x, ctx):
-    return _TorchTensor is not None and ctx is None and isinstance(x, _TorchTensor)
+def _via_torch(ctx, *arrays):
+    """True when the call goes through torch.ops.tally: torch is there, no
+    explicit context, and every array argument is a tensor (None allowed for
+    optional ones). Anything else takes the direct path, which reports mixed
+    kinds clearly."""
+    if _TorchTensor is None or ctx is not None or not isinstance(arrays[0], _TorchTensor):
+        return False
+    return all(a is None or isinstance(a, _TorchTensor) for a in arrays)
 
 
 def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, *, ctx=None):
@@ -57,7 +63,9 @@ def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=Fals
     log_target=True). reduction: "none" (the input's shape), "sum", "mean"
     (over all elements) or "batchmean" (over rows). 1-D or 2-D float32 arrays.
     """
-    if _via_torch(input, ctx):
+    if _via_torch(ctx, input, target):
+        _ops._choice("reduction", reduction, _ops.REDUCTIONS)
+        _ops._flag("log_target", log_target), _ops._flag("input_is_prob", input_is_prob)
         return _tops.kl_div(input, target, reduction, log_target, input_is_prob)
     return _ops.kl_div(input, target, reduction, log_target, input_is_prob, ctx)
 
@@ -67,7 +75,9 @@ def dirichlet_multinomial(counts, log_alpha, reduction="none", with_coefficient=
     alpha = exp(log_alpha), log_alpha [V] (shared) or [B, V] (per row).
     reduction "none" gives B values; "sum" and "mean" one. with_coefficient
     adds the multinomial coefficient lgamma(N+1) - sum lgamma(n+1)."""
-    if _via_torch(counts, ctx):
+    if _via_torch(ctx, counts, log_alpha):
+        _ops._choice("reduction", reduction, _ops.REDUCTIONS, ["none", "sum", "mean"])
+        _ops._flag("with_coefficient", with_coefficient)
         return _tops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient)
     return _ops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient, ctx)
 
@@ -76,7 +86,7 @@ def gmm_log_prob(z, mu, log_var, logits=None, *, ctx=None):
     """Log density of z [B, D] under the diagonal Gaussian mixture with means
     mu and log-variances log_var, both [B, K, D] (or [B, D] for one
     component), and component logits [K] (None allowed when K = 1). B values."""
-    if _via_torch(z, ctx):
+    if _via_torch(ctx, z, mu, log_var, logits):
         return _tops.gmm_log_prob(z, mu, log_var, logits)
     return _ops.gmm_log_prob(z, mu, log_var, logits, ctx)
 
@@ -86,15 +96,16 @@ def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, *, ctx
     Returns GmmSample(z [B, D], log_q [B], component [B] int32, consumed):
     consumed is the Philox stream elements used; add it to offset for the
     next draw (docs/rng.md)."""
-    if _via_torch(mu, ctx):
+    if _via_torch(ctx, mu, log_var, logits):
         return _torch_ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset)
     return _ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset, ctx)
 
 
 def _reduction(name, doc):
     def fn(x, axis=None, *, ctx=None):
-        if _via_torch(x, ctx):
-            return _tops.reduce(x, name, axis)
+        if _via_torch(ctx, x):
+            _ops.check_axis(axis)
+            return _tops.reduce(x, name, None if axis is None else 1)
         return _ops.reduce(name, x, axis, ctx)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{doc} of a 1-D or 2-D float32 array: axis=None gives one value, axis=1 one per "
@@ -130,6 +141,6 @@ def categorical(weights, logits=False, seed=0, subsequence=0, offset=0, *, ctx=N
     """One index per row of weights [R, C] (non-negative, or logits with
     logits=True); row r uses uniform(offset + r). A row that cannot be sampled
     gives -1. Returns Categorical(index [R] int32, consumed)."""
-    if _via_torch(weights, ctx):
+    if _via_torch(ctx, weights):
         return _torch_ops.categorical(weights, logits, seed, subsequence, offset)
     return _ops.categorical(weights, logits, seed, subsequence, offset, ctx)

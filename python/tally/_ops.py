@@ -157,12 +157,16 @@ def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, ctx=No
     return GmmSample(z, log_q, comp, int(consumed.value))
 
 
-def reduce(op, x, axis=None, ctx=None):
-    code = REDUCE_OPS[op]
+def check_axis(axis):
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
         raise TypeError(f"axis must be None or an int, not {type(axis).__name__}")
     if axis is not None and int(axis) not in (1, -1):
         raise ValueError(f"axis must be None (all elements) or 1 (each row), not {axis}")
+
+
+def reduce(op, x, axis=None, ctx=None):
+    code = REDUCE_OPS[op]
+    check_axis(axis)
     a = _core._operand("x", x)
     with _core.call(ctx, [a]) as c:
         va = c.view(a)

@@ -47,7 +47,15 @@ def test_cpu_random_tensors():
 
 def test_requires_grad_inputs_run_forward():
     x = torch.ones(2, 3, requires_grad=True)
-    assert float(tally.sum(x)) == 6.0
+    assert float(tally.sum(x).detach()) == 6.0
+
+
+def test_meta_tensors_give_shapes():
+    # Through the custom ops, meta tensors take the fake implementation:
+    # shapes without data, as torch's own ops do.
+    r = tally.kl_div(torch.ones(4, 5, device="meta"), torch.ones(4, 5, device="meta"), reduction="none")
+    assert r.device.type == "meta" and r.shape == (4, 5)
+    assert tally.sum(torch.ones(4, 5, device="meta"), axis=1).shape == (4,)
 
 
 TORCH_ERRORS = [
@@ -56,10 +64,18 @@ TORCH_ERRORS = [
     ("transposed", lambda: tally.sum(torch.ones(4, 6).t()), ValueError, "not contiguous"),
     ("columns", lambda: tally.sum(torch.ones(4, 6)[:, ::2]), ValueError, "not contiguous"),
     ("expanded", lambda: tally.sum(torch.ones(6).expand(4, 6)), ValueError, "stride"),
-    ("meta", lambda: tally.sum(torch.ones(2, 3, device="meta")), ValueError, "meta"),
+    ("meta_direct", lambda: tally.sum(torch.ones(2, 3, device="meta"), ctx=context_for("host")), ValueError,
+     "meta"),
     ("sparse", lambda: tally.sum(torch.ones(2, 3).to_sparse()), TypeError, "sparse"),
     ("shape", lambda: tally.kl_div(torch.ones(2, 3), torch.ones(2, 4)), tally.TallyError, "SHAPE_MISMATCH"),
-    ("mixed_numpy", lambda: tally.kl_div(torch.ones(2, 3), np.ones((2, 3), np.float32)), TypeError, "target"),
+    ("reduction_type", lambda: tally.kl_div(torch.ones(2, 3), torch.ones(2, 3), reduction=2), TypeError,
+     "reduction"),
+    ("reduction_value", lambda: tally.kl_div(torch.ones(2, 3), torch.ones(2, 3), reduction="avg"), ValueError,
+     "reduction"),
+    ("flag_type", lambda: tally.kl_div(torch.ones(2, 3), torch.ones(2, 3), log_target=1), TypeError, "log_target"),
+    ("axis", lambda: tally.sum(torch.ones(2, 3), axis=0), ValueError, "axis"),
+    ("seed", lambda: tally.categorical(torch.ones(2, 3), seed=-1), ValueError, "seed"),
+    ("gmm_no_logits", lambda: tally.gmm_sample(torch.ones(2, 3, 4), torch.ones(2, 3, 4)), ValueError, "logits"),
 ]
 
 
@@ -68,6 +84,12 @@ def test_torch_errors(call, exc, fragment):
     with pytest.raises(exc) as info:
         call()
     assert fragment in str(info.value)
+
+
+def test_cpu_tensor_and_numpy_mix():
+    # Both live in host memory: the call runs, outputs follow the first array.
+    r = tally.kl_div(torch.zeros(2, 3), np.full((2, 3), 0.5, np.float32), reduction="none")
+    assert isinstance(r, torch.Tensor) and r.shape == (2, 3)
 
 
 def test_freed_storage_is_refused():
