@@ -2,16 +2,24 @@
 the caller's current stream (GPU machine only); the torch.library custom ops
 and torch.compile with no graph break. SKIPs where torch is absent."""
 
+import os
+
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+# scripts/gpu_python.sh sets TALLY_REQUIRE_CUDA=1: there a missing torch or
+# GPU is a failure, not a SKIP.
+REQUIRE_CUDA = os.environ.get("TALLY_REQUIRE_CUDA") == "1"
+if REQUIRE_CUDA:
+    import torch
+else:
+    torch = pytest.importorskip("torch")
 
 import tally  # noqa: E402
 from arraykinds import assert_same_bits, inputs, run_all  # noqa: E402
 from conftest import context_for  # noqa: E402
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device for torch")
+cuda = pytest.mark.skipif(not torch.cuda.is_available() and not REQUIRE_CUDA, reason="no CUDA device for torch")
 
 
 def as_torch(a, device="cpu"):
@@ -100,22 +108,36 @@ def test_freed_storage_is_refused():
 
 
 def model(x, target):
+    # torch ops around tally's custom ops, through both spellings.
     logq = torch.log_softmax(x * 2.0, dim=1)
     loss = tally.kl_div(logq, target, reduction="batchmean")
-    return loss + tally.sum(x, axis=1).mean() + torch.ops.tally.kl_div(logq, target, "sum", False, False)
+    loss = loss + torch.ops.tally.kl_div(logq, target, "sum", False, False)
+    s = tally.gmm_sample(x[:, :8].reshape(-1, 2, 4), torch.zeros_like(x[:, :8]).reshape(-1, 2, 4),
+                         torch.zeros(2, device=x.device), seed=3)
+    return loss + tally.sum(x, axis=1).mean() + tally.logsumexp(s.z) + s.log_q.sum()
+
+
+def tally_only(logq, target):
+    return tally.kl_div(logq, target, reduction="none"), tally.max(logq, axis=1)
 
 
 def compile_and_check(device, backend):
     x = torch.randn(64, 128, device=device)
     target = torch.softmax(torch.randn(64, 128, device=device), dim=1)
+    torch._dynamo.reset()
     explanation = torch._dynamo.explain(model)(x, target)
     assert explanation.graph_break_count == 0 and explanation.graph_count == 1
     torch._dynamo.reset()
     compiled = torch.compile(model, fullgraph=True, backend=backend)
-    got = compiled(x, target)
-    expect = model(x, target)
+    got, expect = compiled(x, target), model(x, target)
     assert got.device == x.device
-    assert torch.equal(got, expect)
+    # The compiler may fuse torch's own ops differently from eager mode;
+    # tally's ops give the same bits compiled or not.
+    torch.testing.assert_close(got, expect, rtol=1e-5, atol=1e-5)
+    logq = torch.log_softmax(x, 1)
+    pair = torch.compile(tally_only, fullgraph=True, backend=backend)(logq, target)
+    for a, b in zip(pair, tally_only(logq, target)):
+        assert torch.equal(a, b)
 
 
 def test_compile_cpu_no_graph_break():
@@ -159,7 +181,7 @@ def test_cuda_default_stream_ordering():
         got = tally.kl_div(logq, p, reduction="batchmean")
         ref = tally.kl_div(logq.cpu().numpy(), p.cpu().numpy(), reduction="batchmean",
                            ctx=context_for("host"))
-        assert got.item() == float(ref) and got.item() > 0.5
+        assert got.item() == float(ref) and got.item() > 0
 
 
 @cuda
