@@ -42,8 +42,9 @@ if _os.environ.get("TALLY_NO_TORCH", "") not in ("1", "true", "yes") and \
         from . import _torch as _torch_ops
         _TorchTensor = _torch_ops.Tensor
         _tops = _torch_ops.ops
-    except ImportError:  # a broken torch install must not break NumPy users
+    except Exception:  # a broken torch install must not break NumPy users
         _TorchTensor = None
+        _tops = None
 
 
 def _via_torch(ctx, *arrays):

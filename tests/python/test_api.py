@@ -123,3 +123,11 @@ def test_done_when_one_liner():
     code = ("import tally, numpy as np; print(tally.kl_div(np.full((2,3),1/3,np.float32), "
             "np.full((2,3),1/3,np.float32), reduction='batchmean', input_is_prob=True))")
     assert run_python(code) == "0.0"
+
+
+def test_tally_library_variable():
+    code = "import tally; print(tally.library_path)"
+    assert run_python(code, TALLY_LIBRARY=tally.library_path) == tally.library_path
+    full = dict(os.environ, TALLY_NO_TORCH="1", TALLY_LIBRARY="/nonexistent/libtally.so")
+    proc = subprocess.run([sys.executable, "-c", "import tally"], capture_output=True, text=True, env=full)
+    assert proc.returncode != 0 and "TALLY_LIBRARY" in proc.stderr and "ImportError" in proc.stderr
