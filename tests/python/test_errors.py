@@ -155,3 +155,30 @@ def test_failed_call_leaves_no_buffer_behind(host):
             tally.kl_div(X, np.ones((2, 4), np.float32), ctx=c)
     assert tally.sum(X, ctx=c) == 12.0
     c.close()
+
+
+class ForeignGpuArray:
+    """An object that offers __cuda_array_interface__ but is no CuPy array
+    (numba, say): refused by type, never dereferenced."""
+
+    __cuda_array_interface__ = {"shape": (2, 2), "typestr": "<f4", "data": (0xdead0000, False), "version": 3}
+
+
+class FakeCupy:
+    """Looks like a CuPy array on GPU 0, to check that a CUDA array on a host
+    context is refused before anything reads its pointer."""
+
+    __module__ = "cupy"
+    __cuda_array_interface__ = {"shape": (2, 2), "typestr": "<f4", "data": (0xdead0000, False), "version": 3}
+
+    class device:
+        id = 0
+
+
+def test_foreign_gpu_arrays_are_refused(host):
+    with pytest.raises(TypeError, match="CuPy array"):
+        tally.sum(ForeignGpuArray(), ctx=host)
+    with pytest.raises(ValueError, match="CUDA array"):
+        tally.sum(FakeCupy(), ctx=host)
+    with pytest.raises(TypeError, match="host or all on one GPU"):
+        tally.kl_div(FakeCupy(), X, ctx=host)
