@@ -131,3 +131,15 @@ def test_tally_library_variable():
     full = dict(os.environ, TALLY_NO_TORCH="1", TALLY_LIBRARY="/nonexistent/libtally.so")
     proc = subprocess.run([sys.executable, "-c", "import tally"], capture_output=True, text=True, env=full)
     assert proc.returncode != 0 and "TALLY_LIBRARY" in proc.stderr and "ImportError" in proc.stderr
+
+
+def test_without_gpu_drivers_auto_is_the_host():
+    # As on a machine with neither CUDA nor OpenCL: no OpenCL platform (an
+    # empty ICD folder) and no libcuda here in CI; AUTO falls back to the host.
+    code = ("import tally, numpy as np; c = tally.default_context(); p = np.full((2, 3), 1 / 3, np.float32); "
+            "print(c.backend, tally.kl_div(np.log(p), p, reduction='batchmean'), "
+            "sorted({d.backend for d in tally.devices()}))")
+    if tally.devices("cuda"):
+        pytest.skip("this machine has a CUDA device")
+    out = run_python(code, OCL_ICD_VENDORS="/nonexistent-icd-dir", OCL_ICD_FILENAMES="")
+    assert out == "host 0.0 ['host']"
