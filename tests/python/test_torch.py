@@ -221,4 +221,7 @@ def test_cuda_tensor_on_another_device():
 
 @cuda
 def test_compile_cuda_no_graph_break():
-    compile_and_check("cuda", "inductor")
+    # inductor needs triton for CUDA code; without it the graph still has to
+    # hold tally's ops with no break, compiled by AOTAutograd alone.
+    import importlib.util
+    compile_and_check("cuda", "inductor" if importlib.util.find_spec("triton") else "aot_eager")
