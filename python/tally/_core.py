@@ -253,7 +253,7 @@ class _Operand:
     """
 
     __slots__ = ("name", "obj", "kind", "flavour", "ptr", "shape", "strides", "dtype",
-                 "itemsize", "device", "span_ok")
+                 "itemsize", "device")
 
     def rows_view(self, dims):
         """(rows, cols, stride) of the 2-D view over this operand. dims is the
@@ -292,7 +292,6 @@ class _Operand:
         return (rows - 1) * stride + cols
 
 
-_DTYPES = {"float32": _F32}
 _NP_DTYPE = {_F32: np.float32, _U32: np.uint32, _I32: np.int32}
 
 
@@ -439,9 +438,6 @@ class _Call:
                 ctx = default_context()
             elif not isinstance(ctx, Context):
                 raise TypeError(f"ctx must be a tally.Context, not {type(ctx).__name__}")
-            if self.flavour == "torch":
-                # CPU torch tensors: outputs as torch CPU tensors sharing NumPy's memory.
-                pass
         self.ctx = ctx
         self.handle = ctx._get()
         self.in_place = self.kind == "cuda" or ctx.shares_host_memory()
