@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tally needs to build and test, if any are
 # missing. The CUDA toolkit is not installed here: when nvcc is present the
-# CUDA backend is built, otherwise it is simply left out.
+# CUDA backend is built, otherwise it is simply left out. python3-venv is for
+# the Python package's tests (scripts/test_python.sh makes a venv; NumPy,
+# SciPy, pytest and meson-python then come from PyPI).
 set -euo pipefail
 
-packages=(gcc python3 meson ninja-build pkg-config check libsubunit-dev
+packages=(gcc python3 python3-venv meson ninja-build pkg-config check libsubunit-dev
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
           openmpi-bin libopenmpi-dev)
 missing=()

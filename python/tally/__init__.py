@@ -1,0 +1,147 @@
+"""tally: portable fused reductions and Philox sampling, bit-identical on CUDA,
+OpenCL and the host, for NumPy arrays and PyTorch / CuPy tensors.
+
+    >>> import numpy as np, tally
+    >>> p = np.full((2, 3), 1 / 3, np.float32)
+    >>> print(tally.kl_div(np.log(p), p, reduction="batchmean"))
+    0.0
+
+Every function takes ``ctx=`` (a tally.Context; default: the process's
+default context for host arrays, and for CUDA arrays a context on their
+device and the caller's current stream). NumPy in gives NumPy out; torch in
+gives torch out on the same device. See docs/python.md.
+"""
+
+import importlib.util as _importlib_util
+import os as _os
+
+from ._lib import library_path as _library_path, lib as _clib
+from ._core import TallyError, Context, Device, default_context, devices
+from . import _ops
+from ._ops import GmmSample, Random, Categorical
+
+__version__ = _clib.tally_version_string().decode()
+library_path = _library_path
+
+__all__ = [
+    "TallyError", "Context", "Device", "default_context", "devices", "kl_div",
+    "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "sum", "mean", "min", "max",
+    "logsumexp", "sumsq", "random", "categorical", "GmmSample", "Random", "Categorical",
+    "__version__",
+]
+
+# torch is used when present and never required: with it, the ops are also
+# torch.library custom ops (torch.ops.tally.*) and the functions below route
+# torch tensors through them, so torch.compile sees one op, not Python code.
+# TALLY_NO_TORCH=1 skips importing torch (it takes a second or two).
+_TorchTensor = None
+_tops = None
+if _os.environ.get("TALLY_NO_TORCH", "") not in ("1", "true", "yes") and \
+        _importlib_util.find_spec("torch") is not None:
+    try:
+        from . import _torch as _torch_ops
+        _TorchTensor = _torch_ops.Tensor
+        _tops = _torch_ops.ops
+    except Exception:  # a broken torch install must not break NumPy users
+        _TorchTensor = None
+        _tops = None
+
+
+def _via_torch(ctx, *arrays):
+    """True when the call goes through torch.ops.tally: torch is there, no
+    explicit context, and every array argument is a tensor (None allowed for
+    optional ones). Anything else takes the direct path, which reports mixed
+    kinds clearly."""
+    if _TorchTensor is None or ctx is not None or not isinstance(arrays[0], _TorchTensor):
+        return False
+    return all(a is None or isinstance(a, _TorchTensor) for a in arrays)
+
+
+def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, *, ctx=None):
+    """KL divergence with torch.nn.functional.kl_div's semantics.
+
+    input holds log q (or q with input_is_prob=True), target p (or log p with
+    log_target=True). reduction: "none" (the input's shape), "sum", "mean"
+    (over all elements) or "batchmean" (over rows). 1-D or 2-D float32 arrays.
+    """
+    if _via_torch(ctx, input, target):
+        _ops._choice("reduction", reduction, _ops.REDUCTIONS)
+        _ops._flag("log_target", log_target), _ops._flag("input_is_prob", input_is_prob)
+        return _tops.kl_div(input, target, reduction, log_target, input_is_prob)
+    return _ops.kl_div(input, target, reduction, log_target, input_is_prob, ctx)
+
+
+def dirichlet_multinomial(counts, log_alpha, reduction="none", with_coefficient=False, *, ctx=None):
+    """Dirichlet-multinomial log-likelihood of each row of counts [B, V] under
+    alpha = exp(log_alpha), log_alpha [V] (shared) or [B, V] (per row).
+    reduction "none" gives B values; "sum" and "mean" one. with_coefficient
+    adds the multinomial coefficient lgamma(N+1) - sum lgamma(n+1)."""
+    if _via_torch(ctx, counts, log_alpha):
+        _ops._choice("reduction", reduction, _ops.REDUCTIONS, ["none", "sum", "mean"])
+        _ops._flag("with_coefficient", with_coefficient)
+        return _tops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient)
+    return _ops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient, ctx)
+
+
+def gmm_log_prob(z, mu, log_var, logits=None, *, ctx=None):
+    """Log density of z [B, D] under the diagonal Gaussian mixture with means
+    mu and log-variances log_var, both [B, K, D] (or [B, D] for one
+    component), and component logits [K] (None allowed when K = 1). B values."""
+    if _via_torch(ctx, z, mu, log_var, logits):
+        return _tops.gmm_log_prob(z, mu, log_var, logits)
+    return _ops.gmm_log_prob(z, mu, log_var, logits, ctx)
+
+
+def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, *, ctx=None):
+    """Reparameterised sample of the mixture fused with its log density.
+    Returns GmmSample(z [B, D], log_q [B], component [B] int32, consumed):
+    consumed is the Philox stream elements used; add it to offset for the
+    next draw (docs/rng.md)."""
+    if _via_torch(ctx, mu, log_var, logits):
+        return _torch_ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset)
+    return _ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset, ctx)
+
+
+def _reduction(name, doc):
+    def fn(x, axis=None, *, ctx=None):
+        if _via_torch(ctx, x):
+            _ops.check_axis(axis)
+            return _tops.reduce(x, name, None if axis is None else 1)
+        return _ops.reduce(name, x, axis, ctx)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{doc} of a 1-D or 2-D float32 array: axis=None gives one value, axis=1 one per "
+                  f"row (a 1-D array is one row). The order of every operation is fixed by tally's "
+                  f"planner, so the bits are the same on every backend.")
+    return fn
+
+
+sum = _reduction("sum", "Sum")
+mean = _reduction("mean", "Mean")
+min = _reduction("min", "Minimum (NaN propagates)")
+max = _reduction("max", "Maximum (NaN propagates)")
+logsumexp = _reduction("logsumexp", "log(sum(exp(x)))")
+sumsq = _reduction("sumsq", "Sum of squares")
+
+
+def random(dist, shape, seed=0, subsequence=0, offset=0, *, ctx=None, out=None, device=None):
+    """Philox4x32-10 draws: dist "raw" (uint32), "uniform" ((0, 1], float32) or
+    "normal" (float32), stream elements offset, offset + 1, ... in row-major
+    order. Returns Random(values, consumed). Values are a NumPy array, or a
+    torch tensor when device= names a torch device ("cuda:0", "cpu"); out=
+    fills an existing array in place (shape may then be None)."""
+    if device is not None:
+        if _TorchTensor is None:
+            raise TypeError("device= makes a torch tensor, and torch is not available")
+        if out is not None or ctx is not None:
+            raise ValueError("device= cannot be combined with out= or ctx=")
+        return _torch_ops.random(dist, shape, seed, subsequence, offset, device)
+    return _ops.random(dist, shape, seed, subsequence, offset, ctx, out)
+
+
+def categorical(weights, logits=False, seed=0, subsequence=0, offset=0, *, ctx=None):
+    """One index per row of weights [R, C] (non-negative, or logits with
+    logits=True); row r uses uniform(offset + r). A row that cannot be sampled
+    gives -1. Returns Categorical(index [R] int32, consumed)."""
+    if _via_torch(ctx, weights):
+        return _torch_ops.categorical(weights, logits, seed, subsequence, offset)
+    return _ops.categorical(weights, logits, seed, subsequence, offset, ctx)

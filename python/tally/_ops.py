@@ -1,0 +1,241 @@
+"""The ops on any array kind (NumPy, CPU or CUDA torch, CuPy): argument
+checks in Python, then one libtally call. The public functions in
+tally/__init__.py route torch tensors through the torch.library custom ops,
+whose implementations call back into these."""
+
+import ctypes
+import operator
+from collections import namedtuple
+
+import numpy as np
+
+from . import _core
+from ._core import lib, View, _F32, _U32, _I32
+
+GmmSample = namedtuple("GmmSample", ["z", "log_q", "component", "consumed"])
+GmmSample.__doc__ = "tally.gmm_sample's result: z [B, D], log_q [B], component [B] (int32), consumed."
+Random = namedtuple("Random", ["values", "consumed"])
+Random.__doc__ = "tally.random's result: the values and the stream elements consumed."
+Categorical = namedtuple("Categorical", ["index", "consumed"])
+Categorical.__doc__ = "tally.categorical's result: one int32 index per row and the elements consumed."
+
+REDUCE_OPS = {"sum": 1, "mean": 2, "min": 3, "max": 4, "logsumexp": 5, "sumsq": 6}
+REDUCTIONS = {"none": 0, "sum": 1, "mean": 2, "batchmean": 3}
+DISTRIBUTIONS = {"raw": 1, "uniform": 2, "normal": 3}
+_U64 = 1 << 64
+
+
+def _choice(name, value, table, allowed=None):
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    keys = allowed if allowed is not None else list(table)
+    if value not in keys:
+        raise ValueError(f"{name} must be one of {', '.join(repr(k) for k in keys)}, not {value!r}")
+    return table[value]
+
+
+def _flag(name, value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+
+
+def _u64(name, value):
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, float):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if not 0 <= v < _U64:
+        raise ValueError(f"{name} is {v}; it must be in [0, 2^64)")
+    return v
+
+
+def _rng(seed, subsequence, offset):
+    return _core._lib.Rng(_u64("seed", seed), _u64("subsequence", subsequence), _u64("offset", offset))
+
+
+def _scalar(c, arr):
+    """A one-value output as the input's kind: a NumPy scalar, a 0-dim tensor."""
+    if c.flavour == "numpy":
+        return arr[()]
+    return arr
+
+
+def _rows(op):
+    """Row count of an operand as the library will see it (1-D is one row)."""
+    return 1 if len(op.shape) == 1 else op.shape[0]
+
+
+def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, ctx=None):
+    red = _choice("reduction", reduction, REDUCTIONS)
+    flags = (1 if _flag("log_target", log_target) else 0) | (2 if _flag("input_is_prob", input_is_prob) else 0)
+    a = _core._operand("input", input)
+    b = _core._operand("target", target)
+    with _core.call(ctx, [a, b]) as c:
+        va, vb = c.view(a), c.view(b)
+        if red == 0:
+            if len(a.shape) not in (1, 2):
+                raise ValueError(f"input has {len(a.shape)} dimensions; tally takes 1-D or 2-D arrays")
+            out, vo = c.output(tuple(a.shape) if len(a.shape) == 2 else (1, a.shape[0]))
+        else:
+            out, vo = c.output(())
+        _core.check(lib.tally_kl_div(c.handle, va, vb, red, flags, vo), c)
+    if red == 0:
+        return out.reshape(a.shape) if len(a.shape) == 1 else out
+    return _scalar(c, out)
+
+
+def dirichlet_multinomial(counts, log_alpha, reduction="none", with_coefficient=False, ctx=None):
+    red = _choice("reduction", reduction, REDUCTIONS, ["none", "sum", "mean"])
+    flags = 1 if _flag("with_coefficient", with_coefficient) else 0
+    n = _core._operand("counts", counts)
+    la = _core._operand("log_alpha", log_alpha)
+    with _core.call(ctx, [n, la]) as c:
+        vn, vl = c.view(n), c.view(la)
+        if red == 0:
+            out, vo = c.output((vn.rows,))
+        else:
+            out, vo = c.output(())
+        _core.check(lib.tally_dirichlet_multinomial(c.handle, vn, vl, red, flags, vo), c)
+    return out if red == 0 else _scalar(c, out)
+
+
+def _gmm_params(mu, log_var, logits):
+    m = _core._operand("mu", mu)
+    lv = _core._operand("log_var", log_var)
+    if len(m.shape) == 3:
+        components = m.shape[1]
+    elif len(m.shape) == 2:
+        components = 1
+    else:
+        raise ValueError(f"mu has shape {tuple(m.shape)}; it must be [B, K, D] or [B, D] (one component)")
+    if tuple(lv.shape) != tuple(m.shape):
+        raise ValueError(f"log_var has shape {tuple(lv.shape)} but mu has {tuple(m.shape)}")
+    lg = None
+    if logits is not None:
+        lg = _core._operand("logits", logits)
+    elif components > 1:
+        raise ValueError(f"logits is None but mu has K = {components} components")
+    return m, lv, lg, components
+
+
+def gmm_log_prob(z, mu, log_var, logits=None, ctx=None):
+    zz = _core._operand("z", z)
+    m, lv, lg, k = _gmm_params(mu, log_var, logits)
+    with _core.call(ctx, [zz, m, lv, lg]) as c:
+        vz = c.view(zz)
+        dims = 2 if len(m.shape) == 3 else 1
+        vm, vv = c.view(m, dims=dims), c.view(lv, dims=dims)
+        vl = c.view(lg) if k > 1 else View()
+        out, vo = c.output((vz.rows,))
+        _core.check(lib.tally_gmm_log_prob(c.handle, vz, vm, vv, vl, k, vo), c)
+    return out
+
+
+def gmm_sample_consumed(batch, dim):
+    """Stream elements a mixture sample of B rows and D dims uses (docs/rng.md)."""
+    b4 = (batch + 3) // 4 * 4
+    d2 = (dim + 1) // 2 * 2
+    return b4 + (batch * d2 + 3) // 4 * 4
+
+
+def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, ctx=None):
+    rng = _rng(seed, subsequence, offset)
+    m, lv, lg, k = _gmm_params(mu, log_var, logits)
+    batch, dim = m.shape[0], m.shape[-1]
+    with _core.call(ctx, [m, lv, lg]) as c:
+        dims = 2 if len(m.shape) == 3 else 1
+        vm, vv = c.view(m, dims=dims), c.view(lv, dims=dims)
+        vl = c.view(lg) if k > 1 else View()
+        z, vz = c.output((batch, dim))
+        log_q, vq = c.output((batch,))
+        comp, vc = c.output((batch,), _I32)
+        consumed = ctypes.c_uint64(0)
+        _core.check(lib.tally_gmm_sample(c.handle, vm, vv, vl, k, rng, vz, vq, vc, ctypes.byref(consumed)), c)
+    return GmmSample(z, log_q, comp, int(consumed.value))
+
+
+def check_axis(axis):
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
+        raise TypeError(f"axis must be None or an int, not {type(axis).__name__}")
+    if axis is not None and int(axis) not in (1, -1):
+        raise ValueError(f"axis must be None (all elements) or 1 (each row), not {axis}")
+
+
+def reduce(op, x, axis=None, ctx=None):
+    code = REDUCE_OPS[op]
+    check_axis(axis)
+    a = _core._operand("x", x)
+    with _core.call(ctx, [a]) as c:
+        va = c.view(a)
+        if axis is None:
+            out, vo = c.output(())
+        else:
+            out, vo = c.output((va.rows,))
+        _core.check(lib.tally_reduce(c.handle, code, 1 if axis is None else 2, va, vo), c)
+    return _scalar(c, out) if axis is None else out
+
+
+def _shape(shape):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
+        raise TypeError(f"shape must be an int or a tuple of ints, not {shape!r}")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) not in (1, 2) or any(s < 0 for s in shape):
+        raise ValueError(f"shape {shape} must have 1 or 2 non-negative dimensions")
+    return shape
+
+
+def random_consumed(count):
+    return (count + 3) // 4 * 4
+
+
+def random(dist, shape, seed=0, subsequence=0, offset=0, ctx=None, out=None):
+    d = _choice("dist", dist, DISTRIBUTIONS)
+    rng = _rng(seed, subsequence, offset)
+    consumed = ctypes.c_uint64(0)
+    if out is not None:
+        o = _core._operand("out", out, accept=("uint32",) if d == 1 else ("float32",))
+        if shape is not None and tuple(_shape(shape)) != tuple(o.shape):
+            raise ValueError(f"shape {shape} differs from out's shape {tuple(o.shape)}")
+        with _core.call(ctx, [o]) as c:
+            if not c.in_place:
+                raise ValueError("out= needs an array the context uses in place (a CUDA array, or a host "
+                                 "array on a host or shared-memory OpenCL context)")
+            vo = c.view(o)
+            vo.dtype = _U32 if d == 1 else _F32
+            _core.check(lib.tally_rng_fill(c.handle, d, rng, vo, ctypes.byref(consumed)), c)
+        return Random(out, int(consumed.value))
+    shape = _shape(shape)
+    if ctx is None:
+        ctx = _core.default_context()
+    with _host_call(ctx) as c:
+        arr, vo = c.output(shape if len(shape) == 2 else (1, shape[0]), _U32 if d == 1 else _F32)
+        _core.check(lib.tally_rng_fill(c.handle, d, rng, vo, ctypes.byref(consumed)), c)
+    return Random(arr.reshape(shape), int(consumed.value))
+
+
+def _host_call(ctx):
+    """A call that makes NumPy outputs on ctx with no input array."""
+    probe = _core._operand("out", np.empty(0, np.float32))
+    return _core.call(ctx, [probe])
+
+
+def categorical_consumed(rows):
+    return (rows + 3) // 4 * 4
+
+
+def categorical(weights, logits=False, seed=0, subsequence=0, offset=0, ctx=None):
+    flags = 1 if _flag("logits", logits) else 0
+    rng = _rng(seed, subsequence, offset)
+    w = _core._operand("weights", weights)
+    consumed = ctypes.c_uint64(0)
+    with _core.call(ctx, [w]) as c:
+        vw = c.view(w)
+        out, vo = c.output((vw.rows,), _I32)
+        _core.check(lib.tally_categorical(c.handle, vw, flags, rng, vo, ctypes.byref(consumed)), c)
+    return Categorical(out, int(consumed.value))

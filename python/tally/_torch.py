@@ -1,0 +1,152 @@
+"""tally's ops as torch.library custom ops (torch.ops.tally.*), with fake
+(meta) implementations so that torch.compile traces them as single ops with
+no graph break. Imported by tally/__init__.py when torch is installed.
+
+Each op's real implementation is the array code in _ops.py: CUDA tensors run
+zero-copy on a context for their device and the current stream (the stream
+inductor's generated code runs on too), CPU tensors like NumPy arrays.
+Random ops take seed, subsequence and offset as int64 in their schema (torch
+has no uint64 scalar); values of 2^63 and above are passed as their two's
+complement and read back as unsigned.
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _ops
+
+__all__ = ["Tensor", "ops", "gmm_sample", "random", "categorical"]
+
+_U64 = 1 << 64
+
+
+def _to_i64(name, v):
+    v = _ops._u64(name, v)
+    return v - _U64 if v >= 1 << 63 else v
+
+
+def _from_i64(v):
+    return v % _U64
+
+
+def _rows(x):
+    return 1 if x.dim() == 1 else x.shape[0]
+
+
+@torch.library.custom_op("tally::kl_div", mutates_args=())
+def _kl_div(input: Tensor, target: Tensor, reduction: str, log_target: bool,
+            input_is_prob: bool) -> Tensor:
+    return _ops.kl_div(input, target, reduction, log_target, input_is_prob)
+
+
+@_kl_div.register_fake
+def _(input, target, reduction, log_target, input_is_prob):
+    return input.new_empty(input.shape if reduction == "none" else ())
+
+
+@torch.library.custom_op("tally::dirichlet_multinomial", mutates_args=())
+def _dm(counts: Tensor, log_alpha: Tensor, reduction: str, with_coefficient: bool) -> Tensor:
+    return _ops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient)
+
+
+@_dm.register_fake
+def _(counts, log_alpha, reduction, with_coefficient):
+    return counts.new_empty((_rows(counts),) if reduction == "none" else ())
+
+
+@torch.library.custom_op("tally::gmm_log_prob", mutates_args=())
+def _gmm_log_prob(z: Tensor, mu: Tensor, log_var: Tensor, logits: Optional[Tensor]) -> Tensor:
+    return _ops.gmm_log_prob(z, mu, log_var, logits)
+
+
+@_gmm_log_prob.register_fake
+def _(z, mu, log_var, logits):
+    return z.new_empty((_rows(z),))
+
+
+@torch.library.custom_op("tally::gmm_sample", mutates_args=())
+def _gmm_sample(mu: Tensor, log_var: Tensor, logits: Optional[Tensor], seed: int, subsequence: int,
+                offset: int) -> Tuple[Tensor, Tensor, Tensor]:
+    r = _ops.gmm_sample(mu, log_var, logits, _from_i64(seed), _from_i64(subsequence), _from_i64(offset))
+    return r.z, r.log_q, r.component
+
+
+@_gmm_sample.register_fake
+def _(mu, log_var, logits, seed, subsequence, offset):
+    b, d = mu.shape[0], mu.shape[-1]
+    return mu.new_empty((b, d)), mu.new_empty((b,)), mu.new_empty((b,), dtype=torch.int32)
+
+
+@torch.library.custom_op("tally::reduce", mutates_args=())
+def _reduce(x: Tensor, op: str, axis: Optional[int]) -> Tensor:
+    return _ops.reduce(op, x, axis)
+
+
+@_reduce.register_fake
+def _(x, op, axis):
+    return x.new_empty(() if axis is None else (_rows(x),))
+
+
+@torch.library.custom_op("tally::categorical", mutates_args=())
+def _categorical(weights: Tensor, logits: bool, seed: int, subsequence: int, offset: int) -> Tensor:
+    return _ops.categorical(weights, logits, _from_i64(seed), _from_i64(subsequence), _from_i64(offset)).index
+
+
+@_categorical.register_fake
+def _(weights, logits, seed, subsequence, offset):
+    return weights.new_empty((_rows(weights),), dtype=torch.int32)
+
+
+@torch.library.custom_op("tally::random", mutates_args=())
+def _random(dist: str, shape: list[int], seed: int, subsequence: int, offset: int,
+            device: torch.device) -> Tensor:
+    dtype = torch.uint32 if dist == "raw" else torch.float32
+    rng = (_from_i64(seed), _from_i64(subsequence), _from_i64(offset))
+    if device.type == "cpu":
+        values = _ops.random(dist, tuple(shape), *rng).values
+        return torch.from_numpy(values)
+    out = torch.empty(shape, dtype=dtype, device=device)
+    _ops.random(dist, tuple(shape), *rng, out=out)
+    return out
+
+
+@_random.register_fake
+def _(dist, shape, seed, subsequence, offset, device):
+    return torch.empty(shape, dtype=torch.uint32 if dist == "raw" else torch.float32, device=device)
+
+
+class _Ops:
+    """The custom ops by short name, for tally/__init__.py."""
+    kl_div = staticmethod(_kl_div)
+    dirichlet_multinomial = staticmethod(_dm)
+    gmm_log_prob = staticmethod(_gmm_log_prob)
+    reduce = staticmethod(_reduce)
+
+
+ops = _Ops
+
+
+def gmm_sample(mu, log_var, logits, seed, subsequence, offset):
+    s = (_to_i64("seed", seed), _to_i64("subsequence", subsequence), _to_i64("offset", offset))
+    z, log_q, comp = _gmm_sample(mu, log_var, logits, *s)
+    return _ops.GmmSample(z, log_q, comp, _ops.gmm_sample_consumed(mu.shape[0], mu.shape[-1]))
+
+
+def categorical(weights, logits, seed, subsequence, offset):
+    _ops._flag("logits", logits)
+    s = (_to_i64("seed", seed), _to_i64("subsequence", subsequence), _to_i64("offset", offset))
+    index = _categorical(weights, logits, *s)
+    return _ops.Categorical(index, _ops.categorical_consumed(_rows(weights)))
+
+
+def random(dist, shape, seed, subsequence, offset, device):
+    _ops._choice("dist", dist, _ops.DISTRIBUTIONS)
+    shape = _ops._shape(shape)
+    s = (_to_i64("seed", seed), _to_i64("subsequence", subsequence), _to_i64("offset", offset))
+    values = _random(dist, list(shape), *s, torch.device(device))
+    n = 1
+    for d in shape:
+        n *= d
+    return _ops.Random(values, _ops.random_consumed(n))
