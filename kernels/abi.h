@@ -59,6 +59,13 @@
 #define TALLY_K_DIST_RAW 1u
 #define TALLY_K_DIST_UNIFORM 2u
 #define TALLY_K_DIST_NORMAL 3u
+/* Philox blocks each work-item of tally_k_rng_fill and tally_k_rng_fill_any
+ * computes per pass: independent evaluations it can interleave while its
+ * stores drain. The kernels stride over whatever grid they get, so this
+ * only sets the host's grid, never a result bit. */
+#ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
+#define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
+#endif
 
 /* Functions of tally_k_math_eval (see tally__gpu_math_eval). */
 #define TALLY_K_MATH_EXP 1u
@@ -72,8 +79,9 @@
 #define TALLY_K_MATH_DIV 9u /* in[k] / in[n - 1 - k] */
 
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
- * three tree arrays, the lgamma(n + 1) table and two alpha tables). A device
- * with less is refused. */
+ * three tree arrays, the lgamma(n + 1) table and two alpha tables;
+ * tally_k_rng_fill_any's 16 KiB of words is less). A device with less is
+ * refused. */
 #define TALLY_K_LOCAL_BYTES (4u * (4u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
 
 #endif /* TALLY_KERNEL_ABI_H */

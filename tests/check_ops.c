@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "reference.h"
+#include "tally/philox.h"
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
@@ -1123,6 +1124,72 @@ START_TEST(rng_fill_normal)
 }
 END_TEST
 
+/* Every element of a fill has the stream's exact bits whatever the output's
+ * layout: its first element's alignment against the stream's blocks (the
+ * buffer offset and the stream offset mod 4 decide which kernel writes it),
+ * odd lengths, several passes of a work-group, column views and padded
+ * rows. The normal draws are compared bit for bit with the contract's own
+ * definition (tally_stream_normal), which the host backend computes;
+ * rng_fill_normal holds that definition to float64. */
+typedef struct fill_layout {
+    uint64_t offset;
+    int64_t out_off, rows, cols, stride;
+} fill_layout;
+
+static void check_fill_layout(tally_distribution dist, const fill_layout *f)
+{
+    tally_context *ctx = tt_context();
+    const tally_rng rng = {.seed = 0x5eed0000u + (uint64_t)dist, .subsequence = 3, .offset = f->offset};
+    placed out = place_typed(NULL, dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, f->rows, f->cols, f->out_off,
+                             f->stride, 5);
+    tt_ok(tally_rng_fill(ctx, dist, rng, out.view, NULL), ctx);
+    const uint64_t n = (uint64_t)(f->rows * f->cols);
+    uint32_t *got = tt_alloc(n * 4);
+    read_placed(&out, got);
+    for (uint64_t k = 0; k < n; k++) {
+        const uint64_t i = rng.offset + k;
+        uint32_t want = tally_ref_rng_raw(rng.seed, rng.subsequence, i);
+        if (dist == TALLY_DIST_UNIFORM) want = tt_bits(tally_ref_rng_uniform(rng.seed, rng.subsequence, i));
+        if (dist == TALLY_DIST_NORMAL) want = tt_bits(tally_stream_normal(rng.seed, rng.subsequence, i));
+        ck_assert_msg(got[k] == want,
+                      "dist %d, offset %" PRIu64 ", view [%" PRId64 ", %" PRId64 "] stride %" PRId64
+                      " at %" PRId64 ": element %" PRIu64 " = %08x, want %08x",
+                      (int)dist, f->offset, f->rows, f->cols, f->stride, f->out_off, k, got[k], want);
+    }
+    free(got);
+    release(&out);
+}
+
+START_TEST(rng_fill_layouts)
+{
+    static const tally_distribution dists[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
+    /* Contiguous rows: every buffer offset against every stream phase, and
+     * lengths from one element to several 4096-element passes. */
+    static const int64_t lengths[] = {1, 2, 3, 4, 5, 7, 8, 4097, 3 * 4096 + 6};
+    static const uint64_t offsets[] = {0, 1, 2, 3, 4, 4098, (1ull << 34) - 2};
+    static const fill_layout strided[] = {
+        {.offset = 0, .out_off = 0, .rows = 5000, .cols = 1, .stride = 1}, /* [n, 1], contiguous */
+        {.offset = 1, .out_off = 1, .rows = 5000, .cols = 1, .stride = 1},
+        {.offset = 0, .out_off = 2, .rows = 3000, .cols = 1, .stride = 3}, /* a column of a matrix */
+        {.offset = 4, .out_off = 0, .rows = 40, .cols = 64, .stride = 68}, /* padded rows */
+        {.offset = 3, .out_off = 1, .rows = 33, .cols = 300, .stride = 301},
+        {.offset = 6, .out_off = 0, .rows = 7, .cols = 5, .stride = 8},
+        {.offset = 2, .out_off = 3, .rows = 4, .cols = 1000, .stride = 1000}, /* rows back to back */
+        {.offset = 0, .out_off = 0, .rows = 2, .cols = 257, .stride = 259},
+    };
+    for (size_t d = 0; d < sizeof dists / sizeof dists[0]; d++) {
+        for (int64_t at = 0; at < 4; at++)
+            for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++)
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+                    const fill_layout f = {.offset = offsets[o], .out_off = at, .rows = 1, .cols = lengths[l],
+                                           .stride = lengths[l]};
+                    check_fill_layout(dists[d], &f);
+                }
+        for (size_t v = 0; v < sizeof strided / sizeof strided[0]; v++) check_fill_layout(dists[d], &strided[v]);
+    }
+}
+END_TEST
+
 /* Pairs are absolute: a fill from an odd offset gives the same bits as the
  * corresponding elements of a fill that starts one earlier. */
 START_TEST(rng_fill_normal_pairs_absolute)
@@ -1387,7 +1454,7 @@ Suite *tally_test_suite(void)
         {"gmm",
          {gmm_log_prob_shapes, gmm_log_prob_k1_closed_form, gmm_sample_shapes, gmm_sample_invalid_logits, NULL}},
         {"rng",
-         {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_normal_pairs_absolute,
+         {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts, rng_fill_normal_pairs_absolute,
           rng_consumed_and_advance, NULL}},
         {"categorical", {categorical_weights, categorical_invalid_rows, categorical_frequencies, NULL}},
     };

@@ -358,7 +358,15 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
                            rows_space);
 }
 
-/* ---- Random ops ------------------------------------------------------------- */
+/* ---- Random ops -------------------------------------------------------------
+ * A fill is one launch. When the output is contiguous, its buffer 16-byte
+ * aligned and out_off % 4 == offset % 4, every whole Philox block lands on
+ * one aligned quad of the output and tally_k_rng_fill stores it with one
+ * 16-byte store; any other view goes through tally_k_rng_fill_any, which
+ * stages each pass's words in local memory so that its stores stay
+ * coalesced. Both take TALLY_K_RNG_BLOCKS_PER_ITEM blocks per work-item per
+ * pass; the grid covers the fill in one pass (the backend's group limit
+ * may cut it, and the kernels stride over what they get). */
 
 tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
 {
@@ -366,6 +374,7 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     const uint64_t n = o->rows * o->cols;
     const uint64_t off = job->rng.offset;
     const uint64_t blocks = ((off + (n - 1u)) >> 2) - (off >> 2) + 1u;
+    const int quads = contiguous(o) && (o->offset & 3u) == (off & 3u) && tally__gpu_buffer_aligned16(ctx, o->buffer);
     tally__gpu_args l = {.n = 0};
     tally__gpu_arg_buf(&l, o->buffer, o->offset);
     tally__gpu_arg_u64(&l, o->stride);
@@ -375,7 +384,9 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     tally__gpu_arg_u64(&l, job->rng.seed);
     tally__gpu_arg_u64(&l, job->rng.subsequence);
     tally__gpu_arg_u64(&l, off);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_rng_fill, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE), &l);
+    const uint64_t per_group = (uint64_t)TALLY_GPU_GROUP_SIZE * TALLY_K_RNG_BLOCKS_PER_ITEM;
+    return tally__gpu_run(ctx, quads ? TALLY__K_tally_k_rng_fill : TALLY__K_tally_k_rng_fill_any,
+                          tally__gpu_ceil_div(blocks, per_group), &l);
 }
 
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job)
