@@ -210,6 +210,25 @@ END_TEST
 
 /* Many short rows (kernels may pack several rows into one work-group), as
  * contiguous views at an aligned and at an unaligned offset. */
+/* A contiguous view reduced over ALL reads the same run whatever its shape,
+ * so [n, 1], [1, n] and [r, c] take the same loads and give the documented
+ * tree's bits; at buffer offsets 0 and 4 (aligned: the 16-byte loads) and 1
+ * (element loads), past one tile so the tree has two levels. */
+START_TEST(reduce_all_contiguous_any_shape)
+{
+    static const int64_t shapes[][2] = {{1, 40000}, {40000, 1}, {16, 2500}, {25, 1600}, {5, 8000}, {3, 13333}};
+    static const int64_t offsets[] = {0, 4, 1};
+    float *x = tt_alloc(40000 * sizeof *x);
+    tt_fill_normal(x, 40000, 31, 0.5, 2.0);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++)
+            for (int i = 0; i < 6; i++)
+                check_reduce(all_ops[i], TALLY_AXIS_ALL, x, shapes[s][0], shapes[s][1], offsets[o], shapes[s][1], 1,
+                             0);
+    free(x);
+}
+END_TEST
+
 START_TEST(reduce_many_short_rows)
 {
     static const int64_t shapes[][2] = {{100000, 1}, {3000, 7}, {1000, 33}, {300, 257}, {40, 4096}};
@@ -1446,7 +1465,7 @@ Suite *tally_test_suite(void)
         const TTest *tests[16];
     } cases[] = {
         {"reduce",
-         {reduce_small_shapes, reduce_many_short_rows, reduce_rows_of_1000, reduce_two_tile_rows_strided, reduce_two_levels,
+         {reduce_small_shapes, reduce_all_contiguous_any_shape, reduce_many_short_rows, reduce_rows_of_1000, reduce_two_tile_rows_strided, reduce_two_levels,
           reduce_order_sensitive, reduce_nan_propagates, reduce_infinities, reduce_logsumexp_edge_rows, reduce_empty,
           reduce_exact_values, nan_results_are_canonical, NULL}},
         {"kl", {kl_shapes_and_flags, kl_aligned, kl_one_vector_two_levels, kl_special_values, kl_empty, NULL}},

@@ -48,13 +48,24 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
         return tally__gpu_fill(ctx, job->out.buffer, job->out.offset, job->out.stride, nvec, f32_bits(v));
     }
 
-    tally__gpu_vectors src = {.buf = job->x.buffer, .off = job->x.offset, .cols = job->x.cols,
-                              .stride = job->x.stride, .nvec = nvec, .vec_stride = 0};
-    if (all && !contiguous(&job->x)) {
+    /* An ALL reduction of a contiguous view reads one run of rows * cols
+     * elements whatever its shape: seen as that one row, [n, 1] (stride 1,
+     * not a multiple of 4) and [r, c] with c % 4 != 0 get the 16-byte loads
+     * of [1, n], which only the first element's alignment decides. The walk,
+     * and so every term and its place in the tree, is the same. */
+    tally__array x = job->x;
+    if (all && contiguous(&x)) {
+        x.cols = x.rows * x.cols;
+        x.stride = x.cols;
+        x.rows = 1;
+    }
+    tally__gpu_vectors src = {.buf = x.buffer, .off = x.offset, .cols = x.cols, .stride = x.stride, .nvec = nvec,
+                              .vec_stride = 0};
+    if (all && !contiguous(&x)) {
         src.mode = TALLY_K_LOAD_STRIDED;
     } else {
-        src.vec_stride = all ? 0 : job->x.stride;
-        src.mode = rows_aligned16(ctx, &job->x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+        src.vec_stride = all ? 0 : x.stride;
+        src.mode = rows_aligned16(ctx, &x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
     }
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
