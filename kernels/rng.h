@@ -185,11 +185,37 @@ TALLY_KERNEL void tally_k_rng_fill_any(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT ou
     }
 }
 
+/* ---- Categorical ---------------------------------------------------------- */
+
+/* Weight (or logit) i of the categorical kernel's input: the one place it
+ * reads its input, so that another element type needs only this. */
+TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u64 i)
+{
+    return w[i];
+}
+
+/* Columns of a tile that tally_k_categorical stages in local memory per
+ * step (each of the group's 256 rows), and the padded stride of a row
+ * there (odd, so that neighbouring work-items read different banks). */
+#define TALLY_K_CAT_TILE_COLS 16u
+#define TALLY_K_CAT_TILE_STRIDE (TALLY_K_CAT_TILE_COLS + 1u)
+
 /*
- * out[out_off + r * out_stride] = tally_categorical_row(row r of w, u_r)
- * with u_r = uniform(offset + r). A group takes 256 rows at a time and
- * shares their uniforms through local memory. Each row's rule is
- * sequential (the running sum fixes the order), so one work-item owns it.
+ * out[out_off + r * out_stride] = the categorical rule (tally_categorical_row,
+ * include/tally/terms.h) on row r of w, with u_r = uniform(offset + r).
+ *
+ * Each row's rule is sequential (the running sums fix the order), so one
+ * work-item owns a row and walks it in index order; a group takes 256 rows at
+ * a time. A work-item reading its own row straight from global memory would
+ * make every load of a warp touch 32 rows, and wait on them one after the
+ * other; instead the group stages its rows 16 columns at a time in local
+ * memory, each load of a warp reading whole runs of two rows, all of a
+ * tile's loads in flight at once, and the work-items then fold the tile from
+ * local memory. The rule's passes (the maximum of the logits, the total,
+ * the search for the target) each walk the row's tiles again; the data of
+ * the later passes come from the cache. The state carried from tile to tile
+ * is the rule's own (maximum, total, last positive index, running sum), so
+ * every operation and its order are tally_categorical_row's.
  */
 TALLY_KERNEL void tally_k_categorical(TALLY_GLOBAL const float *TALLY_RESTRICT w, tally_u64 w_off, tally_u64 w_stride,
                                       tally_u64 rows, tally_u64 cols, tally_u32 is_logits, tally_u64 seed,
@@ -198,16 +224,66 @@ TALLY_KERNEL void tally_k_categorical(TALLY_GLOBAL const float *TALLY_RESTRICT w
                                       tally_u64 out_stride)
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, tile, TALLY_K_GROUP_SIZE * TALLY_K_CAT_TILE_STRIDE);
     const tally_u32 lid = TALLY_LID();
+    const tally_u64 tiles = cols / TALLY_K_CAT_TILE_COLS + (cols % TALLY_K_CAT_TILE_COLS != 0u ? 1u : 0u);
+    /* Pass 0 (logits only): the maximum; pass 1: the total; pass 2: the search. */
+    const tally_u32 first_pass = is_logits ? 0u : 1u;
     for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < rows;
          row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
         const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, rows - row0);
         tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
-        TALLY_BARRIER();
+        float m = 0.0f, total = 0.0f, target = 0.0f, running = 0.0f;
+        int bad = 0;
+        tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID, found = TALLY_CATEGORICAL_INVALID;
+        for (tally_u32 pass = first_pass; pass < 3u; pass++) {
+            for (tally_u64 t = 0; t < tiles; t++) {
+                const tally_u64 c0 = t * TALLY_K_CAT_TILE_COLS;
+                const tally_u32 width = (tally_u32)tally_k_min_u64(TALLY_K_CAT_TILE_COLS, cols - c0);
+                /* Element e of the tile: row e / 16, column e % 16. A constant
+                 * trip count lets the compiler issue all 16 loads at once. */
+                for (tally_u32 i = 0; i < TALLY_K_CAT_TILE_COLS; i++) {
+                    const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
+                    const tally_u32 rr = e / TALLY_K_CAT_TILE_COLS, cc = e % TALLY_K_CAT_TILE_COLS;
+                    if (rr < count && cc < width)
+                        tile[rr * TALLY_K_CAT_TILE_STRIDE + cc] =
+                            tally_k_cat_weight(w, w_off + (row0 + rr) * w_stride + c0 + cc);
+                }
+                TALLY_BARRIER();
+                if (lid < count && !bad) {
+                    TALLY_LOCAL const float *v = tile + lid * TALLY_K_CAT_TILE_STRIDE;
+                    for (tally_u32 j = 0; j < width; j++) {
+                        const tally_u64 k = c0 + j;
+                        if (pass == 0u) {
+                            m = k == 0u ? v[j] : tally_max_nan(m, v[j]);
+                        } else if (pass == 1u) {
+                            const float wk = is_logits ? tally_expf(v[j] - m) : v[j];
+                            if (!(wk >= 0.0f) || tally_isinf(wk)) {
+                                bad = 1;
+                                break;
+                            }
+                            total = total + wk;
+                            if (wk > 0.0f) last_nonzero = (tally_i32)k;
+                        } else if (found < 0) {
+                            const float wk = is_logits ? tally_expf(v[j] - m) : v[j];
+                            running = running + wk;
+                            if (wk > 0.0f && running >= target) found = (tally_i32)k;
+                        }
+                    }
+                }
+                TALLY_BARRIER();
+            }
+            /* Between passes: the rule's checks on the maximum and the total. */
+            if (pass == 0u && !tally_isfinite(m)) bad = 1;
+            if (pass == 1u && !bad && lid < count) {
+                if (!(total > 0.0f) || tally_isinf(total)) bad = 1;
+                target = ul[lid] * total;
+            }
+        }
         if (lid < count) {
             const tally_u64 r = row0 + lid;
             out[out_off + r * out_stride] =
-                tally_categorical_row(w + w_off + r * w_stride, cols, (int)is_logits, ul[lid]);
+                bad ? TALLY_CATEGORICAL_INVALID : (found >= 0 ? found : last_nonzero);
         }
         TALLY_BARRIER();
     }

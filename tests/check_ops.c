@@ -36,6 +36,7 @@
 
 #include "reference.h"
 #include "tally/philox.h"
+#include "tally/terms.h"
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
@@ -1331,6 +1332,67 @@ START_TEST(categorical_weights)
 }
 END_TEST
 
+/* The device's categorical draws equal the rule of include/tally/terms.h
+ * (tally_categorical_row, which the host backend runs) bit for bit: rows
+ * past one group of 256, rows longer than one 16-column tile with ragged
+ * last tiles, padded rows, invalid rows whose bad entry lies in a later
+ * tile, and logits. */
+static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, int64_t stride, unsigned flags,
+                                    tally_rng rng)
+{
+    tally_context *ctx = tt_context();
+    float *dense = tt_alloc((size_t)(rows * cols) * 4);
+    for (int64_t r = 0; r < rows; r++) memcpy(dense + r * cols, w + r * stride, (size_t)cols * 4);
+    placed pw = place(dense, rows, cols, 3, stride, 2);
+    placed out = place_out(TALLY_I32, 1, rows, 1, rows);
+    tt_ok(tally_categorical(ctx, pw.view, flags, rng, out.view, NULL), ctx);
+    int32_t *got = tt_alloc((size_t)rows * 4);
+    read_placed(&out, got);
+    const int is_logits = (flags & TALLY_CATEGORICAL_LOGITS) != 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float u = tally_stream_uniform(rng.seed, rng.subsequence, rng.offset + (uint64_t)r);
+        const int32_t want = tally_categorical_row(dense + r * cols, (tally_u64)cols, is_logits, u);
+        ck_assert_msg(got[r] == want, "[%lld x %lld] %s row %lld: index %d, the rule gives %d", (long long)rows,
+                      (long long)cols, is_logits ? "logits" : "weights", (long long)r, got[r], want);
+    }
+    free(got);
+    free(dense);
+    release(&pw);
+    release(&out);
+}
+
+START_TEST(categorical_exact_bits)
+{
+    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 16, 16},  {5, 17, 19},   {300, 33, 33},
+                                        {600, 64, 64}, {257, 5, 8}, {2, 1000, 1001}, {40, 48, 50}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t rows = shapes[s][0], cols = shapes[s][1], stride = shapes[s][2];
+        float *w = tt_alloc((size_t)(rows * stride) * 4);
+        tt_rand rnd = tt_rand_seed(500 + s);
+        for (int64_t i = 0; i < rows * stride; i++)
+            w[i] = tt_rand_below(&rnd, 5) == 0 ? 0.0f : (float)(tt_rand_unit(&rnd) * 3.0);
+        /* Invalid rows with the offending entry late in the row, and a row
+         * whose only weight is its last. */
+        if (rows > 4) {
+            w[1 * stride + cols - 1] = -1.0f;
+            w[2 * stride + cols / 2] = NAN;
+            w[3 * stride + cols - 1] = INFINITY;
+            for (int64_t c = 0; c < cols; c++) w[4 * stride + c] = c == cols - 1 ? 2.0f : 0.0f;
+        }
+        check_categorical_exact(w, rows, cols, stride, 0, (tally_rng){.seed = 31 + s, .subsequence = 2, .offset = 3 * s});
+        for (int64_t i = 0; i < rows * stride; i++) w[i] = (float)(4.0 * tt_rand_unit(&rnd) - 6.0);
+        if (rows > 4) {
+            w[1 * stride + cols - 1] = NAN;
+            w[2 * stride + cols - 1] = INFINITY;
+            for (int64_t c = 0; c < cols; c++) w[3 * stride + c] = -INFINITY;
+        }
+        check_categorical_exact(w, rows, cols, stride, TALLY_CATEGORICAL_LOGITS,
+                                (tally_rng){.seed = 61 + s, .subsequence = 0, .offset = 8});
+        free(w);
+    }
+}
+END_TEST
+
 START_TEST(categorical_invalid_rows)
 {
     tally_context *ctx = tt_context();
@@ -1475,7 +1537,7 @@ Suite *tally_test_suite(void)
         {"rng",
          {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts, rng_fill_normal_pairs_absolute,
           rng_consumed_and_advance, NULL}},
-        {"categorical", {categorical_weights, categorical_invalid_rows, categorical_frequencies, NULL}},
+        {"categorical", {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies, NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         TCase *tc = tcase_create(cases[c].name);
