@@ -49,6 +49,12 @@
 #define TALLY_K_GMM_VEC4 2u          /* z, mu and log_var rows are whole aligned quads */
 #define TALLY_K_GMM_HAS_COMPONENT 4u /* write the component index */
 #define TALLY_K_GMM_LSE_PREPARED 8u  /* logsumexp of the logits is in pre[pre_off] */
+/* Lanes of a (row, component) tree that each work-item of tally_k_gmm_fused
+ * plays (1, 2 or 4: the kernel spells out the steps of the tree that they
+ * take). 1 is the one-lane-per-work-item layout; the bits are the same. */
+#ifndef TALLY_K_GMM_LANES_PER_ITEM
+#define TALLY_K_GMM_LANES_PER_ITEM 4u
+#endif
 /* Most components whose per-row sums tally_k_gmm_fused keeps in local memory. */
 #define TALLY_K_GMM_LOCAL_K 1024u
 /* Up to this many components each group computes the logits' logsumexp
