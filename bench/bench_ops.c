@@ -44,6 +44,7 @@ static result results[MAX_RESULTS];
 static int result_count;
 static FILE *json_out;
 static double b_scale_now = 1.0; /* the scale being run, stamped on each new result */
+static const char *run_label;     /* --label: names a variant build in the meta record */
 
 static double result_gbps(const result *r)
 {
@@ -990,6 +991,7 @@ static void usage(FILE *f)
             "  --batch-ms F                target length of a batch (default 50)\n"
             "  --small-calls N             calls per batch for gmm_small and dm_small (default 1000)\n"
             "  --rotate-mib F              rotate among input copies totalling this much (default 120; 0: off)\n"
+            "  --label TEXT                a name for this build in the JSON meta record (variant builds)\n"
             "  --list                      list the devices each backend sees\n");
 }
 
@@ -1026,6 +1028,8 @@ static int parse_args(int argc, char **argv, bench *b, const char **json_path, c
             *json_path = val;
         } else if (strcmp(a, "--only") == 0 && val) {
             *only = val;
+        } else if (strcmp(a, "--label") == 0 && val) {
+            run_label = val;
         } else if (strcmp(a, "--scale") == 0 && val) {
             scales[0] = atof(val);
             *nscales = 1;
@@ -1154,6 +1158,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < nscales; i++) fprintf(json_out, "%s%.9g", i ? "," : "[", scales[i]);
         fputc(']', json_out);
         json_num("ceiling_scale", ceil_scale, &first);
+        if (run_label != NULL) json_str("variant", run_label, &first);
         json_int("reps", b.reps, &first);
         json_num("rotate_mib", b.rotate_bytes / (1024.0 * 1024.0), &first);
         json_str("time", stamp, &first);

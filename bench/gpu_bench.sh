@@ -23,6 +23,11 @@
 #   BENCH_SCALES     default 0.0625,0.25,1,4
 #   BENCH_ARGS       extra arguments for tally-bench and torch_baseline.py (e.g. "--reps 3")
 #   TALLY_BUILD_DIR  build directory (default build-gpu, shared with scripts/gpu_session.sh)
+#   BENCH_COMMIT     the commit to name in the report (default: git rev-parse, when .git is there)
+#   BENCH_VARIANT    kernel switches of kernels/abi.h for a second CUDA build timed on the workloads
+#                    they touch (default "TALLY_K_GMM_LANES_PER_ITEM=1u TALLY_K_RNG_BLOCKS_PER_ITEM=2u":
+#                    the one-lane-per-work-item mixture trees, two Philox blocks per fill work-item);
+#                    empty: none. BENCH_VARIANT_ONLY: the workloads (default the fills and mixtures)
 #   GPU_SANITIZE=0   skip compute-sanitizer; GPU_CROSSCHECK=0 skip the crosscheck
 #
 # The machine has no Check and no OpenCL headers: they come from the Debian
@@ -67,8 +72,10 @@ step "machine"
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())'
     git log -1 --format='commit %H %s' 2>/dev/null
 } 2>&1 | tee -a "$summary"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit+changes"; fi
+commit=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ -z "${BENCH_COMMIT:-}" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    commit="$commit+changes"
+fi
 
 # ---- Check and OpenCL headers from .debs/, then the build -------------------
 root=/tmp/tally-prefix
@@ -117,10 +124,35 @@ run_step tally-opencl 120 "$bench" --backend opencl --scales "$scales" --batch-m
     --json "$out/tally-opencl.jsonl"
 tail -n 3 "$logs/tally-opencl.log"
 
+# ---- A variant build: the same source with other kernel switches ----------
+variant=${BENCH_VARIANT-TALLY_K_GMM_LANES_PER_ITEM=1u TALLY_K_RNG_BLOCKS_PER_ITEM=2u}
+variant_only=${BENCH_VARIANT_ONLY:-uniform_fill,raw_fill,normal_fill,gmm_small,gmm_large}
+build_variant() {
+    local src=/tmp/tally-variant def name val
+    rm -rf "$src" && mkdir -p "$src"
+    tar --exclude='./build*' --exclude=./.git --exclude=./.debs -cf - . | tar -C "$src" -xf - || return 1
+    for def in $variant; do
+        name=${def%%=*}
+        val=${def#*=}
+        sed -i "s|^#define $name .*|#define $name $val|" "$src/kernels/abi.h"
+        grep -q "^#define $name $val\$" "$src/kernels/abi.h" || { echo "no switch $name in kernels/abi.h"; return 1; }
+    done
+    (cd "$src" && meson setup build -Dcuda=enabled -Dopencl=disabled -Dtests=false && ninja -C build bench/tally-bench)
+}
+if [ -n "$variant" ] && [ -s "$out/tally-cuda.jsonl" ]; then
+    if run_step variant-build 120 build_variant; then
+        # shellcheck disable=SC2086
+        run_step tally-cuda-variant 60 /tmp/tally-variant/build/bench/tally-bench --backend cuda --scales 1 \
+            --no-ceilings --batch-ms 20 --only "$variant_only" --label "$variant" ${BENCH_ARGS:-} \
+            --json "$out/tally-cuda-variant.jsonl"
+    fi
+fi
+
 report() {
     local args=()
     for f in "$out/tally-cuda.jsonl" "$out/tally-opencl.jsonl"; do [ -s "$f" ] && args+=(--tally "$f"); done
     [ -s "$out/torch.jsonl" ] && args+=(--torch "$out/torch.jsonl")
+    [ -s "$out/tally-cuda-variant.jsonl" ] && args+=(--variant "$out/tally-cuda-variant.jsonl")
     [ ${#args[@]} -gt 0 ] || return 1
     python3 bench/report.py "${args[@]}" --commit "$commit" --out "$out/RESULTS-run.md" --png-dir "$out" \
         >"$logs/report.log" 2>&1

@@ -310,6 +310,32 @@ def ceilings_table(run, out):
     out.append("Floors use the highest of each kind: " + ("; ".join(best) or "none measured") + ".\n")
 
 
+def variants_table(run, paths, out):
+    """tally CUDA at this commit against builds with other kernel switches (kernels/abi.h)."""
+    rows = []
+    for path in paths:
+        recs = load(path)
+        meta = next((r for r in recs if r.get("record") == "meta"), {})
+        label = meta.get("variant") or path.rsplit("/", 1)[-1]
+        for r in recs:
+            if r.get("record") not in ("result", "error") or r.get("workload") not in NAMES:
+                continue
+            base = run.get("tally CUDA", r["workload"], r.get("scale", 1.0))
+            tb, tv = judged_us(base), judged_us(r)
+            ratio = f"{tv / tb:.2f}" if tb and tv else "-"
+            same = "yes" if base and base.get("value") == r.get("value") else "NO"
+            rows.append(f"| {r['workload']} | {frac_str(r.get('scale', 1.0))} | {fmt_us(tb)} | {label} | "
+                        f"{fmt_us(tv)} | {ratio} | {same} |")
+    if rows:
+        out.append("### Kernel variants (tally CUDA)\n")
+        out.append("The same commit built with other compile-time switches of kernels/abi.h, in the same call; "
+                   "the value must not change (the switches move work between work-items, never a bit).\n")
+        out.append("| workload | scale | this build | variant | variant time | variant / this | same value |")
+        out.append("|---|---|---|---|---|---|---|")
+        out.extend(rows)
+        out.append("")
+
+
 def problems(run, out):
     lines = []
     for (impl, name, s), r in sorted(run.results.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2] or 0)):
@@ -409,6 +435,8 @@ def main(argv=None):
     ap.add_argument("--commit", default="", help="the commit measured, for the heading")
     ap.add_argument("--out", help="write the markdown here instead of stdout")
     ap.add_argument("--png-dir", help="draw workloads.png and scaling.png here (needs matplotlib)")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="tally-bench JSON lines of a variant build (its meta may carry a 'variant' label)")
     args = ap.parse_args(argv)
     if not args.tally and not args.torch:
         ap.error("give at least one --tally or --torch file")
@@ -429,6 +457,7 @@ def main(argv=None):
     main_table(run, out)
     scaling_table(run, out)
     values_table(run, out)
+    variants_table(run, args.variant, out)
     ceilings_table(run, out)
     problems(run, out)
     if args.png_dir:
