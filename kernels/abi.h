@@ -73,6 +73,13 @@
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif
 
+/* Elements of the tile tally_k_categorical stages in local memory per step:
+ * R rows of C columns, R * C = this, C = 2^tile_log2 between 16 and 256
+ * (the host picks the smallest that holds a whole row, so that rows of up
+ * to 256 columns are staged once). Each row is padded to C + 1 floats (odd,
+ * so that neighbouring work-items read different banks). */
+#define TALLY_K_CAT_TILE 4096u
+
 /* Functions of tally_k_math_eval (see tally__gpu_math_eval). */
 #define TALLY_K_MATH_EXP 1u
 #define TALLY_K_MATH_LOG 2u

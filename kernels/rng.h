@@ -194,64 +194,66 @@ TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u64 i)
     return w[i];
 }
 
-/* Columns of a tile that tally_k_categorical stages in local memory per
- * step (each of the group's 256 rows), and the padded stride of a row
- * there (odd, so that neighbouring work-items read different banks). */
-#define TALLY_K_CAT_TILE_COLS 16u
-#define TALLY_K_CAT_TILE_STRIDE (TALLY_K_CAT_TILE_COLS + 1u)
 
 /*
  * out[out_off + r * out_stride] = the categorical rule (tally_categorical_row,
  * include/tally/terms.h) on row r of w, with u_r = uniform(offset + r).
  *
  * Each row's rule is sequential (the running sums fix the order), so one
- * work-item owns a row and walks it in index order; a group takes 256 rows at
- * a time. A work-item reading its own row straight from global memory would
- * make every load of a warp touch 32 rows, and wait on them one after the
- * other; instead the group stages its rows 16 columns at a time in local
- * memory, each load of a warp reading whole runs of two rows, all of a
- * tile's loads in flight at once, and the work-items then fold the tile from
+ * work-item owns a row and walks it in index order; a group takes R = 4096 /
+ * C rows at a time (C = 2^tile_log2 columns per tile). A work-item reading
+ * its own row straight from global memory would make every load of a warp
+ * touch 32 rows, and wait on them one after the other; instead all 256
+ * work-items of the group stage its rows C columns at a time in local
+ * memory, each load of a warp reading whole runs of a row, all 16 loads of a
+ * work-item in flight at once, and the rows' owners then fold the tile from
  * local memory. The rule's passes (the maximum of the logits, the total,
- * the search for the target) each walk the row's tiles again; the data of
- * the later passes come from the cache. The state carried from tile to tile
- * is the rule's own (maximum, total, last positive index, running sum), so
- * every operation and its order are tally_categorical_row's.
+ * the search for the target) each walk the row's tiles again; a row of one
+ * tile stays in local memory for all of them, longer rows re-read theirs
+ * from the cache. The state carried from tile to tile is the rule's own
+ * (maximum, total, last positive index, running sum), so every operation and
+ * its order are tally_categorical_row's.
  */
 TALLY_KERNEL void tally_k_categorical(TALLY_GLOBAL const float *TALLY_RESTRICT w, tally_u64 w_off, tally_u64 w_stride,
                                       tally_u64 rows, tally_u64 cols, tally_u32 is_logits, tally_u64 seed,
                                       tally_u64 subsequence, tally_u64 offset,
                                       TALLY_GLOBAL tally_i32 *TALLY_RESTRICT out, tally_u64 out_off,
-                                      tally_u64 out_stride)
+                                      tally_u64 out_stride, tally_u32 tile_log2)
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, tile, TALLY_K_GROUP_SIZE * TALLY_K_CAT_TILE_STRIDE);
+    /* R rows of C + 1 floats: R * C + R <= 4096 + 256. */
+    TALLY_LOCAL_ARRAY(float, tile, TALLY_K_CAT_TILE + TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
-    const tally_u64 tiles = cols / TALLY_K_CAT_TILE_COLS + (cols % TALLY_K_CAT_TILE_COLS != 0u ? 1u : 0u);
+    const tally_u32 C = 1u << tile_log2;
+    const tally_u32 R = TALLY_K_CAT_TILE >> tile_log2;
+    const tally_u32 stride = C + 1u;
+    const tally_u64 tiles = (cols >> tile_log2) + ((cols & (C - 1u)) != 0u ? 1u : 0u);
     /* Pass 0 (logits only): the maximum; pass 1: the total; pass 2: the search. */
     const tally_u32 first_pass = is_logits ? 0u : 1u;
-    for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < rows;
-         row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
-        const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, rows - row0);
+    for (tally_u64 row0 = TALLY_GROUP_ID() * R; row0 < rows; row0 += TALLY_GROUP_COUNT() * R) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(R, rows - row0);
         tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
         float m = 0.0f, total = 0.0f, target = 0.0f, running = 0.0f;
         int bad = 0;
         tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID, found = TALLY_CATEGORICAL_INVALID;
         for (tally_u32 pass = first_pass; pass < 3u; pass++) {
             for (tally_u64 t = 0; t < tiles; t++) {
-                const tally_u64 c0 = t * TALLY_K_CAT_TILE_COLS;
-                const tally_u32 width = (tally_u32)tally_k_min_u64(TALLY_K_CAT_TILE_COLS, cols - c0);
-                /* Element e of the tile: row e / 16, column e % 16. A constant
-                 * trip count lets the compiler issue all 16 loads at once. */
-                for (tally_u32 i = 0; i < TALLY_K_CAT_TILE_COLS; i++) {
-                    const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
-                    const tally_u32 rr = e / TALLY_K_CAT_TILE_COLS, cc = e % TALLY_K_CAT_TILE_COLS;
-                    if (rr < count && cc < width)
-                        tile[rr * TALLY_K_CAT_TILE_STRIDE + cc] =
-                            tally_k_cat_weight(w, w_off + (row0 + rr) * w_stride + c0 + cc);
+                const tally_u64 c0 = t << tile_log2;
+                const tally_u32 width = (tally_u32)tally_k_min_u64(C, cols - c0);
+                /* Element e of the tile: row e / C, column e % C. A constant
+                 * trip count lets the compiler issue all 16 loads at once. A
+                 * row of one tile is loaded for the first pass only. */
+                if (tiles > 1u || pass == first_pass) {
+                    for (tally_u32 i = 0; i < TALLY_K_CAT_TILE / TALLY_K_GROUP_SIZE; i++) {
+                        const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
+                        const tally_u32 rr = e >> tile_log2, cc = e & (C - 1u);
+                        if (rr < count && cc < width)
+                            tile[rr * stride + cc] = tally_k_cat_weight(w, w_off + (row0 + rr) * w_stride + c0 + cc);
+                    }
                 }
                 TALLY_BARRIER();
                 if (lid < count && !bad) {
-                    TALLY_LOCAL const float *v = tile + lid * TALLY_K_CAT_TILE_STRIDE;
+                    TALLY_LOCAL const float *v = tile + lid * stride;
                     for (tally_u32 j = 0; j < width; j++) {
                         const tally_u64 k = c0 + j;
                         if (pass == 0u) {

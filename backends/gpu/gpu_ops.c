@@ -414,6 +414,12 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
     tally__gpu_arg_u64(&l, job->rng.offset);
     tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
     tally__gpu_arg_u64(&l, job->out.stride);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_categorical, tally__gpu_ceil_div(w->rows, TALLY_GPU_GROUP_SIZE),
-                          &l);
+    /* Tiles of C = 2^log2 columns by 4096 / C rows: the smallest C from 16
+     * to 256 that holds a whole row, so short rows are staged once and a
+     * group still owns many of them. */
+    uint32_t log2 = 4;
+    while (log2 < 8 && (UINT64_C(1) << log2) < w->cols) log2++;
+    tally__gpu_arg_u32(&l, log2);
+    return tally__gpu_run(ctx, TALLY__K_tally_k_categorical,
+                          tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2), &l);
 }

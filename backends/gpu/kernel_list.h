@@ -37,7 +37,7 @@
  * tally_k_rng_fill_any  the same arguments, any view
  * tally_k_math_eval     in buf, out buf, n u64, fn u32 (TALLY_K_MATH_*)
  * tally_k_categorical   w buf, w_stride u64, rows u64, cols u64, is_logits u32, seed u64, subsequence u64,
- *                       offset u64, out buf (i32), out_stride u64
+ *                       offset u64, out buf (i32), out_stride u64, tile_log2 u32
  * tally_k_dm_rows_table counts buf, c_stride u64, vec4 u32, pre buf, lga_off u64, B u64, V u64, lanes u32,
  *                       qpl u32, flags u32, out buf, out_stride u64  (pre's offset is where exp goes)
  */
