@@ -5,8 +5,8 @@
 # over NVIDIA OpenCL, each at 1/16, 1/4, 1 and 4 times its shape, with the
 # read/write/copy ceilings measured in the same run; writes one comparison
 # table and two plots; then runs compute-sanitizer (memcheck over the CUDA
-# op suite, racecheck over its random-fill case) and tally's crosscheck if
-# time is left.
+# op suite, racecheck over its fill, categorical and mixture cases) and
+# tally's crosscheck if time is left.
 #
 #   bash bench/gpu_bench.sh            # everything lands in $OUT (default /tmp/tally-bench-out)
 #
@@ -165,9 +165,13 @@ if [ "${GPU_SANITIZE:-1}" = 1 ] && [ "$tests" = true ]; then
     CK_FORK=no TALLY_TEST_BACKEND=cuda run_step sanitizer-memcheck-ops 150 \
         compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/check_ops"
     grep -E "ERROR SUMMARY|Checks:" "$logs/sanitizer-memcheck-ops.log" | tail -n 2 | tee -a "$summary"
-    CK_FORK=no CK_RUN_CASE=rng TALLY_TEST_BACKEND=cuda run_step sanitizer-racecheck-rng 60 \
-        compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/check_ops"
-    grep -E "RACECHECK SUMMARY|ERROR SUMMARY|Checks:" "$logs/sanitizer-racecheck-rng.log" | tail -n 2 | tee -a "$summary"
+    # The kernels this work changed that share local memory between work-items.
+    for case in rng categorical gmm; do
+        CK_FORK=no CK_RUN_CASE=$case TALLY_TEST_BACKEND=cuda run_step "sanitizer-racecheck-$case" 60 \
+            compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/check_ops"
+        grep -E "RACECHECK SUMMARY|ERROR SUMMARY|Checks:" "$logs/sanitizer-racecheck-$case.log" | tail -n 2 |
+            tee -a "$summary"
+    done
 fi
 # ---- every op on every device (host, CUDA, NVIDIA OpenCL, PoCL), bit for bit
 if [ "${GPU_CROSSCHECK:-1}" = 1 ]; then
