@@ -140,7 +140,10 @@ build_variant() {
     (cd "$src" && meson setup build -Dcuda=enabled -Dopencl=disabled -Dtests=false && ninja -C build bench/tally-bench)
 }
 if [ -n "$variant" ] && [ -s "$out/tally-cuda.jsonl" ]; then
-    if run_step variant-build 120 build_variant; then
+    # timeout runs programs, not shell functions: the function goes to a child bash.
+    export -f build_variant
+    export variant
+    if run_step variant-build 120 bash -c build_variant; then
         # shellcheck disable=SC2086
         run_step tally-cuda-variant 60 /tmp/tally-variant/build/bench/tally-bench --backend cuda --scales 1 \
             --no-ceilings --batch-ms 20 --only "$variant_only" --label "$variant" ${BENCH_ARGS:-} \
