@@ -36,12 +36,15 @@ typedef struct result {
     char check[320];
     char error[1024];
     int64_t sets;
+    double scale; /* the --scales entry this result ran at (ceilings: the scale they ran at) */
 } result;
 
-#define MAX_RESULTS 32
+#define MAX_RESULTS 256
 static result results[MAX_RESULTS];
 static int result_count;
 static FILE *json_out;
+static double b_scale_now = 1.0; /* the scale being run, stamped on each new result */
+static const char *run_label;     /* --label: names a variant build in the meta record */
 
 static double result_gbps(const result *r)
 {
@@ -119,6 +122,7 @@ static void json_result(const bench *b, const result *r)
     json_common(b, r->failed ? "error" : r->is_ceiling ? "ceiling" : "result", &first);
     json_str("workload", r->workload, &first);
     json_str("shape", r->shape, &first);
+    json_num("scale", r->scale, &first);
     if (r->what[0]) json_str("what", r->what, &first);
     if (r->failed) {
         json_str("error", r->error, &first);
@@ -198,6 +202,7 @@ static result *new_result(const char *name)
     snprintf(r->workload, sizeof r->workload, "%s", name);
     r->value = NAN;
     r->sets = 1;
+    r->scale = b_scale_now;
     return r;
 }
 
@@ -338,6 +343,7 @@ static double host_uniform(uint64_t *state)
 typedef struct kl_state {
     tally_buffer *p, *t, *out;
     int64_t rows, cols, sets;
+    unsigned flags; /* TALLY_KL_INPUT_IS_PROB (p given) or 0 (log p given) */
 } kl_state;
 
 static int kl_call(bench *b, void *arg, int64_t i)
@@ -346,7 +352,7 @@ static int kl_call(bench *b, void *arg, int64_t i)
     int64_t k = i % s->sets, n = s->rows * s->cols;
     TCHK(b, "tally_kl_div",
          tally_kl_div(b->ctx, tally_view_f32(s->p, k * n, s->rows, s->cols), tally_view_f32(s->t, k * n, s->rows, s->cols),
-                      TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, tally_view_f32(s->out, k, 1, 1)));
+                      TALLY_REDUCTION_BATCHMEAN, s->flags, tally_view_f32(s->out, k, 1, 1)));
     return 0;
 }
 
@@ -358,22 +364,25 @@ static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
         make_buffer(b, bufs, (uint64_t)s->sets + 1, "out", &s->out))
         return 1;
     /* Independent uniform (0, 1] draws: positive probabilities, and p != t so
-     * the divergence is far from zero. */
-    if (fill_device(b, TALLY_DIST_UNIFORM, 101, s->p, s->sets * n) ||
+     * the divergence is far from zero. The log-input form takes standard
+     * normal inputs: any float is a valid log p for the formula. */
+    const int prob = (s->flags & TALLY_KL_INPUT_IS_PROB) != 0;
+    if (fill_device(b, prob ? TALLY_DIST_UNIFORM : TALLY_DIST_NORMAL, 101, s->p, s->sets * n) ||
         fill_device(b, TALLY_DIST_UNIFORM, 202, s->t, s->sets * n))
         return 1;
     if (bench_measure(b, kl_call, s, 0, &r->t)) return 1;
 
     /* Check 1: E[t log t - t log p] = -1/4 + 1/2 for independent uniforms, so
-     * the batchmean is cols / 4. */
+     * the batchmean is cols / 4; with x ~ N(0, 1) as log p, E[t log t - t x]
+     * = -1/4 and it is -cols / 4. */
     float v = NAN, v_sub = NAN;
     int64_t slot = s->sets;
     if (poison(b, s->out, slot, 1)) return 1;
     TCHK(b, "tally_kl_div",
          tally_kl_div(b->ctx, tally_view_f32(s->p, 0, s->rows, s->cols), tally_view_f32(s->t, 0, s->rows, s->cols),
-                      TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, tally_view_f32(s->out, slot, 1, 1)));
+                      TALLY_REDUCTION_BATCHMEAN, s->flags, tally_view_f32(s->out, slot, 1, 1)));
     if (read_scalar(b, s->out, slot, &v)) return 1;
-    double expect = 0.25 * (double)s->cols;
+    double expect = (prob ? 0.25 : -0.25) * (double)s->cols;
     int ok1 = isfinite(v) && fabs(v / expect - 1.0) < 0.02;
 
     /* Check 2: the first rows against a float64 host computation. */
@@ -385,12 +394,13 @@ static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
              download(b, s->p, 0, m, p) || download(b, s->t, 0, m, t);
     if (rc == 0) {
         tally_status st = tally_kl_div(b->ctx, tally_view_f32(s->p, 0, sub, s->cols), tally_view_f32(s->t, 0, sub, s->cols),
-                                       TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB, tally_view_f32(s->out, slot, 1, 1));
+                                       TALLY_REDUCTION_BATCHMEAN, s->flags, tally_view_f32(s->out, slot, 1, 1));
         if (st != TALLY_OK) rc = bench_fail(b, "tally_kl_div(check rows): %s", tally_last_error(b->ctx));
     }
     if (rc == 0) rc = read_scalar(b, s->out, slot, &v_sub);
     double ref = 0.0;
-    for (int64_t i = 0; i < m && rc == 0; i++) ref += (double)t[i] * (log((double)t[i]) - log((double)p[i]));
+    for (int64_t i = 0; i < m && rc == 0; i++)
+        ref += (double)t[i] * (log((double)t[i]) - (prob ? log((double)p[i]) : (double)p[i]));
     free(p);
     if (rc) return 1;
     ref /= (double)sub;
@@ -398,14 +408,14 @@ static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
     r->value = v;
     r->ok = ok1 && ok2;
     snprintf(r->check, sizeof r->check,
-             "%s: batchmean %.6g vs expected ~%.6g (cols/4); first %lld rows %.8g vs float64 %.8g", r->ok ? "ok" : "WRONG",
+             "%s: batchmean %.6g vs expected ~%.6g (+-cols/4); first %lld rows %.8g vs float64 %.8g", r->ok ? "ok" : "WRONG",
              (double)v, expect, (long long)sub, (double)v_sub, ref);
     return 0;
 }
 
-static int run_kl(bench *b, result *r)
+static int run_kl_form(bench *b, result *r, unsigned flags)
 {
-    kl_state s = {.rows = scaled(b, 16384), .cols = 16384};
+    kl_state s = {.rows = scaled(b, 16384), .cols = 16384, .flags = flags};
     double n = (double)(s.rows * s.cols);
     s.sets = rotation_sets(b, 2.0 * n * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
@@ -418,6 +428,9 @@ static int run_kl(bench *b, result *r)
     release_buffers(&bufs);
     return rc;
 }
+
+static int run_kl(bench *b, result *r) { return run_kl_form(b, r, TALLY_KL_INPUT_IS_PROB); }
+static int run_kl_log(bench *b, result *r) { return run_kl_form(b, r, 0); }
 
 /* ------------------------------------------------------------------------
  * gmm_small / gmm_large: fused mixture sample + log density.
@@ -587,6 +600,7 @@ static int run_gmm_large(bench *b, result *r) { return run_gmm(b, r, 65536, 8, 1
 typedef struct dm_state {
     tally_buffer *counts, *log_alpha, *out;
     int64_t B, V, sets;
+    int per_row; /* log_alpha [B, V] (one copy per set) instead of [1, V] */
 } dm_state;
 
 static int dm_call(bench *b, void *arg, int64_t i)
@@ -595,7 +609,9 @@ static int dm_call(bench *b, void *arg, int64_t i)
     int64_t k = i % s->sets;
     TCHK(b, "tally_dirichlet_multinomial",
          tally_dirichlet_multinomial(b->ctx, tally_view_f32(s->counts, k * s->B * s->V, s->B, s->V),
-                                     tally_view_f32(s->log_alpha, 0, 1, s->V), TALLY_REDUCTION_NONE, 0,
+                                     s->per_row ? tally_view_f32(s->log_alpha, k * s->B * s->V, s->B, s->V)
+                                                : tally_view_f32(s->log_alpha, 0, 1, s->V),
+                                     TALLY_REDUCTION_NONE, 0,
                                      tally_view_f32(s->out, k * s->B, 1, s->B)));
     return 0;
 }
@@ -610,14 +626,22 @@ static void dm_make_counts(float *c, int64_t n, int64_t set)
 static int dm_body(bench *b, result *r, dm_state *s, wl_bufs *bufs, float *host)
 {
     int64_t BV = s->B * s->V;
+    const int64_t la_rows = s->B < 16 ? s->B : 16; /* rows of a per-row alpha the check reads */
     if (make_buffer(b, bufs, (uint64_t)(s->sets * BV), "counts", &s->counts) ||
-        make_buffer(b, bufs, (uint64_t)s->V, "log_alpha", &s->log_alpha) ||
+        make_buffer(b, bufs, (uint64_t)(s->per_row ? s->sets * BV : s->V), "log_alpha", &s->log_alpha) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * s->B), "out", &s->out))
         return 1;
-    float *la = host + BV, *out = la + s->V;
-    uint64_t state = 77;
-    for (int64_t v = 0; v < s->V; v++) la[v] = (float)(-2.0 + 3.0 * host_uniform(&state)); /* alpha in [0.14, 2.7) */
-    TCHK(b, "tally_buffer_upload", tally_buffer_upload(s->log_alpha, 0, la, (size_t)s->V * 4u));
+    float *la = host + BV, *out = la + (s->per_row ? la_rows * s->V : s->V);
+    if (s->per_row) {
+        /* log_alpha uniform in (0, 1] (alpha in (1, e]), drawn on the device. */
+        if (fill_device(b, TALLY_DIST_UNIFORM, 78, s->log_alpha, s->sets * BV) ||
+            download(b, s->log_alpha, 0, la_rows * s->V, la))
+            return 1;
+    } else {
+        uint64_t state = 77;
+        for (int64_t v = 0; v < s->V; v++) la[v] = (float)(-2.0 + 3.0 * host_uniform(&state)); /* alpha in [0.14, 2.7) */
+        TCHK(b, "tally_buffer_upload", tally_buffer_upload(s->log_alpha, 0, la, (size_t)s->V * 4u));
+    }
     for (int64_t k = 0; k < s->sets; k++) {
         dm_make_counts(host, BV, k);
         TCHK(b, "tally_buffer_upload", tally_buffer_upload(s->counts, (size_t)(k * BV) * 4u, host, (size_t)BV * 4u));
@@ -635,7 +659,7 @@ static int dm_body(bench *b, result *r, dm_state *s, wl_bufs *bufs, float *host)
     for (int64_t i = 0; i < rows && finite; i++) {
         double A = 0.0, N = 0.0, S = 0.0, mag = 0.0;
         for (int64_t v = 0; v < s->V; v++) {
-            double a = exp((double)la[v]), n = host[i * s->V + v];
+            double a = exp((double)la[(s->per_row ? i * s->V : 0) + v]), n = host[i * s->V + v];
             A += a;
             N += n;
             if (n != 0.0) {
@@ -656,18 +680,18 @@ static int dm_body(bench *b, result *r, dm_state *s, wl_bufs *bufs, float *host)
     return 0;
 }
 
-static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound)
+static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound, int per_row)
 {
-    dm_state s = {.B = scaled(b, B), .V = V};
-    double BV = (double)(s.B * V);
-    s.sets = rotation_sets(b, (BV + (double)s.B) * 4.0);
+    dm_state s = {.B = scaled(b, B), .V = V, .per_row = per_row};
+    double BV = (double)(s.B * V), la_elems = per_row ? BV : (double)V;
+    s.sets = rotation_sets(b, (BV + (per_row ? BV : 0.0) + (double)s.B) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.B, (long long)V);
-    r->bytes_read = (BV + (double)V) * 4.0;
+    r->bytes_read = (BV + la_elems) * 4.0;
     r->bytes_written = (double)s.B * 4.0;
     r->ceiling = "copy";
     r->latency_bound = latency_bound;
     r->sets = s.sets;
-    float *host = malloc(sizeof(float) * (size_t)(s.B * V + V + s.B));
+    float *host = malloc(sizeof(float) * (size_t)(s.B * V + 16 * V + s.B));
     if (host == NULL) return bench_fail(b, "out of host memory");
     wl_bufs bufs = {.n = 0};
     int rc = dm_body(b, r, &s, &bufs, host);
@@ -676,24 +700,41 @@ static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound)
     return rc;
 }
 
-static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 512, 256, 1); }
-static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0); }
+static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 512, 256, 1, 0); }
+static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0, 0); }
+static int run_dm_large_row(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0, 1); }
 
 /* ------------------------------------------------------------------------
- * normal_fill: 2^28 standard normals (write bandwidth).
+ * raw_fill / uniform_fill / normal_fill: 2^30 draws (write bandwidth).
  * ------------------------------------------------------------------------ */
 typedef struct fill_state {
     tally_buffer *out;
     int64_t n, sets;
+    tally_distribution dist;
 } fill_state;
+
+static tally_view fill_view(const fill_state *s, int64_t offset, int64_t count)
+{
+    return s->dist == TALLY_DIST_RAW ? tally_view_typed(s->out, TALLY_U32, offset, 1, count)
+                                     : tally_view_f32(s->out, offset, 1, count);
+}
 
 static int fill_call(bench *b, void *arg, int64_t i)
 {
     fill_state *s = arg;
     tally_rng rng = {.seed = 404, .subsequence = 0, .offset = (uint64_t)i * (uint64_t)s->n};
-    TCHK(b, "tally_rng_fill",
-         tally_rng_fill(b->ctx, TALLY_DIST_NORMAL, rng, tally_view_f32(s->out, (i % s->sets) * s->n, 1, s->n), NULL));
+    TCHK(b, "tally_rng_fill", tally_rng_fill(b->ctx, s->dist, rng, fill_view(s, (i % s->sets) * s->n, s->n), NULL));
     return 0;
+}
+
+/* Raw bits read as x / 2^32 and uniforms have mean 1/2 and variance 1/12;
+ * normals mean 0 and variance 1. */
+static double fill_sample(const fill_state *s, const float *v, int64_t i)
+{
+    if (s->dist != TALLY_DIST_RAW) return v[i];
+    uint32_t u;
+    memcpy(&u, v + i, 4);
+    return (double)u * (1.0 / 4294967296.0);
 }
 
 static int fill_body(bench *b, result *r, fill_state *s, wl_bufs *bufs)
@@ -706,26 +747,42 @@ static int fill_body(bench *b, result *r, fill_state *s, wl_bufs *bufs)
     int rc = poison(b, s->out, 0, s->n) || fill_call(b, s, 0) || download(b, s->out, 0, m, v) ||
              download(b, s->out, s->n - tail, tail, v + m);
     int64_t bad = -1;
-    int finite = rc == 0 && all_finite(v, m + tail, &bad);
+    /* The poison is a NaN: raw bits can be any pattern, so for them "written"
+     * means no poison word left at the end. */
+    int finite = rc == 0;
+    for (int64_t i = 0; i < m + tail && finite; i++) {
+        uint32_t u;
+        memcpy(&u, v + i, 4);
+        if (s->dist == TALLY_DIST_RAW ? u == POISON_F32 : !isfinite(v[i])) {
+            finite = 0;
+            bad = i;
+        }
+    }
     double sum = 0.0, sumsq = 0.0;
     for (int64_t i = 0; i < m && finite; i++) {
-        sum += v[i];
-        sumsq += (double)v[i] * v[i];
+        double x = fill_sample(s, v, i);
+        sum += x;
+        sumsq += x * x;
     }
     free(v);
     if (rc) return 1;
+    const double want_mean = s->dist == TALLY_DIST_NORMAL ? 0.0 : 0.5;
+    const double want_var = s->dist == TALLY_DIST_NORMAL ? 1.0 : 1.0 / 12.0;
     double mean = sum / (double)m, var = sumsq / (double)m - mean * mean;
-    int ok = finite && fabs(mean) < 5.0 / sqrt((double)m) + 1e-3 && fabs(var - 1.0) < 5.0 * sqrt(2.0 / (double)m) + 1e-3;
+    int ok = finite && fabs(mean - want_mean) < 5.0 * sqrt(want_var / (double)m) + 1e-3 &&
+             fabs(var / want_var - 1.0) < 5.0 * sqrt(2.0 / (double)m) + 1e-3;
     r->value = finite ? sqrt(var) : NAN;
     r->ok = ok;
-    snprintf(r->check, sizeof r->check, "%s: %s to the last element; first %lld: mean %.5f, std %.5f",
-             ok ? "ok" : "WRONG", finite ? "written and finite" : "NOT all written/finite", (long long)m, mean, sqrt(var));
+    snprintf(r->check, sizeof r->check, "%s: %s to the last element; first %lld: mean %.5f, std %.5f (want %.3g, %.4g)",
+             ok ? "ok" : "WRONG", finite ? "written" : "NOT all written/finite", (long long)m, mean, sqrt(var), want_mean,
+             sqrt(want_var));
+    if (!finite) snprintf(r->check + strlen(r->check), sizeof r->check - strlen(r->check), " (first bad %lld)", (long long)bad);
     return 0;
 }
 
-static int run_normal_fill(bench *b, result *r)
+static int run_fill(bench *b, result *r, tally_distribution dist)
 {
-    fill_state s = {.n = round_up4(scaled(b, (int64_t)1 << 28))};
+    fill_state s = {.n = round_up4(scaled(b, (int64_t)1 << 30)), .dist = dist};
     s.sets = rotation_sets(b, (double)s.n * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lld", (long long)s.n);
     r->bytes_written = (double)s.n * 4.0;
@@ -737,12 +794,82 @@ static int run_normal_fill(bench *b, result *r)
     return rc;
 }
 
+static int run_raw_fill(bench *b, result *r) { return run_fill(b, r, TALLY_DIST_RAW); }
+static int run_uniform_fill(bench *b, result *r) { return run_fill(b, r, TALLY_DIST_UNIFORM); }
+static int run_normal_fill(bench *b, result *r) { return run_fill(b, r, TALLY_DIST_NORMAL); }
+
 /* ------------------------------------------------------------------------
- * sum_4g: tally_reduce sum over 2^30 floats (tally's own read rate).
+ * categorical: one draw per row of weights [65536, 64] (read bandwidth).
+ * ------------------------------------------------------------------------ */
+typedef struct cat_state {
+    tally_buffer *w, *out;
+    int64_t rows, cols, sets;
+} cat_state;
+
+static int cat_call(bench *b, void *arg, int64_t i)
+{
+    cat_state *s = arg;
+    int64_t k = i % s->sets;
+    tally_rng rng = {.seed = 606, .subsequence = 0, .offset = (uint64_t)i * (uint64_t)round_up4(s->rows)};
+    TCHK(b, "tally_categorical",
+         tally_categorical(b->ctx, tally_view_f32(s->w, k * s->rows * s->cols, s->rows, s->cols), 0, rng,
+                           tally_view_typed(s->out, TALLY_I32, k * s->rows, 1, s->rows), NULL));
+    return 0;
+}
+
+static int cat_body(bench *b, result *r, cat_state *s, wl_bufs *bufs)
+{
+    if (make_buffer(b, bufs, (uint64_t)(s->sets * s->rows * s->cols), "weights", &s->w) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * s->rows), "out", &s->out))
+        return 1;
+    /* Independent uniform (0, 1] weights: every index is possible and, by
+     * symmetry, the mean index is (cols - 1) / 2. */
+    if (fill_device(b, TALLY_DIST_UNIFORM, 607, s->w, s->sets * s->rows * s->cols)) return 1;
+    if (bench_measure(b, cat_call, s, 0, &r->t)) return 1;
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)s->rows);
+    if (idx == NULL) return bench_fail(b, "out of host memory");
+    int rc = poison(b, s->out, 0, s->rows) || cat_call(b, s, 0) || download(b, s->out, 0, s->rows, idx);
+    int in_range = rc == 0;
+    double sum = 0.0;
+    for (int64_t i = 0; i < s->rows && in_range; i++) {
+        in_range = idx[i] >= 0 && idx[i] < s->cols;
+        sum += idx[i];
+    }
+    free(idx);
+    if (rc) return 1;
+    double mean = sum / (double)s->rows, want = 0.5 * (double)(s->cols - 1);
+    /* The index's standard deviation is about cols / sqrt(12). */
+    int ok = in_range && fabs(mean - want) < 5.0 * (double)s->cols / sqrt(12.0 * (double)s->rows) + 0.01;
+    r->value = mean;
+    r->ok = ok;
+    snprintf(r->check, sizeof r->check, "%s: indices %s; mean index %.4f vs ~%.1f", ok ? "ok" : "WRONG",
+             in_range ? "in range" : "OUT OF RANGE", mean, want);
+    return 0;
+}
+
+static int run_categorical(bench *b, result *r)
+{
+    cat_state s = {.rows = scaled(b, 65536), .cols = 64};
+    s.sets = rotation_sets(b, (double)(s.rows * s.cols + s.rows) * 4.0);
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
+    r->bytes_read = (double)(s.rows * s.cols) * 4.0;
+    r->bytes_written = (double)s.rows * 4.0;
+    r->ceiling = "read";
+    r->sets = s.sets;
+    wl_bufs bufs = {.n = 0};
+    int rc = cat_body(b, r, &s, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * sum_1n / sum_n1 / sum_rc: tally_reduce sum over ALL of 2^30 floats viewed
+ * as [1, n], [n, 1] and [32768, 32768] (the same contiguous run: the time
+ * should not depend on the shape).
  * ------------------------------------------------------------------------ */
 typedef struct sum_state {
     tally_buffer *x, *out;
-    int64_t n, sets;
+    int64_t n, rows, cols, sets;
 } sum_state;
 
 static int sum_call(bench *b, void *arg, int64_t i)
@@ -750,7 +877,7 @@ static int sum_call(bench *b, void *arg, int64_t i)
     sum_state *s = arg;
     int64_t k = i % s->sets;
     TCHK(b, "tally_reduce",
-         tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, k * s->n, 1, s->n),
+         tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, k * s->n, s->rows, s->cols),
                       tally_view_f32(s->out, k, 1, 1)));
     return 0;
 }
@@ -765,7 +892,7 @@ static int sum_body(bench *b, result *r, sum_state *s, wl_bufs *bufs)
     float v = NAN, v_sub = NAN;
     int64_t slot = s->sets, m = s->n < (1 << 20) ? s->n : (1 << 20);
     if (poison(b, s->out, slot, 1)) return 1;
-    TCHK(b, "tally_reduce", tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, 0, 1, s->n),
+    TCHK(b, "tally_reduce", tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(s->x, 0, s->rows, s->cols),
                                          tally_view_f32(s->out, slot, 1, 1)));
     if (read_scalar(b, s->out, slot, &v)) return 1;
     double expect = 0.5 * (double)s->n;
@@ -791,11 +918,21 @@ static int sum_body(bench *b, result *r, sum_state *s, wl_bufs *bufs)
     return 0;
 }
 
-static int run_sum_4g(bench *b, result *r)
+static int run_sum(bench *b, result *r, int shape)
 {
-    sum_state s = {.n = round_up4(scaled(b, (int64_t)1 << 30))};
+    /* shape 0: [1, n]; 1: [n, 1]; 2: [rows of 32768 columns, 32768]. */
+    sum_state s = {.n = 0};
+    if (shape == 2) {
+        s.cols = 32768;
+        s.rows = scaled(b, 32768);
+    } else {
+        int64_t n = round_up4(scaled(b, (int64_t)1 << 30));
+        s.rows = shape == 1 ? n : 1;
+        s.cols = shape == 1 ? 1 : n;
+    }
+    s.n = s.rows * s.cols;
     s.sets = rotation_sets(b, (double)s.n * 4.0);
-    snprintf(r->shape, sizeof r->shape, "%lld", (long long)s.n);
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
     r->bytes_read = (double)s.n * 4.0;
     r->bytes_written = 4.0;
     r->ceiling = "read";
@@ -806,6 +943,10 @@ static int run_sum_4g(bench *b, result *r)
     return rc;
 }
 
+static int run_sum_1n(bench *b, result *r) { return run_sum(b, r, 0); }
+static int run_sum_n1(bench *b, result *r) { return run_sum(b, r, 1); }
+static int run_sum_rc(bench *b, result *r) { return run_sum(b, r, 2); }
+
 /* ------------------------------------------------------------------------
  * main
  * ------------------------------------------------------------------------ */
@@ -815,13 +956,20 @@ typedef struct workload {
 } workload;
 
 static const workload workloads[] = {
-    {.name = "kl", .run = run_kl},
+    {.name = "uniform_fill", .run = run_uniform_fill},
+    {.name = "raw_fill", .run = run_raw_fill},
+    {.name = "normal_fill", .run = run_normal_fill},
+    {.name = "categorical", .run = run_categorical},
     {.name = "gmm_small", .run = run_gmm_small},
     {.name = "gmm_large", .run = run_gmm_large},
     {.name = "dm_small", .run = run_dm_small},
     {.name = "dm_large", .run = run_dm_large},
-    {.name = "normal_fill", .run = run_normal_fill},
-    {.name = "sum_4g", .run = run_sum_4g},
+    {.name = "dm_large_row", .run = run_dm_large_row},
+    {.name = "kl", .run = run_kl},
+    {.name = "kl_log", .run = run_kl_log},
+    {.name = "sum_n1", .run = run_sum_n1},
+    {.name = "sum_1n", .run = run_sum_1n},
+    {.name = "sum_rc", .run = run_sum_rc},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -832,14 +980,18 @@ static void usage(FILE *f)
             "  --backend cuda|opencl|host  backend to time (default host)\n"
             "  --device N                  device index (see --list); default: CUDA 0, first OpenCL GPU\n"
             "  --json PATH                 write JSON lines (one record per ceiling / workload)\n"
-            "  --only A,B,...              workloads: kl gmm_small gmm_large dm_small dm_large normal_fill sum_4g\n"
+            "  --only A,B,...              workloads: uniform_fill raw_fill normal_fill categorical gmm_small\n"
+            "                              gmm_large dm_small dm_large dm_large_row kl kl_log sum_n1 sum_1n sum_rc\n"
             "  --no-ceilings               skip the ceiling measurements\n"
             "  --scale F                   multiply batch sizes and element counts by F (e.g. 0.01 to smoke-test)\n"
+            "  --scales F,G,...            run every workload at each of these scales in turn (time against size);\n"
+            "                              the ceilings run once, at the largest scale up to 1\n"
             "  --reps N                    timed batches per measurement, median reported (default 5)\n"
             "  --calls N                   calls per batch (default: enough for --batch-ms; latency-bound: --small-calls)\n"
             "  --batch-ms F                target length of a batch (default 50)\n"
             "  --small-calls N             calls per batch for gmm_small and dm_small (default 1000)\n"
             "  --rotate-mib F              rotate among input copies totalling this much (default 120; 0: off)\n"
+            "  --label TEXT                a name for this build in the JSON meta record (variant builds)\n"
             "  --list                      list the devices each backend sees\n");
 }
 
@@ -856,8 +1008,10 @@ static int selected(const char *only, const char *name)
     return 0;
 }
 
+#define MAX_SCALES 8
+
 static int parse_args(int argc, char **argv, bench *b, const char **json_path, const char **only, int *ceilings,
-                      int *list)
+                      int *list, double *scales, int *nscales)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -874,8 +1028,19 @@ static int parse_args(int argc, char **argv, bench *b, const char **json_path, c
             *json_path = val;
         } else if (strcmp(a, "--only") == 0 && val) {
             *only = val;
+        } else if (strcmp(a, "--label") == 0 && val) {
+            run_label = val;
         } else if (strcmp(a, "--scale") == 0 && val) {
-            b->scale = atof(val);
+            scales[0] = atof(val);
+            *nscales = 1;
+        } else if (strcmp(a, "--scales") == 0 && val) {
+            *nscales = 0;
+            for (const char *p = val; *p && *nscales < MAX_SCALES;) {
+                char *end;
+                scales[(*nscales)++] = strtod(p, &end);
+                if (end == p) break;
+                p = *end == ',' ? end + 1 : end;
+            }
         } else if (strcmp(a, "--reps") == 0 && val) {
             b->reps = atoi(val);
         } else if (strcmp(a, "--calls") == 0 && val) {
@@ -903,7 +1068,9 @@ static int parse_args(int argc, char **argv, bench *b, const char **json_path, c
         }
         i += takes;
     }
-    if (!(b->scale > 0) || b->reps < 1 || b->small_calls < 1 || !(b->batch_ms > 0)) {
+    int scales_ok = *nscales > 0;
+    for (int i = 0; i < *nscales; i++) scales_ok = scales_ok && scales[i] > 0;
+    if (!scales_ok || b->reps < 1 || b->small_calls < 1 || !(b->batch_ms > 0)) {
         fprintf(stderr, "tally-bench: --scale and --batch-ms must be > 0, --reps and --small-calls >= 1\n");
         return 2;
     }
@@ -934,8 +1101,9 @@ int main(int argc, char **argv)
     b.small_calls = 1000;
     b.rotate_bytes = BENCH_ROTATE_BYTES_DEFAULT;
     const char *json_path = NULL, *only = NULL;
-    int ceilings = 1, list = 0;
-    int rc = parse_args(argc, argv, &b, &json_path, &only, &ceilings, &list);
+    int ceilings = 1, list = 0, nscales = 1;
+    double scales[MAX_SCALES] = {1.0};
+    int rc = parse_args(argc, argv, &b, &json_path, &only, &ceilings, &list, scales, &nscales);
     if (rc) return rc;
     if (list) {
         bench_list_devices();
@@ -961,12 +1129,23 @@ int main(int argc, char **argv)
         return open_rc == 1 ? 0 : 1;
     }
 
+    /* The ceilings run at the largest scale up to 1 (the smallest, when all
+     * are larger): full-size ceilings for full-size runs, small ones for a
+     * smoke test. */
+    double ceil_scale = scales[0];
+    for (int i = 0; i < nscales; i++)
+        if ((scales[i] <= 1.0 && (ceil_scale > 1.0 || scales[i] > ceil_scale)) ||
+            (ceil_scale > 1.0 && scales[i] < ceil_scale))
+            ceil_scale = scales[i];
+    b.scale = ceil_scale;
+    b_scale_now = ceil_scale;
     time_t now = time(NULL);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     printf("tally-bench: tally %s, backend %s, device %s\n", tally_version_string(), backend, b.device_name);
-    printf("timer %s; scale %g; %d batches per median; rotation to %.0f MiB\n\n", b.timer_name, b.scale, b.reps,
-           b.rotate_bytes / (1024.0 * 1024.0));
+    printf("timer %s; scales", b.timer_name);
+    for (int i = 0; i < nscales; i++) printf("%s%g", i ? "," : " ", scales[i]);
+    printf("; %d batches per median; rotation to %.0f MiB\n\n", b.reps, b.rotate_bytes / (1024.0 * 1024.0));
     if (json_out != NULL) {
         int first = 1;
         json_common(&b, "meta", &first);
@@ -974,7 +1153,12 @@ int main(int argc, char **argv)
         json_str("device", b.device_name, &first);
         json_int("device_index", b.device, &first);
         json_str("timer", b.timer_name, &first);
-        json_num("scale", b.scale, &first);
+        json_num("scale", nscales == 1 ? scales[0] : NAN, &first);
+        json_key("scales", &first);
+        for (int i = 0; i < nscales; i++) fprintf(json_out, "%s%.9g", i ? "," : "[", scales[i]);
+        fputc(']', json_out);
+        json_num("ceiling_scale", ceil_scale, &first);
+        if (run_label != NULL) json_str("variant", run_label, &first);
         json_int("reps", b.reps, &first);
         json_num("rotate_mib", b.rotate_bytes / (1024.0 * 1024.0), &first);
         json_str("time", stamp, &first);
@@ -995,14 +1179,18 @@ int main(int argc, char **argv)
         }
         failures += bad != 0;
     }
-    for (size_t k = 0; k < WORKLOAD_COUNT; k++) {
-        if (!selected(only, workloads[k].name)) continue;
-        result *r = new_result(workloads[k].name);
-        if (r == NULL) break;
-        b.err[0] = '\0';
-        if (workloads[k].run(&b, r)) r->failed = 1;
-        finish_result(&b, r);
-        failures += r->failed || !r->ok;
+    for (int si = 0; si < nscales; si++) {
+        b.scale = b_scale_now = scales[si];
+        if (nscales > 1) printf("-- scale %g\n", b.scale);
+        for (size_t k = 0; k < WORKLOAD_COUNT; k++) {
+            if (!selected(only, workloads[k].name)) continue;
+            result *r = new_result(workloads[k].name);
+            if (r == NULL) break;
+            b.err[0] = '\0';
+            if (workloads[k].run(&b, r)) r->failed = 1;
+            finish_result(&b, r);
+            failures += r->failed || !r->ok;
+        }
     }
 
     printf("\nceilings (GB/s): read %.1f, copy %.1f (read + write), write %.1f\n", b.ceil_read, b.ceil_copy,

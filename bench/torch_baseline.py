@@ -2,21 +2,30 @@
 """PyTorch baseline for tally-bench: the same workloads, eager and torch.compile.
 
 Times each workload with CUDA events (median over several batches after a
-warm-up) and writes JSON lines that bench/compare.py reads beside
+warm-up) and writes JSON lines that bench/report.py reads beside
 tally-bench's. The shapes, byte counts, rotation among input copies and
 workload names match bench/bench_ops.c:
 
-  kl           F.kl_div(torch.log(p), t, reduction='batchmean'), p, t softmaxed [16384, 16384]
+  uniform_fill Tensor.uniform_() over 2^30 floats (write bandwidth)
+  raw_fill     Tensor.random_() over 2^30 int32 (torch's nearest to raw 32-bit draws)
+  normal_fill  Tensor.normal_() over 2^30 floats
+  categorical  torch.multinomial(w, 1) over weights [65536, 64] (read bandwidth)
   gmm_small    mixture reparameterised sample + logsumexp log density, (B, K, D) = (256, 4, 64)
   gmm_large    the same at (65536, 8, 128)
   dm_small     Dirichlet-multinomial log-likelihood per row, (B, V) = (512, 256)
-  dm_large     the same at (65536, 1024)
-  normal_fill  Tensor.normal_() over 2^28 floats (write bandwidth)
-  ceil_read    torch.sum over 2^30 floats, 4 GiB (the read ceiling; tally's sum_4g)
+  dm_large     the same at (65536, 1024), shared log_alpha [V]
+  dm_large_row the same with a per-row log_alpha [B, V]
+  kl           F.kl_div(torch.log(p), t, reduction='batchmean'), p, t softmaxed [16384, 16384]
+               (tally's input_is_prob form: the logarithm is part of the work)
+  kl_log       F.kl_div(x, t, reduction='batchmean') with x = log p given (tally's log-input form)
+  sum_n1, sum_1n, sum_rc  torch.sum over 2^30 floats viewed as [n, 1], [1, n], [32768, 32768]
+  ceil_read    torch.sum over 2^30 floats, 4 GiB (the read ceiling)
   ceil_copy    a 4 GiB device-to-device copy (bytes read + written)
   ceil_write   Tensor.fill_ over 4 GiB (write-only)
 
-Usage: python3 bench/torch_baseline.py --json torch.jsonl [--only kl,gmm_small] [--scale 0.01]
+Usage: python3 bench/torch_baseline.py --json torch.jsonl [--only kl,gmm_small] [--scales 0.0625,0.25,1,4]
+torch.compile runs at the --compile-scales only (default 1: each shape compiles on its own, which
+costs seconds per shape). Fills, sums and categorical are eager only.
 Runs with whatever torch is installed; installs nothing. --device cpu smoke-tests it without a GPU.
 """
 import argparse
@@ -32,8 +41,9 @@ import torch.nn.functional as F
 
 LOG_2PI = math.log(2.0 * math.pi)
 GIB = 1024.0 ** 3
-WORKLOADS = ["ceil_write", "ceil_read", "ceil_copy", "kl", "gmm_small", "gmm_large",
-             "dm_small", "dm_large", "normal_fill"]
+CEILINGS = ["ceil_write", "ceil_read", "ceil_copy"]
+WORKLOADS = ["uniform_fill", "raw_fill", "normal_fill", "categorical", "gmm_small", "gmm_large",
+             "dm_small", "dm_large", "dm_large_row", "kl", "kl_log", "sum_n1", "sum_1n", "sum_rc"]
 
 
 # ---------------------------------------------------------------------------
@@ -41,6 +51,10 @@ WORKLOADS = ["ceil_write", "ceil_read", "ceil_copy", "kl", "gmm_small", "gmm_lar
 # ---------------------------------------------------------------------------
 def kl_fn(p, t):
     return F.kl_div(torch.log(p), t, reduction="batchmean")
+
+
+def kl_log_fn(x, t):
+    return F.kl_div(x, t, reduction="batchmean")
 
 
 def gmm_sample_fn(mu, log_var, logits):
@@ -70,9 +84,9 @@ def gmm_log_q64(z, mu, log_var, logits):
 
 
 def dm_fn(counts, log_alpha):
-    """Dirichlet-multinomial log-likelihood of each row of counts [B, V], shared log_alpha [V]."""
+    """Dirichlet-multinomial log-likelihood of each row of counts [B, V], log_alpha [V] or [B, V]."""
     alpha = torch.exp(log_alpha)
-    A = alpha.sum()
+    A = alpha.sum(-1)
     N = counts.sum(-1)
     return (torch.lgamma(A) - torch.lgamma(N + A)
             + (torch.lgamma(counts + alpha) - torch.lgamma(alpha)).sum(-1))
@@ -160,7 +174,7 @@ def rotation_sets(args, set_bytes):
 def variants(args, fn):
     """(name, callable) for eager and, unless disabled, torch.compile."""
     out = [("eager", fn)]
-    if not args.no_compile:
+    if not args.no_compile and any(abs(args.scale - c) < 1e-12 for c in args.compile_scales):
         try:
             # Forget earlier compilations: the same function at a new shape would
             # otherwise be recompiled with dynamic shapes, which is not what a user
@@ -199,14 +213,15 @@ def run_variants(ctx, name, shape, fn, call, bytes_read, bytes_written, latency_
         yield rec
 
 
-def w_kl(ctx):
+def w_kl(ctx, name="kl", fn=kl_fn, log_input=False):
     args, dev = ctx["args"], ctx["device"]
     R, C = scaled(args, 16384), 16384
     sets = rotation_sets(args, 2.0 * R * C * 4)
     g = torch.Generator(device=dev).manual_seed(1)
-    ps = [torch.softmax(torch.randn(R, C, device=dev, generator=g), dim=-1) for _ in range(sets)]
+    make = torch.log_softmax if log_input else torch.softmax
+    ps = [make(torch.randn(R, C, device=dev, generator=g), dim=-1) for _ in range(sets)]
     ts = [torch.softmax(torch.randn(R, C, device=dev, generator=g), dim=-1) for _ in range(sets)]
-    ref = kl_fn(ps[0].double(), ts[0].double()).item()
+    ref = fn(ps[0].double(), ts[0].double()).item()
     ctx["clock"].sync()
 
     def check(impl):
@@ -214,7 +229,7 @@ def w_kl(ctx):
         ok = math.isfinite(v) and abs(v - ref) <= 1e-4 * abs(ref) + 1e-7
         return v, ok, f"{'ok' if ok else 'WRONG'}: {v:.8g} vs float64 {ref:.12g}"
 
-    yield from run_variants(ctx, "kl", f"{R}x{C}", kl_fn,
+    yield from run_variants(ctx, name, f"{R}x{C}", fn,
                             lambda impl, i: impl(ps[i % sets], ts[i % sets]),
                             2.0 * R * C * 4, 4.0, False, check)
 
@@ -242,13 +257,17 @@ def w_gmm(ctx, name, B, K, D, latency_bound):
                             (2.0 * B * K * D + K) * 4, (B * D + B) * 4.0, latency_bound, check)
 
 
-def w_dm(ctx, name, B, V, latency_bound):
+def w_dm(ctx, name, B, V, latency_bound, per_row=False):
     args, dev = ctx["args"], ctx["device"]
     B = scaled(args, B)
-    sets = rotation_sets(args, (B * V + B) * 4.0)
+    sets = rotation_sets(args, ((2 if per_row else 1) * B * V + B) * 4.0)
     g = torch.Generator(device=dev).manual_seed(3)
     counts = [torch.floor(4.0 * torch.rand(B, V, device=dev, generator=g)) for _ in range(sets)]
-    log_alpha = -2.0 + 3.0 * torch.rand(V, device=dev, generator=g)
+    if per_row:
+        las = [torch.rand(B, V, device=dev, generator=g) for _ in range(sets)]
+    else:
+        las = [-2.0 + 3.0 * torch.rand(V, device=dev, generator=g)] * sets
+    log_alpha = las[0]
     ref = dm_fn(counts[0].double(), log_alpha.double())
 
     def check(impl):
@@ -259,8 +278,8 @@ def w_dm(ctx, name, B, V, latency_bound):
         return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g}"
 
     yield from run_variants(ctx, name, f"{B}x{V}", dm_fn,
-                            lambda impl, i: impl(counts[i % sets], log_alpha),
-                            (B * V + V) * 4.0, B * 4.0, latency_bound, check)
+                            lambda impl, i: impl(counts[i % sets], las[i % sets]),
+                            (B * V + (B * V if per_row else V)) * 4.0, B * 4.0, latency_bound, check)
 
 
 def eager_only(ctx, name, shape, call, bytes_read, bytes_written, check, record="result", what=None):
@@ -278,19 +297,64 @@ def eager_only(ctx, name, shape, call, bytes_read, bytes_written, check, record=
         ctx["args"].no_compile = saved
 
 
-def w_normal_fill(ctx):
+def w_fill(ctx, name):
+    """uniform_fill, raw_fill, normal_fill: 2^30 draws into a preallocated tensor."""
     args, dev = ctx["args"], ctx["device"]
-    n = (scaled(args, 1 << 28) + 3) // 4 * 4
+    n = (scaled(args, 1 << 30) + 3) // 4 * 4
     sets = rotation_sets(args, n * 4.0)
-    bufs = [torch.empty(n, device=dev) for _ in range(sets)]
+    dtype = torch.int32 if name == "raw_fill" else torch.float32
+    bufs = [torch.empty(n, device=dev, dtype=dtype) for _ in range(sets)]
+    fill = {"uniform_fill": lambda x: x.uniform_(), "raw_fill": lambda x: x.random_(),
+            "normal_fill": lambda x: x.normal_()}[name]
+    # random_ on int32 draws from [0, 2^31 - 1]: mean 2^30, std 2^31 / sqrt(12).
+    want_mean, want_std = {"uniform_fill": (0.5, 12 ** -0.5), "raw_fill": (2.0 ** 30, 2.0 ** 31 * 12 ** -0.5),
+                           "normal_fill": (0.0, 1.0)}[name]
 
     def check():
-        x = bufs[0].normal_()
-        m, s = x.double().mean().item(), x.double().std().item()
-        ok = abs(m) < 5.0 / math.sqrt(n) + 1e-3 and abs(s - 1.0) < 5.0 / math.sqrt(n) + 1e-3
-        return s, ok, f"{'ok' if ok else 'WRONG'}: mean {m:.5f} std {s:.5f}"
+        x = fill(bufs[0])[: 1 << 22].double()
+        m, s = x.mean().item(), x.std().item()
+        ok = abs(m - want_mean) < 5.0 * want_std / math.sqrt(x.numel()) + 1e-3 * want_std \
+            and abs(s / want_std - 1.0) < 1e-2
+        return s, ok, f"{'ok' if ok else 'WRONG'}: mean {m:.6g} std {s:.6g}"
 
-    yield from eager_only(ctx, "normal_fill", str(n), lambda i: bufs[i % sets].normal_(), 0.0, n * 4.0, check)
+    yield from eager_only(ctx, name, str(n), lambda i: fill(bufs[i % sets]), 0.0, n * 4.0, check)
+
+
+def w_categorical(ctx):
+    args, dev = ctx["args"], ctx["device"]
+    R, C = scaled(args, 65536), 64
+    sets = rotation_sets(args, (R * C + R) * 4.0)
+    g = torch.Generator(device=dev).manual_seed(5)
+    ws = [torch.rand(R, C, device=dev, generator=g) for _ in range(sets)]
+
+    def check():
+        idx = torch.multinomial(ws[0], 1, replacement=True)
+        m = idx.double().mean().item()
+        ok = bool(((idx >= 0) & (idx < C)).all().item()) and abs(m - 0.5 * (C - 1)) < 5.0 * C / math.sqrt(12.0 * R) + 0.01
+        return m, ok, f"{'ok' if ok else 'WRONG'}: mean index {m:.4f} vs ~{0.5 * (C - 1):.1f}"
+
+    yield from eager_only(ctx, "categorical", f"{R}x{C}", lambda i: torch.multinomial(ws[i % sets], 1, replacement=True),
+                          R * C * 4.0, R * 8.0, check)
+
+
+def w_sum(ctx, name):
+    args, dev = ctx["args"], ctx["device"]
+    if name == "sum_rc":
+        rows, cols = scaled(args, 32768), 32768
+    else:
+        n = (scaled(args, 1 << 30) + 3) // 4 * 4
+        rows, cols = (n, 1) if name == "sum_n1" else (1, n)
+    n = rows * cols
+    sets = rotation_sets(args, n * 4.0)
+    g = torch.Generator(device=dev).manual_seed(6)
+    xs = [torch.rand(rows, cols, device=dev, generator=g) for _ in range(sets)]
+
+    def check():
+        v = torch.sum(xs[0]).item()
+        ok = math.isfinite(v) and abs(v / (0.5 * n) - 1.0) < 1e-2
+        return v, ok, f"{'ok' if ok else 'WRONG'}: sum {v:.8g} vs ~{0.5 * n:.8g}"
+
+    yield from eager_only(ctx, name, f"{rows}x{cols}", lambda i: torch.sum(xs[i % sets]), n * 4.0, 4.0, check)
 
 
 def ceil_elems(args):
@@ -350,12 +414,20 @@ RUNNERS = {
     "ceil_write": w_ceil_write,
     "ceil_read": w_ceil_read,
     "ceil_copy": w_ceil_copy,
-    "kl": w_kl,
+    "uniform_fill": lambda ctx: w_fill(ctx, "uniform_fill"),
+    "raw_fill": lambda ctx: w_fill(ctx, "raw_fill"),
+    "normal_fill": lambda ctx: w_fill(ctx, "normal_fill"),
+    "categorical": w_categorical,
     "gmm_small": lambda ctx: w_gmm(ctx, "gmm_small", 256, 4, 64, True),
     "gmm_large": lambda ctx: w_gmm(ctx, "gmm_large", 65536, 8, 128, False),
     "dm_small": lambda ctx: w_dm(ctx, "dm_small", 512, 256, True),
     "dm_large": lambda ctx: w_dm(ctx, "dm_large", 65536, 1024, False),
-    "normal_fill": w_normal_fill,
+    "dm_large_row": lambda ctx: w_dm(ctx, "dm_large_row", 65536, 1024, False, per_row=True),
+    "kl": w_kl,
+    "kl_log": lambda ctx: w_kl(ctx, "kl_log", kl_log_fn, log_input=True),
+    "sum_n1": lambda ctx: w_sum(ctx, "sum_n1"),
+    "sum_1n": lambda ctx: w_sum(ctx, "sum_1n"),
+    "sum_rc": lambda ctx: w_sum(ctx, "sum_rc"),
 }
 
 
@@ -391,8 +463,13 @@ def clean(v):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write JSON lines here")
-    ap.add_argument("--only", help="comma-separated workloads: " + " ".join(WORKLOADS))
-    ap.add_argument("--scale", type=float, default=1.0, help="multiply batch sizes and element counts")
+    ap.add_argument("--only", help="comma-separated workloads: " + " ".join(CEILINGS + WORKLOADS))
+    ap.add_argument("--scale", type=float, default=None, help="multiply batch sizes and element counts")
+    ap.add_argument("--scales", default=None,
+                    help="comma-separated scales, each workload at each in turn (default 1); the ceilings run "
+                         "once, at the largest scale up to 1")
+    ap.add_argument("--compile-scales", default="1",
+                    help="scales at which torch.compile runs too (default 1; 'all' for every scale)")
     ap.add_argument("--reps", type=int, default=5, help="timed batches per measurement (median)")
     ap.add_argument("--calls", type=int, default=0, help="calls per batch (default: sized by --batch-ms)")
     ap.add_argument("--batch-ms", type=float, default=50.0, help="target batch length")
@@ -403,8 +480,18 @@ def main(argv=None):
     ap.add_argument("--compile-mode", default=None, help="torch.compile mode (default: torch's default)")
     ap.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
     args = ap.parse_args(argv)
+    if args.scales:
+        scales = [float(v) for v in args.scales.split(",") if v]
+    else:
+        scales = [args.scale if args.scale is not None else 1.0]
+    if not scales or any(not v > 0 for v in scales):
+        ap.error("scales must be > 0")
+    args.compile_scales = scales if args.compile_scales == "all" else \
+        [float(v) for v in args.compile_scales.split(",") if v]
+    below = [v for v in scales if v <= 1.0]
+    ceil_scale = max(below) if below else min(scales)
 
-    names = WORKLOADS if not args.only else [s for s in args.only.split(",") if s]
+    names = CEILINGS + WORKLOADS if not args.only else [s for s in args.only.split(",") if s]
     unknown = [s for s in names if s not in RUNNERS]
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(unknown)}")
@@ -423,21 +510,26 @@ def main(argv=None):
     ctx = {"args": args, "device": device, "clock": Clock(device)}
     out = open(args.json, "w") if args.json else None
     meta = {"record": "meta", "bench": "torch", "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda, "device": dev_name, "scale": args.scale,
+            "cuda_version": torch.version.cuda, "device": dev_name,
+            "scale": scales[0] if len(scales) == 1 else None, "scales": scales,
+            "ceiling_scale": ceil_scale, "compile_scales": args.compile_scales,
             "reps": args.reps, "rotate_mib": args.rotate_mib, "compile_mode": args.compile_mode,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if out:
         out.write(json.dumps(meta) + "\n")
         out.flush()
     print(f"torch_baseline: torch {torch.__version__} (CUDA {torch.version.cuda}), device {dev_name}, "
-          f"scale {args.scale:g}, {args.reps} batches per median\n")
+          f"scales {','.join(f'{v:g}' for v in scales)}, {args.reps} batches per median\n")
     print(f"{'workload':<12} {'variant':<8} {'shape':<16} {'time/call':>11} {'wall/call':>11} {'single':>11} "
           f"{'GB/s':>9}  {'value':<14} check")
     failures = 0
-    for name in names:
+    plan = [(ceil_scale, n) for n in names if n in CEILINGS]
+    plan += [(sc, n) for sc in scales for n in names if n not in CEILINGS]
+    for scale, name in plan:
+        args.scale = scale
         try:
             for rec in RUNNERS[name](ctx):
-                rec = {"bench": "torch", "backend": "torch-" + device.type, **rec}
+                rec = {"bench": "torch", "backend": "torch-" + device.type, "scale": scale, **rec}
                 failures += rec["record"] == "error" or not rec.get("ok", False)
                 print_row(rec)
                 if out:
@@ -450,7 +542,8 @@ def main(argv=None):
             if args.verbose:
                 traceback.print_exc()
             if out:
-                out.write(json.dumps({"record": "error", "bench": "torch", "workload": name, "error": msg}) + "\n")
+                out.write(json.dumps({"record": "error", "bench": "torch", "workload": name, "scale": scale,
+                                      "error": msg}) + "\n")
                 out.flush()
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -49,6 +49,12 @@
 #define TALLY_K_GMM_VEC4 2u          /* z, mu and log_var rows are whole aligned quads */
 #define TALLY_K_GMM_HAS_COMPONENT 4u /* write the component index */
 #define TALLY_K_GMM_LSE_PREPARED 8u  /* logsumexp of the logits is in pre[pre_off] */
+/* Lanes of a (row, component) tree that each work-item of tally_k_gmm_fused
+ * plays (1, 2 or 4: the kernel spells out the steps of the tree that they
+ * take). 1 is the one-lane-per-work-item layout; the bits are the same. */
+#ifndef TALLY_K_GMM_LANES_PER_ITEM
+#define TALLY_K_GMM_LANES_PER_ITEM 4u
+#endif
 /* Most components whose per-row sums tally_k_gmm_fused keeps in local memory. */
 #define TALLY_K_GMM_LOCAL_K 1024u
 /* Up to this many components each group computes the logits' logsumexp
@@ -59,6 +65,20 @@
 #define TALLY_K_DIST_RAW 1u
 #define TALLY_K_DIST_UNIFORM 2u
 #define TALLY_K_DIST_NORMAL 3u
+/* Philox blocks each work-item of tally_k_rng_fill and tally_k_rng_fill_any
+ * computes per pass: independent evaluations it can interleave while its
+ * stores drain. The kernels stride over whatever grid they get, so this
+ * only sets the host's grid, never a result bit. */
+#ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
+#define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
+#endif
+
+/* Elements of the tile tally_k_categorical stages in local memory per step:
+ * R rows of C columns, R * C = this, C = 2^tile_log2 between 16 and 256
+ * (the host picks the smallest that holds a whole row, so that rows of up
+ * to 256 columns are staged once). Each row is padded to C + 1 floats (odd,
+ * so that neighbouring work-items read different banks). */
+#define TALLY_K_CAT_TILE 4096u
 
 /* Functions of tally_k_math_eval (see tally__gpu_math_eval). */
 #define TALLY_K_MATH_EXP 1u
@@ -72,8 +92,9 @@
 #define TALLY_K_MATH_DIV 9u /* in[k] / in[n - 1 - k] */
 
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
- * three tree arrays, the lgamma(n + 1) table and two alpha tables). A device
- * with less is refused. */
+ * three tree arrays, the lgamma(n + 1) table and two alpha tables;
+ * tally_k_rng_fill_any's 16 KiB of words is less). A device with less is
+ * refused. */
 #define TALLY_K_LOCAL_BYTES (4u * (4u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
 
 #endif /* TALLY_KERNEL_ABI_H */

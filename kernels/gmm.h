@@ -128,9 +128,17 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
     TALLY_LOCAL_ARRAY(tally_i32, cl, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, lse_l, 1);
     const tally_u32 lid = TALLY_LID();
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 seg = lid / lanes;
-    const tally_u32 j = lid - seg * lanes;
+    /* Each (row, component) tree of `lanes` lanes is played by T = lanes / P
+     * work-items, P = min(TALLY_K_GMM_LANES_PER_ITEM, lanes) lanes each:
+     * work-item t of a segment plays lanes t, t + T, ..., t + (P - 1) T, so
+     * the tree's steps with strides >= T stay in its registers and only the
+     * last log2(T) steps synchronise the group (the scheme of
+     * tally_k_dm_rows_table). A segment is T work-items. */
+    const tally_u32 P = lanes < TALLY_K_GMM_LANES_PER_ITEM ? lanes : TALLY_K_GMM_LANES_PER_ITEM;
+    const tally_u32 T = lanes / P;
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / T;
+    const tally_u32 seg = lid / T;
+    const tally_u32 t = lid - seg * T;
     /* The pass's rows*K (row, component) units go through the segments in
      * chunks: unit u is component u % K of row u / K. */
     const tally_u32 pass_units = rows_per_pass * (tally_u32)K;
@@ -174,14 +182,36 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
             const tally_u64 k = u - p * K;
             const int valid = u < pass_units && p < prow;
             const tally_u64 active = valid ? tally_k_active(quads, 0u, lanes) : 0u;
-            if ((tally_u64)j < active) {
+            /* Lane t + iT's fold in L<i> (lanes past the active prefix keep
+             * zeros that no step reads). */
+            float L0 = 0.0f, L1 = 0.0f, L2 = 0.0f, L3 = 0.0f;
+            if (valid) {
                 const tally_u64 b = row0 + p;
-                v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
-                                            lv + lv_off + b * lv_stride + k * D, D, quads, 0u, lanes, qpl, j,
-                                            vec4);
+                TALLY_GLOBAL const float *zr = z + z_off + b * z_stride;
+                TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride + k * D;
+                TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride + k * D;
+                for (tally_u32 i = 0; i < P; i++) {
+                    const tally_u32 lane = t + i * T;
+                    if ((tally_u64)lane >= active) break;
+                    const float acc = tally_k_gauss_lane(zr, mr, lr, D, quads, 0u, lanes, qpl, lane, vec4);
+                    if (i == 0u) L0 = acc;
+                    else if (i == 1u) L1 = acc;
+                    else if (i == 2u) L2 = acc;
+                    else L3 = acc;
+                }
             }
-            tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-            if (valid && j == 0u) sk[p * K + k] = active > 0u ? v[lid] : 0.0f;
+            /* The tree's steps with stride s >= T (2T, then T) pair lanes of
+             * this work-item: lane t + iT takes lane t + iT + s when that lane
+             * is active. */
+            if (P == 4u) {
+                if ((tally_u64)(t + 2u * T) < active) L0 = L0 + L2;
+                if ((tally_u64)(t + 3u * T) < active) L1 = L1 + L3;
+            }
+            if (P >= 2u && (tally_u64)(t + T) < active) L0 = L0 + L1;
+            if ((tally_u64)t < active) v[lid] = L0;
+            /* The steps below T over lanes 0 .. T - 1 (tally_k_tree's own). */
+            tally_k_tree(v, lid, T, active, TALLY_COMBINE_SUM);
+            if (valid && t == 0u) sk[p * K + k] = active > 0u ? v[lid] : 0.0f;
         }
         TALLY_BARRIER();
         if (lid < prow) {

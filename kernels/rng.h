@@ -3,86 +3,289 @@
  * word i % 4 of Philox block i / 4 (tally/philox.h); each work-item
  * computes whole blocks and hands out their words, so no block is computed
  * twice for one call.
+ *
+ * A fill is a store-bound kernel once Philox is cheap enough, so its layout
+ * decides its speed: every store a warp issues must cover whole 32-byte
+ * sectors. A work-item that writes its block's four words with four 4-byte
+ * stores, 16 bytes apart from its neighbour's, makes every warp store touch
+ * 16 sectors a quarter each: four times the sector traffic of the same
+ * bytes written whole, which capped the old kernel near a quarter of the
+ * write bandwidth. Both kernels below write whole sectors: the quad kernel
+ * with one 16-byte store per block (neighbouring work-items, neighbouring
+ * blocks), the general kernel through local memory with neighbouring
+ * work-items writing neighbouring elements.
  */
 #ifndef TALLY_KERNELS_RNG_H
 #define TALLY_KERNELS_RNG_H
 
 #include "tree.h"
 
-/*
- * Element k of the row-major walk of out [rows, cols] (row stride `stride`)
- * gets stream element offset + k: raw bits, uniform or normal (written as
- * bits, so one kernel serves the u32 and the f32 outputs).
- */
-TALLY_KERNEL void tally_k_rng_fill(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 stride,
-                                   tally_u64 rows, tally_u64 cols, tally_u32 dist, tally_u64 seed,
-                                   tally_u64 subsequence, tally_u64 offset)
+/* Four 32-bit words moved as one 16-byte store (they are bits, not
+ * numbers: nothing is converted). */
+#if TALLY_TARGET_OPENCL
+typedef uint4 tally_k_u4;
+#  define TALLY_K_U4(a, b, c, d) ((uint4)((a), (b), (c), (d)))
+#else
+typedef uint4 tally_k_u4;
+#  define TALLY_K_U4(a, b, c, d) make_uint4((a), (b), (c), (d))
+#endif
+
+/* The four output words of Philox block `blk` for a distribution: raw bits,
+ * uniform or normal (written as bits, so one kernel serves the u32 and the
+ * f32 outputs). The kernels call it with `dist` a constant, so each
+ * distribution gets its own loop with no branch inside. */
+TALLY_FN void tally_k_rng_words(tally_philox4 blk, tally_u32 dist, tally_u32 *bits)
 {
-    const tally_u64 n = rows * cols;
-    if (n == 0u) return;
-    const int contiguous = rows <= 1u || stride == cols;
-    const tally_u64 m1 = (offset + (n - 1u)) >> 2;
-    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-    for (tally_u64 m = (offset >> 2) + TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); m <= m1; m += step) {
-        const tally_philox4 blk = tally_stream_block(seed, subsequence, m);
-        tally_u32 bits[4];
-        if (dist == TALLY_K_DIST_NORMAL) {
-            float f[4];
-            tally_normal_pair(blk.v[0], blk.v[1], &f[0], &f[1]);
-            tally_normal_pair(blk.v[2], blk.v[3], &f[2], &f[3]);
-            for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(f[w]);
-        } else if (dist == TALLY_K_DIST_UNIFORM) {
-            for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(tally_uniform_from_bits(blk.v[w]));
+    if (dist == TALLY_K_DIST_NORMAL) {
+        float f[4];
+        tally_normal_pair(blk.v[0], blk.v[1], &f[0], &f[1]);
+        tally_normal_pair(blk.v[2], blk.v[3], &f[2], &f[3]);
+        for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(f[w]);
+    } else if (dist == TALLY_K_DIST_UNIFORM) {
+        for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(tally_uniform_from_bits(blk.v[w]));
+    } else {
+        for (tally_u32 w = 0; w < 4u; w++) bits[w] = blk.v[w];
+    }
+}
+
+/* Block j of a quad fill (stream block b0 + j) stored whole at quad q0 + j. */
+TALLY_FN void tally_k_rng_quad(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 q0, tally_u64 j, tally_u32 dist,
+                               tally_u64 seed, tally_u64 subsequence, tally_u64 b0)
+{
+    tally_u32 bits[4];
+    tally_k_rng_words(tally_stream_block(seed, subsequence, b0 + j), dist, bits);
+    ((TALLY_GLOBAL tally_k_u4 *)out)[q0 + j] = TALLY_K_U4(bits[0], bits[1], bits[2], bits[3]);
+}
+
+/* The whole blocks jlo .. jlo + nfull - 1 of a quad fill: each pass of a
+ * group covers TALLY_K_RNG_BLOCKS_PER_ITEM * 256 consecutive blocks, work-item
+ * lid taking blocks lid, lid + 256, ... of it, so each store instruction of
+ * a warp covers 512 contiguous bytes, and every work-item has several
+ * independent Philox evaluations to interleave. Only the last pass checks
+ * bounds. */
+TALLY_FN void tally_k_rng_quads(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 q0, tally_u64 jlo,
+                                tally_u64 nfull, tally_u32 dist, tally_u64 seed, tally_u64 subsequence, tally_u64 b0)
+{
+    const tally_u64 pass = (tally_u64)TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE;
+    const tally_u64 lid = TALLY_LID();
+    for (tally_u64 p0 = TALLY_GROUP_ID() * pass; p0 < nfull; p0 += TALLY_GROUP_COUNT() * pass) {
+        const tally_u64 j0 = jlo + p0 + lid;
+        if (nfull - p0 >= pass) {
+            for (tally_u32 u = 0; u < TALLY_K_RNG_BLOCKS_PER_ITEM; u++)
+                tally_k_rng_quad(out, q0, j0 + u * TALLY_K_GROUP_SIZE, dist, seed, subsequence, b0);
         } else {
-            for (tally_u32 w = 0; w < 4u; w++) bits[w] = blk.v[w];
-        }
-        const tally_u64 i0 = m << 2;
-        const tally_u32 w0 = i0 < offset ? (tally_u32)(offset - i0) : 0u;
-        const tally_u64 k0 = i0 + w0 - offset;
-        /* Position of element k0; later elements step along the row and wrap
-         * to the next row (one division per block). */
-        tally_u64 r = contiguous ? 0u : k0 / cols;
-        tally_u64 c = contiguous ? k0 : k0 - r * cols;
-        for (tally_u32 w = 0; w < 4u; w++) {
-            if (w < w0 || i0 + w - offset >= n) continue;
-            if (contiguous) {
-                out[out_off + c] = bits[w];
-                c++;
-            } else {
-                out[out_off + r * stride + c] = bits[w];
-                c++;
-                if (c == cols) {
-                    c = 0;
-                    r++;
-                }
-            }
+            for (tally_u32 u = 0; u < TALLY_K_RNG_BLOCKS_PER_ITEM; u++)
+                if (p0 + lid + u * TALLY_K_GROUP_SIZE < nfull)
+                    tally_k_rng_quad(out, q0, j0 + u * TALLY_K_GROUP_SIZE, dist, seed, subsequence, b0);
         }
     }
 }
 
 /*
- * out[out_off + r * out_stride] = tally_categorical_row(row r of w, u_r)
- * with u_r = uniform(offset + r). A group takes 256 rows at a time and
- * shares their uniforms through local memory. Each row's rule is
- * sequential (the running sum fixes the order), so one work-item owns it.
+ * Quad fill: out[out_off + k] = element offset + k for k < n, where the
+ * output is contiguous, 16-byte aligned at element 0 of its buffer, and
+ * out_off % 4 == offset % 4, so that Philox block m lands on the output's
+ * quad m - offset / 4 + out_off / 4 and whole blocks are stored whole.
+ * A partial first or last block (offset or offset + n not a multiple of 4)
+ * is written word by word by work-items 0 and 1 of group 0. The arguments
+ * are tally_k_rng_fill_any's; rows * cols = n and stride is not used.
+ */
+TALLY_KERNEL void tally_k_rng_fill(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 stride,
+                                   tally_u64 rows, tally_u64 cols, tally_u32 dist, tally_u64 seed,
+                                   tally_u64 subsequence, tally_u64 offset)
+{
+    (void)stride;
+    const tally_u64 n = rows * cols;
+    if (n == 0u) return;
+    const tally_u64 b0 = offset >> 2;
+    const tally_u64 nb = ((offset + (n - 1u)) >> 2) - b0 + 1u;
+    const tally_u64 q0 = out_off >> 2;
+    const tally_u64 jlo = (offset & 3u) != 0u ? 1u : 0u;
+    const tally_u64 jend = nb - (((offset + n) & 3u) != 0u ? 1u : 0u);
+    if (TALLY_GROUP_ID() == 0u && TALLY_LID() < 2u) {
+        /* The partial edge blocks: j = 0 (lid 0) and j = nb - 1 (lid 1),
+         * when partial and, for lid 1, not the block lid 0 writes. */
+        const tally_u64 j = TALLY_LID() == 0u ? 0u : nb - 1u;
+        const int partial = TALLY_LID() == 0u ? jlo != 0u : (jend != nb && (nb > 1u || jlo == 0u));
+        if (partial) {
+            const tally_philox4 blk = tally_stream_block(seed, subsequence, b0 + j);
+            tally_u32 bits[4];
+            tally_k_rng_words(blk, dist, bits);
+            for (tally_u32 w = 0; w < 4u; w++) {
+                const tally_u64 i = ((b0 + j) << 2) + w;
+                if (i >= offset && i - offset < n) out[out_off + (i - offset)] = bits[w];
+            }
+        }
+    }
+    const tally_u64 nfull = jend > jlo ? jend - jlo : 0u;
+    if (dist == TALLY_K_DIST_RAW)
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_RAW, seed, subsequence, b0);
+    else if (dist == TALLY_K_DIST_UNIFORM)
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_UNIFORM, seed, subsequence, b0);
+    else
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_NORMAL, seed, subsequence, b0);
+}
+
+/*
+ * General fill: element k of the row-major walk of out [rows, cols] (row
+ * stride `stride`, element (r, c) at out_off + r * stride + c) gets stream
+ * element offset + k. Each pass of a group computes 256 *
+ * TALLY_K_RNG_BLOCKS_PER_ITEM consecutive blocks into local memory, then the
+ * work-items write the pass's elements in walk order, neighbour next to
+ * neighbour, so a warp's stores cover whole sectors whatever the alignment
+ * (a strided view still writes each row's run contiguously).
+ */
+TALLY_KERNEL void tally_k_rng_fill_any(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 out_off,
+                                       tally_u64 stride, tally_u64 rows, tally_u64 cols, tally_u32 dist,
+                                       tally_u64 seed, tally_u64 subsequence, tally_u64 offset)
+{
+    TALLY_LOCAL_ARRAY(tally_u32, words, 4u * TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE);
+    const tally_u64 n = rows * cols;
+    if (n == 0u) return;
+    const int contiguous = rows <= 1u || stride == cols;
+    const tally_u64 b0 = offset >> 2;
+    const tally_u64 nb = ((offset + (n - 1u)) >> 2) - b0 + 1u;
+    const tally_u64 pass = (tally_u64)TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE;
+    const tally_u32 lid = TALLY_LID();
+    /* A work-item's elements of a pass are 256 apart: (r, c) advances by
+     * (256 / cols, 256 % cols) with at most one carry. */
+    const tally_u64 dr = contiguous ? 0u : TALLY_K_GROUP_SIZE / cols;
+    const tally_u64 dc = contiguous ? TALLY_K_GROUP_SIZE : TALLY_K_GROUP_SIZE % cols;
+    for (tally_u64 p0 = TALLY_GROUP_ID() * pass; p0 < nb; p0 += TALLY_GROUP_COUNT() * pass) {
+        for (tally_u32 u = 0; u < TALLY_K_RNG_BLOCKS_PER_ITEM; u++) {
+            const tally_u64 j = p0 + u * TALLY_K_GROUP_SIZE + lid;
+            if (j < nb) {
+                tally_u32 bits[4];
+                tally_k_rng_words(tally_stream_block(seed, subsequence, b0 + j), dist, bits);
+                const tally_u32 at = 4u * (u * TALLY_K_GROUP_SIZE + lid);
+                for (tally_u32 w = 0; w < 4u; w++) words[at + w] = bits[w];
+            }
+        }
+        TALLY_BARRIER();
+        /* Stream element s = 4 (b0 + p0) + e is walk element s - offset;
+         * e = lid + 256 t. The first valid t skips the words before offset
+         * (at most 3, so t = 1 always lies past them). */
+        const tally_u64 s0 = ((b0 + p0) << 2) + lid;
+        const tally_u32 t0 = s0 < offset ? 1u : 0u;
+        const tally_u64 k0 = s0 + (tally_u64)t0 * TALLY_K_GROUP_SIZE - offset;
+        tally_u64 r = contiguous ? 0u : k0 / cols;
+        tally_u64 c = contiguous ? k0 : k0 - r * cols;
+        tally_u64 k = k0;
+        for (tally_u32 t = t0; t < 4u * TALLY_K_RNG_BLOCKS_PER_ITEM && k < n; t++) {
+            out[out_off + r * stride + c] = words[t * TALLY_K_GROUP_SIZE + lid];
+            k += TALLY_K_GROUP_SIZE;
+            r += dr;
+            c += dc;
+            if (c >= cols && !contiguous) {
+                c -= cols;
+                r++;
+            }
+        }
+        TALLY_BARRIER();
+    }
+}
+
+/* ---- Categorical ---------------------------------------------------------- */
+
+/* Weight (or logit) i of the categorical kernel's input: the one place it
+ * reads its input, so that another element type needs only this. */
+TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u64 i)
+{
+    return w[i];
+}
+
+
+/*
+ * out[out_off + r * out_stride] = the categorical rule (tally_categorical_row,
+ * include/tally/terms.h) on row r of w, with u_r = uniform(offset + r).
+ *
+ * Each row's rule is sequential (the running sums fix the order), so one
+ * work-item owns a row and walks it in index order; a group takes R = 4096 /
+ * C rows at a time (C = 2^tile_log2 columns per tile). A work-item reading
+ * its own row straight from global memory would make every load of a warp
+ * touch 32 rows, and wait on them one after the other; instead all 256
+ * work-items of the group stage its rows C columns at a time in local
+ * memory, each load of a warp reading whole runs of a row, all 16 loads of a
+ * work-item in flight at once, and the rows' owners then fold the tile from
+ * local memory. The rule's passes (the maximum of the logits, the total,
+ * the search for the target) each walk the row's tiles again; a row of one
+ * tile stays in local memory for all of them, longer rows re-read theirs
+ * from the cache. The state carried from tile to tile is the rule's own
+ * (maximum, total, last positive index, running sum), so every operation and
+ * its order are tally_categorical_row's.
  */
 TALLY_KERNEL void tally_k_categorical(TALLY_GLOBAL const float *TALLY_RESTRICT w, tally_u64 w_off, tally_u64 w_stride,
                                       tally_u64 rows, tally_u64 cols, tally_u32 is_logits, tally_u64 seed,
                                       tally_u64 subsequence, tally_u64 offset,
                                       TALLY_GLOBAL tally_i32 *TALLY_RESTRICT out, tally_u64 out_off,
-                                      tally_u64 out_stride)
+                                      tally_u64 out_stride, tally_u32 tile_log2)
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
+    /* R rows of C + 1 floats: R * C + R <= 4096 + 256. */
+    TALLY_LOCAL_ARRAY(float, tile, TALLY_K_CAT_TILE + TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
-    for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < rows;
-         row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
-        const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, rows - row0);
+    const tally_u32 C = 1u << tile_log2;
+    const tally_u32 R = TALLY_K_CAT_TILE >> tile_log2;
+    const tally_u32 stride = C + 1u;
+    const tally_u64 tiles = (cols >> tile_log2) + ((cols & (C - 1u)) != 0u ? 1u : 0u);
+    /* Pass 0 (logits only): the maximum; pass 1: the total; pass 2: the search. */
+    const tally_u32 first_pass = is_logits ? 0u : 1u;
+    for (tally_u64 row0 = TALLY_GROUP_ID() * R; row0 < rows; row0 += TALLY_GROUP_COUNT() * R) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(R, rows - row0);
         tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
-        TALLY_BARRIER();
+        float m = 0.0f, total = 0.0f, target = 0.0f, running = 0.0f;
+        int bad = 0;
+        tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID, found = TALLY_CATEGORICAL_INVALID;
+        for (tally_u32 pass = first_pass; pass < 3u; pass++) {
+            for (tally_u64 t = 0; t < tiles; t++) {
+                const tally_u64 c0 = t << tile_log2;
+                const tally_u32 width = (tally_u32)tally_k_min_u64(C, cols - c0);
+                /* Element e of the tile: row e / C, column e % C. A constant
+                 * trip count lets the compiler issue all 16 loads at once. A
+                 * row of one tile is loaded for the first pass only. */
+                if (tiles > 1u || pass == first_pass) {
+                    for (tally_u32 i = 0; i < TALLY_K_CAT_TILE / TALLY_K_GROUP_SIZE; i++) {
+                        const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
+                        const tally_u32 rr = e >> tile_log2, cc = e & (C - 1u);
+                        if (rr < count && cc < width)
+                            tile[rr * stride + cc] = tally_k_cat_weight(w, w_off + (row0 + rr) * w_stride + c0 + cc);
+                    }
+                }
+                TALLY_BARRIER();
+                if (lid < count && !bad) {
+                    TALLY_LOCAL const float *v = tile + lid * stride;
+                    for (tally_u32 j = 0; j < width; j++) {
+                        const tally_u64 k = c0 + j;
+                        if (pass == 0u) {
+                            m = k == 0u ? v[j] : tally_max_nan(m, v[j]);
+                        } else if (pass == 1u) {
+                            const float wk = is_logits ? tally_expf(v[j] - m) : v[j];
+                            if (!(wk >= 0.0f) || tally_isinf(wk)) {
+                                bad = 1;
+                                break;
+                            }
+                            total = total + wk;
+                            if (wk > 0.0f) last_nonzero = (tally_i32)k;
+                        } else if (found < 0) {
+                            const float wk = is_logits ? tally_expf(v[j] - m) : v[j];
+                            running = running + wk;
+                            if (wk > 0.0f && running >= target) found = (tally_i32)k;
+                        }
+                    }
+                }
+                TALLY_BARRIER();
+            }
+            /* Between passes: the rule's checks on the maximum and the total. */
+            if (pass == 0u && !tally_isfinite(m)) bad = 1;
+            if (pass == 1u && !bad && lid < count) {
+                if (!(total > 0.0f) || tally_isinf(total)) bad = 1;
+                target = ul[lid] * total;
+            }
+        }
         if (lid < count) {
             const tally_u64 r = row0 + lid;
             out[out_off + r * out_stride] =
-                tally_categorical_row(w + w_off + r * w_stride, cols, (int)is_logits, ul[lid]);
+                bad ? TALLY_CATEGORICAL_INVALID : (found >= 0 ? found : last_nonzero);
         }
         TALLY_BARRIER();
     }

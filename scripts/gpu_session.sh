@@ -3,9 +3,12 @@
 # by side): builds tally with every backend and verifies it.
 #
 #   bash scripts/gpu_session.sh   # every suite (host, CUDA, NVIDIA OpenCL), the 4-way crosscheck,
-#                                 # tally vs CUDA math, cuRAND recording, benchmarks on CUDA and
-#                                 # NVIDIA OpenCL, compute-sanitizer, the demo; all under a deadline
-#                                 # (GPU_DEADLINE seconds, default 540)
+#                                 # tally vs CUDA math and cuRAND recording (GPU_MATH=1),
+#                                 # compute-sanitizer, the demo; all under a deadline
+#                                 # (GPU_DEADLINE seconds, default 540). GPU_BENCH=1 adds a
+#                                 # scale-1 tally-bench run on CUDA and NVIDIA OpenCL; the full
+#                                 # benchmark (PyTorch in the same call, scaling, plots) is
+#                                 # bench/gpu_bench.sh, which shares this build directory.
 #
 # The machine has no Check and no OpenCL headers: they come from the Debian
 # packages in .debs/ (carried by the device tool), unpacked into a private
@@ -110,12 +113,15 @@ if [ "${GPU_MATH:-0}" = 1 ]; then
     fi
 fi
 
-# 4. Benchmarks: tally on CUDA, then on NVIDIA OpenCL (ceilings measured in the same run).
-run_step bench-cuda 100 "$build/bench/tally-bench" --backend cuda --json "$out/tally-cuda.jsonl"
-tail -n 14 "$logs/bench-cuda.log"
-run_step bench-opencl 80 "$build/bench/tally-bench" --backend opencl --device "$cl_nvidia" \
-    --json "$out/tally-opencl.jsonl"
-tail -n 14 "$logs/bench-opencl.log"
+# 4. Benchmarks on request (GPU_BENCH=1): tally on CUDA, then on NVIDIA OpenCL, scale 1 only
+# (ceilings measured in the same run). bench/gpu_bench.sh is the full benchmark.
+if [ "${GPU_BENCH:-0}" = 1 ]; then
+    run_step bench-cuda 100 "$build/bench/tally-bench" --backend cuda --batch-ms 20 --json "$out/tally-cuda.jsonl"
+    tail -n 18 "$logs/bench-cuda.log"
+    run_step bench-opencl 80 "$build/bench/tally-bench" --backend opencl --device "$cl_nvidia" --batch-ms 20 \
+        --json "$out/tally-opencl.jsonl"
+    tail -n 18 "$logs/bench-opencl.log"
+fi
 
 # 5. compute-sanitizer over the whole CUDA op suite and the interop suite.
 # The interop suite provokes driver errors on purpose (a 2^50-byte
@@ -141,7 +147,9 @@ cat "$logs/demo.log"
 step "tables"
 tally_args=()
 for f in "$out"/tally-*.jsonl; do [ -s "$f" ] && tally_args+=(--tally "$f"); done
-python3 bench/compare.py "${tally_args[@]}" --out "$out/RESULTS.md" >/dev/null 2>&1
+if [ ${#tally_args[@]} -gt 0 ]; then
+    python3 bench/report.py "${tally_args[@]}" --out "$out/RESULTS-run.md" >/dev/null 2>&1
+fi
 tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
 echo
 cat "$summary"

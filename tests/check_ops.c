@@ -35,6 +35,8 @@
 #include <string.h>
 
 #include "reference.h"
+#include "tally/philox.h"
+#include "tally/terms.h"
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
@@ -209,6 +211,25 @@ END_TEST
 
 /* Many short rows (kernels may pack several rows into one work-group), as
  * contiguous views at an aligned and at an unaligned offset. */
+/* A contiguous view reduced over ALL reads the same run whatever its shape,
+ * so [n, 1], [1, n] and [r, c] take the same loads and give the documented
+ * tree's bits; at buffer offsets 0 and 4 (aligned: the 16-byte loads) and 1
+ * (element loads), past one tile so the tree has two levels. */
+START_TEST(reduce_all_contiguous_any_shape)
+{
+    static const int64_t shapes[][2] = {{1, 40000}, {40000, 1}, {16, 2500}, {25, 1600}, {5, 8000}, {3, 13333}};
+    static const int64_t offsets[] = {0, 4, 1};
+    float *x = tt_alloc(40000 * sizeof *x);
+    tt_fill_normal(x, 40000, 31, 0.5, 2.0);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++)
+            for (int i = 0; i < 6; i++)
+                check_reduce(all_ops[i], TALLY_AXIS_ALL, x, shapes[s][0], shapes[s][1], offsets[o], shapes[s][1], 1,
+                             0);
+    free(x);
+}
+END_TEST
+
 START_TEST(reduce_many_short_rows)
 {
     static const int64_t shapes[][2] = {{100000, 1}, {3000, 7}, {1000, 33}, {300, 257}, {40, 4096}};
@@ -1123,6 +1144,72 @@ START_TEST(rng_fill_normal)
 }
 END_TEST
 
+/* Every element of a fill has the stream's exact bits whatever the output's
+ * layout: its first element's alignment against the stream's blocks (the
+ * buffer offset and the stream offset mod 4 decide which kernel writes it),
+ * odd lengths, several passes of a work-group, column views and padded
+ * rows. The normal draws are compared bit for bit with the contract's own
+ * definition (tally_stream_normal), which the host backend computes;
+ * rng_fill_normal holds that definition to float64. */
+typedef struct fill_layout {
+    uint64_t offset;
+    int64_t out_off, rows, cols, stride;
+} fill_layout;
+
+static void check_fill_layout(tally_distribution dist, const fill_layout *f)
+{
+    tally_context *ctx = tt_context();
+    const tally_rng rng = {.seed = 0x5eed0000u + (uint64_t)dist, .subsequence = 3, .offset = f->offset};
+    placed out = place_typed(NULL, dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, f->rows, f->cols, f->out_off,
+                             f->stride, 5);
+    tt_ok(tally_rng_fill(ctx, dist, rng, out.view, NULL), ctx);
+    const uint64_t n = (uint64_t)(f->rows * f->cols);
+    uint32_t *got = tt_alloc(n * 4);
+    read_placed(&out, got);
+    for (uint64_t k = 0; k < n; k++) {
+        const uint64_t i = rng.offset + k;
+        uint32_t want = tally_ref_rng_raw(rng.seed, rng.subsequence, i);
+        if (dist == TALLY_DIST_UNIFORM) want = tt_bits(tally_ref_rng_uniform(rng.seed, rng.subsequence, i));
+        if (dist == TALLY_DIST_NORMAL) want = tt_bits(tally_stream_normal(rng.seed, rng.subsequence, i));
+        ck_assert_msg(got[k] == want,
+                      "dist %d, offset %" PRIu64 ", view [%" PRId64 ", %" PRId64 "] stride %" PRId64
+                      " at %" PRId64 ": element %" PRIu64 " = %08x, want %08x",
+                      (int)dist, f->offset, f->rows, f->cols, f->stride, f->out_off, k, got[k], want);
+    }
+    free(got);
+    release(&out);
+}
+
+START_TEST(rng_fill_layouts)
+{
+    static const tally_distribution dists[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
+    /* Contiguous rows: every buffer offset against every stream phase, and
+     * lengths from one element to several 4096-element passes. */
+    static const int64_t lengths[] = {1, 2, 3, 4, 5, 7, 8, 4097, 3 * 4096 + 6};
+    static const uint64_t offsets[] = {0, 1, 2, 3, 4, 4098, (1ull << 34) - 2};
+    static const fill_layout strided[] = {
+        {.offset = 0, .out_off = 0, .rows = 5000, .cols = 1, .stride = 1}, /* [n, 1], contiguous */
+        {.offset = 1, .out_off = 1, .rows = 5000, .cols = 1, .stride = 1},
+        {.offset = 0, .out_off = 2, .rows = 3000, .cols = 1, .stride = 3}, /* a column of a matrix */
+        {.offset = 4, .out_off = 0, .rows = 40, .cols = 64, .stride = 68}, /* padded rows */
+        {.offset = 3, .out_off = 1, .rows = 33, .cols = 300, .stride = 301},
+        {.offset = 6, .out_off = 0, .rows = 7, .cols = 5, .stride = 8},
+        {.offset = 2, .out_off = 3, .rows = 4, .cols = 1000, .stride = 1000}, /* rows back to back */
+        {.offset = 0, .out_off = 0, .rows = 2, .cols = 257, .stride = 259},
+    };
+    for (size_t d = 0; d < sizeof dists / sizeof dists[0]; d++) {
+        for (int64_t at = 0; at < 4; at++)
+            for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++)
+                for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+                    const fill_layout f = {.offset = offsets[o], .out_off = at, .rows = 1, .cols = lengths[l],
+                                           .stride = lengths[l]};
+                    check_fill_layout(dists[d], &f);
+                }
+        for (size_t v = 0; v < sizeof strided / sizeof strided[0]; v++) check_fill_layout(dists[d], &strided[v]);
+    }
+}
+END_TEST
+
 /* Pairs are absolute: a fill from an odd offset gives the same bits as the
  * corresponding elements of a fill that starts one earlier. */
 START_TEST(rng_fill_normal_pairs_absolute)
@@ -1240,6 +1327,70 @@ START_TEST(categorical_weights)
         for (int64_t i = 0; i < rows * cols; i++) w[i] = w[i] - 5.0f;
         check_categorical(w, rows, cols, TALLY_CATEGORICAL_LOGITS,
                           (tally_rng){.seed = 200 + s, .subsequence = 1, .offset = 7});
+        free(w);
+    }
+}
+END_TEST
+
+/* The device's categorical draws equal the rule of include/tally/terms.h
+ * (tally_categorical_row, which the host backend runs) bit for bit: rows
+ * past one group of 256, rows longer than one 16-column tile with ragged
+ * last tiles, padded rows, invalid rows whose bad entry lies in a later
+ * tile, and logits. */
+static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, int64_t stride, unsigned flags,
+                                    tally_rng rng)
+{
+    tally_context *ctx = tt_context();
+    float *dense = tt_alloc((size_t)(rows * cols) * 4);
+    for (int64_t r = 0; r < rows; r++) memcpy(dense + r * cols, w + r * stride, (size_t)cols * 4);
+    placed pw = place(dense, rows, cols, 3, stride, 2);
+    placed out = place_out(TALLY_I32, 1, rows, 1, rows);
+    tt_ok(tally_categorical(ctx, pw.view, flags, rng, out.view, NULL), ctx);
+    int32_t *got = tt_alloc((size_t)rows * 4);
+    read_placed(&out, got);
+    const int is_logits = (flags & TALLY_CATEGORICAL_LOGITS) != 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float u = tally_stream_uniform(rng.seed, rng.subsequence, rng.offset + (uint64_t)r);
+        const int32_t want = tally_categorical_row(dense + r * cols, (tally_u64)cols, is_logits, u);
+        ck_assert_msg(got[r] == want, "[%lld x %lld] %s row %lld: index %d, the rule gives %d", (long long)rows,
+                      (long long)cols, is_logits ? "logits" : "weights", (long long)r, got[r], want);
+    }
+    free(got);
+    free(dense);
+    release(&pw);
+    release(&out);
+}
+
+START_TEST(categorical_exact_bits)
+{
+    /* Tiles of 16 to 256 columns (the smallest holding a row): one tile,
+     * one tile with a ragged width, several tiles of 256. */
+    static const int64_t shapes[][3] = {{1, 1, 1},     {3, 16, 16},    {5, 17, 19},   {300, 33, 33},
+                                        {600, 64, 64},  {257, 5, 8},    {2, 1000, 1001}, {40, 48, 50},
+                                        {70, 200, 203}, {20, 256, 256}, {9, 257, 260}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t rows = shapes[s][0], cols = shapes[s][1], stride = shapes[s][2];
+        float *w = tt_alloc((size_t)(rows * stride) * 4);
+        tt_rand rnd = tt_rand_seed(500 + s);
+        for (int64_t i = 0; i < rows * stride; i++)
+            w[i] = tt_rand_below(&rnd, 5) == 0 ? 0.0f : (float)(tt_rand_unit(&rnd) * 3.0);
+        /* Invalid rows with the offending entry late in the row, and a row
+         * whose only weight is its last. */
+        if (rows > 4) {
+            w[1 * stride + cols - 1] = -1.0f;
+            w[2 * stride + cols / 2] = NAN;
+            w[3 * stride + cols - 1] = INFINITY;
+            for (int64_t c = 0; c < cols; c++) w[4 * stride + c] = c == cols - 1 ? 2.0f : 0.0f;
+        }
+        check_categorical_exact(w, rows, cols, stride, 0, (tally_rng){.seed = 31 + s, .subsequence = 2, .offset = 3 * s});
+        for (int64_t i = 0; i < rows * stride; i++) w[i] = (float)(4.0 * tt_rand_unit(&rnd) - 6.0);
+        if (rows > 4) {
+            w[1 * stride + cols - 1] = NAN;
+            w[2 * stride + cols - 1] = INFINITY;
+            for (int64_t c = 0; c < cols; c++) w[3 * stride + c] = -INFINITY;
+        }
+        check_categorical_exact(w, rows, cols, stride, TALLY_CATEGORICAL_LOGITS,
+                                (tally_rng){.seed = 61 + s, .subsequence = 0, .offset = 8});
         free(w);
     }
 }
@@ -1379,7 +1530,7 @@ Suite *tally_test_suite(void)
         const TTest *tests[16];
     } cases[] = {
         {"reduce",
-         {reduce_small_shapes, reduce_many_short_rows, reduce_rows_of_1000, reduce_two_tile_rows_strided, reduce_two_levels,
+         {reduce_small_shapes, reduce_all_contiguous_any_shape, reduce_many_short_rows, reduce_rows_of_1000, reduce_two_tile_rows_strided, reduce_two_levels,
           reduce_order_sensitive, reduce_nan_propagates, reduce_infinities, reduce_logsumexp_edge_rows, reduce_empty,
           reduce_exact_values, nan_results_are_canonical, NULL}},
         {"kl", {kl_shapes_and_flags, kl_aligned, kl_one_vector_two_levels, kl_special_values, kl_empty, NULL}},
@@ -1387,9 +1538,9 @@ Suite *tally_test_suite(void)
         {"gmm",
          {gmm_log_prob_shapes, gmm_log_prob_k1_closed_form, gmm_sample_shapes, gmm_sample_invalid_logits, NULL}},
         {"rng",
-         {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_normal_pairs_absolute,
+         {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts, rng_fill_normal_pairs_absolute,
           rng_consumed_and_advance, NULL}},
-        {"categorical", {categorical_weights, categorical_invalid_rows, categorical_frequencies, NULL}},
+        {"categorical", {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies, NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         TCase *tc = tcase_create(cases[c].name);

@@ -48,13 +48,24 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
         return tally__gpu_fill(ctx, job->out.buffer, job->out.offset, job->out.stride, nvec, f32_bits(v));
     }
 
-    tally__gpu_vectors src = {.buf = job->x.buffer, .off = job->x.offset, .cols = job->x.cols,
-                              .stride = job->x.stride, .nvec = nvec, .vec_stride = 0};
-    if (all && !contiguous(&job->x)) {
+    /* An ALL reduction of a contiguous view reads one run of rows * cols
+     * elements whatever its shape: seen as that one row, [n, 1] (stride 1,
+     * not a multiple of 4) and [r, c] with c % 4 != 0 get the 16-byte loads
+     * of [1, n], which only the first element's alignment decides. The walk,
+     * and so every term and its place in the tree, is the same. */
+    tally__array x = job->x;
+    if (all && contiguous(&x)) {
+        x.cols = x.rows * x.cols;
+        x.stride = x.cols;
+        x.rows = 1;
+    }
+    tally__gpu_vectors src = {.buf = x.buffer, .off = x.offset, .cols = x.cols, .stride = x.stride, .nvec = nvec,
+                              .vec_stride = 0};
+    if (all && !contiguous(&x)) {
         src.mode = TALLY_K_LOAD_STRIDED;
     } else {
-        src.vec_stride = all ? 0 : job->x.stride;
-        src.mode = rows_aligned16(ctx, &job->x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+        src.vec_stride = all ? 0 : x.stride;
+        src.mode = rows_aligned16(ctx, &x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
     }
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
@@ -358,7 +369,15 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
                            rows_space);
 }
 
-/* ---- Random ops ------------------------------------------------------------- */
+/* ---- Random ops -------------------------------------------------------------
+ * A fill is one launch. When the output is contiguous, its buffer 16-byte
+ * aligned and out_off % 4 == offset % 4, every whole Philox block lands on
+ * one aligned quad of the output and tally_k_rng_fill stores it with one
+ * 16-byte store; any other view goes through tally_k_rng_fill_any, which
+ * stages each pass's words in local memory so that its stores stay
+ * coalesced. Both take TALLY_K_RNG_BLOCKS_PER_ITEM blocks per work-item per
+ * pass; the grid covers the fill in one pass (the backend's group limit
+ * may cut it, and the kernels stride over what they get). */
 
 tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
 {
@@ -366,6 +385,7 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     const uint64_t n = o->rows * o->cols;
     const uint64_t off = job->rng.offset;
     const uint64_t blocks = ((off + (n - 1u)) >> 2) - (off >> 2) + 1u;
+    const int quads = contiguous(o) && (o->offset & 3u) == (off & 3u) && tally__gpu_buffer_aligned16(ctx, o->buffer);
     tally__gpu_args l = {.n = 0};
     tally__gpu_arg_buf(&l, o->buffer, o->offset);
     tally__gpu_arg_u64(&l, o->stride);
@@ -375,7 +395,9 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     tally__gpu_arg_u64(&l, job->rng.seed);
     tally__gpu_arg_u64(&l, job->rng.subsequence);
     tally__gpu_arg_u64(&l, off);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_rng_fill, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE), &l);
+    const uint64_t per_group = (uint64_t)TALLY_GPU_GROUP_SIZE * TALLY_K_RNG_BLOCKS_PER_ITEM;
+    return tally__gpu_run(ctx, quads ? TALLY__K_tally_k_rng_fill : TALLY__K_tally_k_rng_fill_any,
+                          tally__gpu_ceil_div(blocks, per_group), &l);
 }
 
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job)
@@ -392,6 +414,12 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
     tally__gpu_arg_u64(&l, job->rng.offset);
     tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
     tally__gpu_arg_u64(&l, job->out.stride);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_categorical, tally__gpu_ceil_div(w->rows, TALLY_GPU_GROUP_SIZE),
-                          &l);
+    /* Tiles of C = 2^log2 columns by 4096 / C rows: the smallest C from 16
+     * to 256 that holds a whole row, so short rows are staged once and a
+     * group still owns many of them. */
+    uint32_t log2 = 4;
+    while (log2 < 8 && (UINT64_C(1) << log2) < w->cols) log2++;
+    tally__gpu_arg_u32(&l, log2);
+    return tally__gpu_run(ctx, TALLY__K_tally_k_categorical,
+                          tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2), &l);
 }

@@ -33,10 +33,11 @@
  * tally_k_gmm_finish    s buf, logits buf, pre buf, B u64, K u64, picks buf (i32), sample u32, log_q buf,
  *                       lq_stride u64
  * tally_k_rng_fill      out buf (u32), stride u64, rows u64, cols u64, dist u32, seed u64, subsequence u64,
- *                       offset u64
+ *                       offset u64  (contiguous output whose quads hold whole Philox blocks)
+ * tally_k_rng_fill_any  the same arguments, any view
  * tally_k_math_eval     in buf, out buf, n u64, fn u32 (TALLY_K_MATH_*)
  * tally_k_categorical   w buf, w_stride u64, rows u64, cols u64, is_logits u32, seed u64, subsequence u64,
- *                       offset u64, out buf (i32), out_stride u64
+ *                       offset u64, out buf (i32), out_stride u64, tile_log2 u32
  * tally_k_dm_rows_table counts buf, c_stride u64, vec4 u32, pre buf, lga_off u64, B u64, V u64, lanes u32,
  *                       qpl u32, flags u32, out buf, out_stride u64  (pre's offset is where exp goes)
  */
@@ -54,6 +55,7 @@ TALLY__KERNEL(tally_k_gmm_noise)
 TALLY__KERNEL(tally_k_gmm_tiles)
 TALLY__KERNEL(tally_k_gmm_finish)
 TALLY__KERNEL(tally_k_rng_fill)
+TALLY__KERNEL(tally_k_rng_fill_any)
 TALLY__KERNEL(tally_k_categorical)
 TALLY__KERNEL(tally_k_math_eval)
 TALLY__KERNEL(tally_k_dm_rows_table)
