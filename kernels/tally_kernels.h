@@ -15,5 +15,6 @@
 #include "gmm.h"
 #include "rng.h"
 #include "math_eval.h"
+#include "half.h"
 
 #endif /* TALLY_KERNELS_H */

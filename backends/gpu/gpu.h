@@ -99,6 +99,8 @@ tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *j
 tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
 tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* gpu_half.c: a BF16/F16 view widened to fp32 (the ops table's `widen`). */
+tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 
 /* Test hook (internal, reached through the static library): out[k] =
  * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from

@@ -39,6 +39,7 @@
  *                       offset u64, out buf (i32), out_stride u64
  * tally_k_dm_rows_table counts buf, c_stride u64, vec4 u32, pre buf, lga_off u64, B u64, V u64, lanes u32,
  *                       qpl u32, flags u32, out buf, out_stride u64  (pre's offset is where exp goes)
+ * tally_k_widen         x buf (u16, offset in halves), x_stride u64, rows u64, cols u64, dtype u32, o buf
  */
 TALLY__KERNEL(tally_k_fill)
 TALLY__KERNEL(tally_k_reduce_tiles)
@@ -57,3 +58,4 @@ TALLY__KERNEL(tally_k_rng_fill)
 TALLY__KERNEL(tally_k_categorical)
 TALLY__KERNEL(tally_k_math_eval)
 TALLY__KERNEL(tally_k_dm_rows_table)
+TALLY__KERNEL(tally_k_widen)
