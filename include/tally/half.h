@@ -97,8 +97,8 @@ TALLY_FN tally_u32 tally_f32_to_f16(float f)
     const tally_u32 shift = 126u - e;
     tally_u32 h = mant >> shift;
     const tally_u32 rem = mant & ((1u << shift) - 1u);
-    const tally_u32 half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (h & 1u) != 0u)) h++;
+    const tally_u32 halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (h & 1u) != 0u)) h++;
     return sign | h;
 }
 
