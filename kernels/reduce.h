@@ -47,7 +47,7 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
                                        tally_u64 tiles, tally_u32 term, tally_u32 kind,
                                        TALLY_GLOBAL const float *TALLY_RESTRICT shift, tally_u64 shift_off,
                                        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                       tally_u64 out_off, tally_u64 out_stride)
+                                       tally_u64 out_off, tally_u64 out_stride, tally_u32 x_dtype)
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
@@ -66,17 +66,50 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
             b = unit / tiles;
             const tally_u64 base = (unit - b * tiles) * tile_quads;
             active = tally_k_active(quads, base, lanes);
-            if ((tally_u64)j < active) {
-                tally_k_src src;
-                src.p = x + x_off + b * vec_stride;
-                src.cols = x_cols;
-                src.stride = x_stride;
-                src.mode = mode;
+            const int full = mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE &&
+                             qpl == TALLY_TREE_QUADS_PER_LANE && base + tile_quads <= (n >> 2);
+            if (full && x_dtype != TALLY_K_DTYPE_F32) {
+                /* Halves: lanes 2 lid and 2 lid + 1 read adjacent quads, so
+                 * work-item lid plays both, one 16-byte load bringing a
+                 * quad for each (work-items 128 .. 255 only join the tree;
+                 * a full tile is the group's only unit). */
+                if (lid < TALLY_K_GROUP_SIZE / 2u) {
+                    const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
+                    const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
+                    const tally_u64 L2 = TALLY_K_GROUP_SIZE / 2u;
+                    const tally_u64 m0 = (base >> 1) + lid;
+                    float acc2[2] = {0.0f, 0.0f};
+                    for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                        const tally_u64 m = m0 + (tally_u64)q * L2;
+                        tally_f4 e0, o0, e1, o1, e2, o2, e3, o3;
+                        tally_k_load_h8(src.h, x_dtype, m, &e0, &o0);
+                        tally_k_load_h8(src.h, x_dtype, m + L2, &e1, &o1);
+                        tally_k_load_h8(src.h, x_dtype, m + 2u * L2, &e2, &o2);
+                        tally_k_load_h8(src.h, x_dtype, m + 3u * L2, &e3, &o3);
+                        for (tally_u32 l = 0; l < 2u; l++) {
+                            const int o = l != 0u;
+                            const tally_f4 a0 = o ? o0 : e0, a1 = o ? o1 : e1, a2 = o ? o2 : e2, a3 = o ? o3 : e3;
+                            float acc = acc2[l];
+                            const float first = tally_k_reduce_term(term, a0.x, sh);
+                            acc = q == 0u ? first : tally_combine((int)kind, acc, first);
+                            TALLY_K_REDUCE_FOLD(acc, a0.y);
+                            TALLY_K_REDUCE_FOLD(acc, a0.z);
+                            TALLY_K_REDUCE_FOLD(acc, a0.w);
+                            TALLY_K_REDUCE_FOLD4(acc, a1);
+                            TALLY_K_REDUCE_FOLD4(acc, a2);
+                            TALLY_K_REDUCE_FOLD4(acc, a3);
+                            acc2[l] = acc;
+                        }
+                    }
+                    v[2u * lid] = acc2[0];
+                    v[2u * lid + 1u] = acc2[1];
+                }
+            } else if ((tally_u64)j < active) {
+                const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
                 const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                 float acc = 0.0f;
                 int first_term = 1, done = 0;
-                if (mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE && qpl == TALLY_TREE_QUADS_PER_LANE &&
-                    base + tile_quads <= (n >> 2)) {
+                if (full) {
                     /* A full tile of whole aligned quads: four 16-byte loads
                      * in flight per batch, then the fold in plan order. */
                     const tally_u64 L = TALLY_K_GROUP_SIZE;

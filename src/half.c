@@ -71,9 +71,12 @@ static tally_status widen_array(tally_context *ctx, const char *op, const char *
     return TALLY_OK;
 }
 
-/* Widens the listed arrays of a job copy, runs `call`, releases. */
-#define RUN_WIDENED(op_name, job_type, entry, ...)                                   \
+/* Widens the listed arrays of a job copy, runs `call`, releases; a
+ * backend that reads halves itself for this op (native bit) gets the job
+ * as it is. */
+#define RUN_WIDENED(op_name, job_type, entry, native, ...)                           \
     do {                                                                           \
+        if (ctx->ops->half_native & (native)) return ctx->ops->entry(ctx, job);    \
         job_type copy = *job;                                                      \
         struct { const char *name; tally__array *a; } list_[] = {__VA_ARGS__};     \
         int any_ = 0;                                                              \
@@ -90,34 +93,34 @@ static tally_status widen_array(tally_context *ctx, const char *op, const char *
 
 tally_status tally__run_reduce(tally_context *ctx, const tally__reduce_job *job)
 {
-    RUN_WIDENED("tally_reduce", tally__reduce_job, reduce, {"x", &copy.x});
+    RUN_WIDENED("tally_reduce", tally__reduce_job, reduce, TALLY__HALF_NATIVE_REDUCE, {"x", &copy.x});
 }
 
 tally_status tally__run_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
-    RUN_WIDENED("tally_kl_div", tally__kl_job, kl_div, {"input", &copy.input}, {"target", &copy.target});
+    RUN_WIDENED("tally_kl_div", tally__kl_job, kl_div, TALLY__HALF_NATIVE_KL, {"input", &copy.input}, {"target", &copy.target});
 }
 
 tally_status tally__run_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
 {
-    RUN_WIDENED("tally_dirichlet_multinomial", tally__dm_job, dirichlet_multinomial, {"counts", &copy.counts},
+    RUN_WIDENED("tally_dirichlet_multinomial", tally__dm_job, dirichlet_multinomial, TALLY__HALF_NATIVE_DM, {"counts", &copy.counts},
                 {"log_alpha", &copy.log_alpha});
 }
 
 tally_status tally__run_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job)
 {
-    RUN_WIDENED("tally_gmm_log_prob", tally__gmm_job, gmm_log_prob, {"z", &copy.z}, {"mu", &copy.mu},
+    RUN_WIDENED("tally_gmm_log_prob", tally__gmm_job, gmm_log_prob, 0u, {"z", &copy.z}, {"mu", &copy.mu},
                 {"log_var", &copy.log_var}, {"logits", &copy.logits});
 }
 
 tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job)
 {
     /* z is the output here (always F32). */
-    RUN_WIDENED("tally_gmm_sample", tally__gmm_job, gmm_sample, {"mu", &copy.mu}, {"log_var", &copy.log_var},
+    RUN_WIDENED("tally_gmm_sample", tally__gmm_job, gmm_sample, 0u, {"mu", &copy.mu}, {"log_var", &copy.log_var},
                 {"logits", &copy.logits});
 }
 
 tally_status tally__run_categorical(tally_context *ctx, const tally__categorical_job *job)
 {
-    RUN_WIDENED("tally_categorical", tally__categorical_job, categorical, {"weights", &copy.weights});
+    RUN_WIDENED("tally_categorical", tally__categorical_job, categorical, 0u, {"weights", &copy.weights});
 }

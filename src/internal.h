@@ -204,7 +204,15 @@ struct tally__backend_ops {
      * (src/half.c) runs every op on half inputs through it. Optional: NULL
      * refuses half inputs with UNSUPPORTED_DTYPE. */
     tally_status (*widen)(tally_context *ctx, const tally__array *src, tally_buffer *dst);
+    /* TALLY__HALF_NATIVE_* bits: the ops whose entries read BF16 and F16
+     * inputs themselves (with tally/half.h, so the bits are those of the
+     * widened path); src/half.c widens the others' half inputs first. */
+    unsigned half_native;
 };
+
+#define TALLY__HALF_NATIVE_REDUCE 1u
+#define TALLY__HALF_NATIVE_KL 2u
+#define TALLY__HALF_NATIVE_DM 4u
 
 /* ------------------------------------------------------------------------
  * Half inputs (src/half.c): each runs the backend's op, first widening

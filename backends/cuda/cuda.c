@@ -543,4 +543,5 @@ const tally__backend_ops tally__cuda_ops = {
     .rng_fill = tally__gpu_rng_fill,
     .categorical = tally__gpu_categorical,
     .widen = tally__gpu_widen,
+    .half_native = TALLY__GPU_HALF_NATIVE,
 };

@@ -1,6 +1,6 @@
 /*
  * backends/gpu/gpu_half.c - the GPU backends' `widen` entry: one launch of
- * tally_k_widen (kernels/half.h) copies a BF16 or F16 view into fp32 with
+ * tally_k_widen (kernels/halves.h) copies a BF16 or F16 view into fp32 with
  * tally/half.h, the same integer code the host uses.
  */
 #include "gpu_internal.h"
