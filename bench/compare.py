@@ -29,11 +29,17 @@ TARGETS = {
     "dm_large": "< 100 us",
     "normal_fill": ">= 90% of write bandwidth",
     "sum_4g": "(none: tally's own read rate)",
+    "kl_bf16": ">= 90% of read bandwidth (about 0.26 ms)",
+    "dm_large_bf16": "(bytes-proportional: compare with dm_large)",
+    "sum_rows_bf16": "(bytes-proportional: about half of sum_rows_f32)",
+    "sum_rows_f32": "(the fp32 twin of sum_rows_bf16)",
 }
-ORDER = ["kl", "gmm_small", "gmm_large", "dm_small", "dm_large", "normal_fill", "sum_4g"]
+ORDER = ["kl", "gmm_small", "gmm_large", "dm_small", "dm_large", "normal_fill", "sum_4g", "kl_bf16",
+         "dm_large_bf16", "sum_rows_bf16", "sum_rows_f32"]
 CEIL_KIND = {"ceil_read": "read", "ceil_write": "write", "ceil_copy": "copy"}
 WORKLOAD_CEILING = {"kl": "read", "sum_4g": "read", "normal_fill": "write",
-                    "gmm_small": "copy", "gmm_large": "copy", "dm_small": "copy", "dm_large": "copy"}
+                    "gmm_small": "copy", "gmm_large": "copy", "dm_small": "copy", "dm_large": "copy",
+                    "kl_bf16": "read", "dm_large_bf16": "copy", "sum_rows_bf16": "copy", "sum_rows_f32": "copy"}
 
 
 def load(path):
@@ -110,6 +116,8 @@ def target_status(name, r, frac, scale):
     elif name == "dm_large":
         met = num(ms) is not None and ms < 0.100
     elif name == "normal_fill":
+        met = num(frac) is not None and frac >= 0.90
+    elif name == "kl_bf16":
         met = num(frac) is not None and frac >= 0.90
     else:
         return "-"
