@@ -69,6 +69,27 @@ TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1
     return acc;
 }
 
+/* tally_k_kl_batch with the flags left to the call: the same terms, two
+ * variants instead of four, which keeps the half path's two lanes from
+ * doubling the program (the flag-specialised copies only save a few
+ * instructions per term). */
+TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3,
+                                    tally_f4 b0, tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
+{
+    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
+                      tally_k_pos_normal4(a3);
+    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
+                      tally_k_pos_normal4(b3);
+    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
+                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
+    if (fast) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
+    } else {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+    }
+    return acc;
+}
+
 /*
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
  * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
@@ -125,9 +146,12 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + L2, &te1, &to1);
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + 2u * L2, &te2, &to2);
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + 3u * L2, &te3, &to3);
+                    /* One copy of the fold for both lanes (a smaller program; the
+                     * hint changes no arithmetic). */
+                    TALLY_UNROLL_NONE
                     for (tally_u32 l = 0; l < 2u; l++) {
                         const int o = l != 0u;
-                        acc[l] = tally_k_kl_batch(acc[l], q, o ? xo0 : xe0, o ? xo1 : xe1, o ? xo2 : xe2,
+                        acc[l] = tally_k_kl_batch_any(acc[l], q, o ? xo0 : xe0, o ? xo1 : xe1, o ? xo2 : xe2,
                                                   o ? xo3 : xe3, o ? to0 : te0, o ? to1 : te1, o ? to2 : te2,
                                                   o ? to3 : te3, flags);
                     }

@@ -18,6 +18,15 @@
         TALLY_K_REDUCE_FOLD(acc, (q4).w); \
     } while (0)
 
+/* The same for the plain term (the element itself). */
+#define TALLY_K_REDUCE_PLAIN4(acc, q4)                       \
+    do {                                                     \
+        acc = tally_combine((int)kind, acc, (q4).x);         \
+        acc = tally_combine((int)kind, acc, (q4).y);         \
+        acc = tally_combine((int)kind, acc, (q4).z);         \
+        acc = tally_combine((int)kind, acc, (q4).w);         \
+    } while (0)
+
 /* The value of one element under a reduce term. */
 TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
 {
@@ -68,14 +77,16 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
             active = tally_k_active(quads, base, lanes);
             const int full = mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE &&
                              qpl == TALLY_TREE_QUADS_PER_LANE && base + tile_quads <= (n >> 2);
-            if (full && x_dtype != TALLY_K_DTYPE_F32) {
+            if (full && x_dtype != TALLY_K_DTYPE_F32 && term == TALLY_K_TERM_PLAIN) {
                 /* Halves: lanes 2 lid and 2 lid + 1 read adjacent quads, so
                  * work-item lid plays both, one 16-byte load bringing a
                  * quad for each (work-items 128 .. 255 only join the tree;
-                 * a full tile is the group's only unit). */
+                 * a full tile is the group's only unit). Plain terms only
+                 * (sum, mean, min, max, logsumexp's maximum): inlining the
+                 * other terms' exp for two lanes would double the program;
+                 * they take the quad-by-quad path below. */
                 if (lid < TALLY_K_GROUP_SIZE / 2u) {
                     const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
-                    const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                     const tally_u64 L2 = TALLY_K_GROUP_SIZE / 2u;
                     const tally_u64 m0 = (base >> 1) + lid;
                     float acc2[2] = {0.0f, 0.0f};
@@ -86,18 +97,20 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
                         tally_k_load_h8(src.h, x_dtype, m + L2, &e1, &o1);
                         tally_k_load_h8(src.h, x_dtype, m + 2u * L2, &e2, &o2);
                         tally_k_load_h8(src.h, x_dtype, m + 3u * L2, &e3, &o3);
+                        /* One copy of the fold for both lanes (a smaller program; the
+                         * hint changes no arithmetic). */
+                        TALLY_UNROLL_NONE
                         for (tally_u32 l = 0; l < 2u; l++) {
                             const int o = l != 0u;
                             const tally_f4 a0 = o ? o0 : e0, a1 = o ? o1 : e1, a2 = o ? o2 : e2, a3 = o ? o3 : e3;
                             float acc = acc2[l];
-                            const float first = tally_k_reduce_term(term, a0.x, sh);
-                            acc = q == 0u ? first : tally_combine((int)kind, acc, first);
-                            TALLY_K_REDUCE_FOLD(acc, a0.y);
-                            TALLY_K_REDUCE_FOLD(acc, a0.z);
-                            TALLY_K_REDUCE_FOLD(acc, a0.w);
-                            TALLY_K_REDUCE_FOLD4(acc, a1);
-                            TALLY_K_REDUCE_FOLD4(acc, a2);
-                            TALLY_K_REDUCE_FOLD4(acc, a3);
+                            acc = q == 0u ? a0.x : tally_combine((int)kind, acc, a0.x);
+                            acc = tally_combine((int)kind, acc, a0.y);
+                            acc = tally_combine((int)kind, acc, a0.z);
+                            acc = tally_combine((int)kind, acc, a0.w);
+                            TALLY_K_REDUCE_PLAIN4(acc, a1);
+                            TALLY_K_REDUCE_PLAIN4(acc, a2);
+                            TALLY_K_REDUCE_PLAIN4(acc, a3);
                             acc2[l] = acc;
                         }
                     }
@@ -109,7 +122,7 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
                 const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                 float acc = 0.0f;
                 int first_term = 1, done = 0;
-                if (full) {
+                if (full && x_dtype == TALLY_K_DTYPE_F32) {
                     /* A full tile of whole aligned quads: four 16-byte loads
                      * in flight per batch, then the fold in plan order. */
                     const tally_u64 L = TALLY_K_GROUP_SIZE;

@@ -32,6 +32,26 @@ typedef unsigned short tally_u16;
 typedef uint16_t tally_u16;
 #endif
 
+/* Leading zero bits of a nonzero 32-bit word, by each target's integer
+ * instruction (the same exact result everywhere). */
+#if TALLY_TARGET_OPENCL
+TALLY_FN tally_u32 tally_clz32(tally_u32 x) { return clz(x); }
+#elif TALLY_TARGET_CUDA
+TALLY_FN tally_u32 tally_clz32(tally_u32 x) { return (tally_u32)__clz((int)x); }
+#elif defined(__GNUC__)
+TALLY_FN tally_u32 tally_clz32(tally_u32 x) { return (tally_u32)__builtin_clz(x); }
+#else
+TALLY_FN tally_u32 tally_clz32(tally_u32 x)
+{
+    tally_u32 n = 0u;
+    while ((x & 0x80000000u) == 0u) {
+        x <<= 1;
+        n++;
+    }
+    return n;
+}
+#endif
+
 /* bf16 is the high half of an fp32: widening is a shift. */
 TALLY_FN float tally_bf16_to_f32(tally_u32 h)
 {
@@ -47,16 +67,10 @@ TALLY_FN float tally_f16_to_f32(tally_u32 h)
     if (e == 0x1fu) return tally_as_f32(sign | 0x7f800000u | (m << 13)); /* inf, NaN with its payload */
     if (e != 0u) return tally_as_f32(sign | ((e + 112u) << 23) | (m << 13)); /* rebias 15 -> 127 */
     if (m == 0u) return tally_as_f32(sign);                                /* +-0 */
-    /* Subnormal m * 2^-24: shift m until its leading one reaches bit 10
-     * (at most 10 steps; a constant trip count keeps it branch-light on
-     * GPUs); each step lowers the exponent by one. */
-    tally_u32 s = 0u;
-    for (tally_u32 i = 0u; i < 10u; i++) {
-        if ((m & 0x400u) == 0u) {
-            m <<= 1;
-            s++;
-        }
-    }
+    /* Subnormal m * 2^-24: shift m by s so that its leading one reaches
+     * bit 10; the exponent drops by s. clz(m) is 22 .. 31 for m < 2^10. */
+    const tally_u32 s = tally_clz32(m) - 21u;
+    m <<= s;
     return tally_as_f32(sign | ((113u - s) << 23) | ((m & 0x3ffu) << 13));
 }
 
