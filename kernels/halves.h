@@ -8,14 +8,6 @@
 #include "tally/half.h"
 #include "abi.h"
 
-/* Asks the compiler not to unroll the next loop (a code-size hint for
- * loops whose body is large; it never changes the arithmetic). */
-#if TALLY_TARGET_OPENCL || TALLY_TARGET_CUDA
-#  define TALLY_UNROLL_NONE _Pragma("unroll 1")
-#else
-#  define TALLY_UNROLL_NONE
-#endif
-
 /* ---- Loads of half elements. The element types' codes are
  * TALLY_K_DTYPE_* (tally/half.h); every load widens with tally/half.h, so
  * what a kernel computes after the load is the fp32 path on the widened

@@ -105,14 +105,13 @@ TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f
  * brings eight halves, a quad for each lane (work-items 128 .. 255 only
  * join the tree). The fold order is the plan's either way.
  */
-TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
-                                   TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
-                                   tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl,
-                                   tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
+TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+                                   tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off,
+                                   tally_u64 t_stride, tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes,
+                                   tally_u32 qpl, tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
                                    TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u32 x_dtype,
                                    tally_u32 t_dtype)
 {
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 j = lid & (lanes - 1u);
     const tally_u64 quads = tally_k_quads(n);
@@ -134,7 +133,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
                 /* Lanes 2 lid and 2 lid + 1; quad pair m = (base + 2 lid + q L) / 2. */
                 const tally_u64 L2 = TALLY_K_GROUP_SIZE / 2u;
                 const tally_u64 m0 = (base >> 1) + lid;
-                float acc[2] = {0.0f, 0.0f};
+                float accA = 0.0f, accB = 0.0f;
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
                     const tally_u64 m = m0 + (tally_u64)q * L2;
                     tally_f4 xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, te0, to0, te1, to1, te2, to2, te3, to3;
@@ -146,18 +145,11 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + L2, &te1, &to1);
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + 2u * L2, &te2, &to2);
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + 3u * L2, &te3, &to3);
-                    /* One copy of the fold for both lanes (a smaller program; the
-                     * hint changes no arithmetic). */
-                    TALLY_UNROLL_NONE
-                    for (tally_u32 l = 0; l < 2u; l++) {
-                        const int o = l != 0u;
-                        acc[l] = tally_k_kl_batch_any(acc[l], q, o ? xo0 : xe0, o ? xo1 : xe1, o ? xo2 : xe2,
-                                                  o ? xo3 : xe3, o ? to0 : te0, o ? to1 : te1, o ? to2 : te2,
-                                                  o ? to3 : te3, flags);
-                    }
+                    accA = tally_k_kl_batch_any(accA, q, xe0, xe1, xe2, xe3, te0, te1, te2, te3, flags);
+                    accB = tally_k_kl_batch_any(accB, q, xo0, xo1, xo2, xo3, to0, to1, to2, to3, flags);
                 }
-                v[2u * lid] = acc[0];
-                v[2u * lid + 1u] = acc[1];
+                v[2u * lid] = accA;
+                v[2u * lid + 1u] = accB;
             }
         } else if ((tally_u64)j < active) {
             float acc;
@@ -205,6 +197,33 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
             out[out_off + tile] = tally_canonical(r);
         }
     }
+}
+
+#define TALLY_K_KL_TILES_PARAMS                                                                                     \
+    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,                                \
+        TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride, tally_u64 cols,             \
+        tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles, tally_u32 flags,               \
+        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
+        tally_u32 x_dtype, tally_u32 t_dtype
+
+/* fp32 inputs only (the dtype arguments are ignored): the halves' code is
+ * compiled out, so this kernel keeps the registers, and with them the
+ * occupancy, of an fp32-only kernel. */
+TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    (void)x_dtype;
+    (void)t_dtype;
+    tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                         divisor, out, out_off, TALLY_K_DTYPE_F32, TALLY_K_DTYPE_F32);
+}
+
+/* The same with at least one half input (any mix of dtypes). */
+TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                         divisor, out, out_off, x_dtype, t_dtype);
 }
 
 /*

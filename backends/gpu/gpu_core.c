@@ -210,7 +210,8 @@ static tally_status launch_level(tally_context *ctx, const tally__gpu_vectors *s
     tally__gpu_arg_u64(&l, out_stride);
     tally__gpu_arg_u32(&l, src->dtype != 0 ? src->dtype : TALLY_K_DTYPE_F32);
     const uint64_t segments = TALLY_GPU_GROUP_SIZE / lv->lanes;
-    return tally__gpu_run(ctx, TALLY__K_tally_k_reduce_tiles,
+    const int halves = src->dtype != 0 && src->dtype != TALLY_K_DTYPE_F32;
+    return tally__gpu_run(ctx, halves ? TALLY__K_tally_k_reduce_tiles_half : TALLY__K_tally_k_reduce_tiles,
                           tally__gpu_ceil_div(src->nvec * lv->tiles, segments), &l);
 }
 

@@ -194,7 +194,8 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         tally__gpu_arg_buf(&l, scratch, space.a_off);
     tally__gpu_arg_u32(&l, kdtype(x));
     tally__gpu_arg_u32(&l, kdtype(t));
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_kl_tiles, lv->tiles, &l);
+    const int halves = kdtype(x) != TALLY_K_DTYPE_F32 || kdtype(t) != TALLY_K_DTYPE_F32;
+    st = tally__gpu_run(ctx, halves ? TALLY__K_tally_k_kl_tiles_half : TALLY__K_tally_k_kl_tiles, lv->tiles, &l);
     if (st != TALLY_OK || single) return st;
     tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = 1, .finish = finish,
                              .divisor = divisor, .shift = NULL, .shift_off = 0};

@@ -43,6 +43,8 @@
  *                       qpl u32, flags u32, out buf, out_stride u64, c_dtype u32  (pre's offset is where
  *                       exp goes)
  * tally_k_widen         x buf (u16, offset in halves), x_stride u64, rows u64, cols u64, dtype u32, o buf
+ * tally_k_reduce_tiles_half, tally_k_kl_tiles_half: the arguments of tally_k_reduce_tiles and
+ *                       tally_k_kl_tiles, for inputs with a half dtype (those two read fp32 only)
  */
 TALLY__KERNEL(tally_k_fill)
 TALLY__KERNEL(tally_k_reduce_tiles)
@@ -62,3 +64,5 @@ TALLY__KERNEL(tally_k_categorical)
 TALLY__KERNEL(tally_k_math_eval)
 TALLY__KERNEL(tally_k_dm_rows_table)
 TALLY__KERNEL(tally_k_widen)
+TALLY__KERNEL(tally_k_reduce_tiles_half)
+TALLY__KERNEL(tally_k_kl_tiles_half)
