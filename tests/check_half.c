@@ -275,6 +275,10 @@ START_TEST(dm_half_equals_fp32)
         for (size_t l = 0; l < sizeof dm_layouts / sizeof dm_layouts[0]; l++)
             for (int per_row = 0; per_row <= 1; per_row++) {
                 const layout *L = &dm_layouts[l];
+                /* The large case is for the table kernel (shared alpha); once
+                 * per dtype mix keeps the host's lgamma calls few. */
+                const int large = L->rows * L->cols > 100000;
+                if (large && per_row) continue;
                 const size_t n = (size_t)(L->rows * L->cols);
                 float *cv = values(n, 31 + l, 0.0, 40.0, 0);
                 for (size_t i = 0; i < n; i++) cv[i] = floorf(cv[i]);
@@ -283,7 +287,7 @@ START_TEST(dm_half_equals_fp32)
                 float *av = values((size_t)(arows * L->cols), 37 + l, -3.0, 3.0, 0);
                 input c = make_input(mixes[m][0], cv, L->rows, L->cols, L->offset, L->cols + L->pad);
                 input a = make_input(mixes[m][1], av, arows, L->cols, 1, L->cols + 1);
-                for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++)
+                for (int red = TALLY_REDUCTION_NONE; red <= (large ? TALLY_REDUCTION_NONE : TALLY_REDUCTION_MEAN); red++)
                     for (unsigned flags = 0; flags <= TALLY_DM_WITH_COEFFICIENT; flags++) {
                         const size_t outs = red == TALLY_REDUCTION_NONE ? (size_t)L->rows : 1;
                         tally_buffer *p = out_buf(outs), *q = out_buf(outs);
