@@ -948,6 +948,205 @@ static int run_sum_n1(bench *b, result *r) { return run_sum(b, r, 1); }
 static int run_sum_rc(bench *b, result *r) { return run_sum(b, r, 2); }
 
 /* ------------------------------------------------------------------------
+ * kl_bf16, dm_large_bf16, sum_rows_bf16 / sum_rows_f32: the same ops on
+ * bf16 inputs (half the bytes of fp32), with an fp32 twin of the row sum
+ * for the bytes-proportional comparison. Inputs are generated on the host
+ * as bf16 (round to nearest even) and uploaded. Check: on the first rows,
+ * the bf16 op's bits equal the fp32 op's on the widened values (the
+ * definition of a half input), and the value is plausible.
+ * ------------------------------------------------------------------------ */
+typedef enum half_kind { HALF_KL = 0, HALF_DM = 1, HALF_SUM_ROWS = 2 } half_kind;
+
+typedef struct half_state {
+    half_kind kind;
+    tally_dtype dtype; /* TALLY_BF16, or TALLY_F32 for the fp32 twin */
+    tally_buffer *x, *y, *out;
+    int64_t rows, cols, sets, y_rows;
+} half_state;
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static tally_view half_view(const half_state *s, tally_buffer *buf, int64_t offset, int64_t rows, int64_t cols)
+{
+    return (tally_view){.buffer = buf, .offset = offset, .rows = rows, .cols = cols, .stride = cols, .dtype = s->dtype};
+}
+
+static int half_run_op(bench *b, const half_state *s, tally_view x, tally_view y, tally_buffer *out, int64_t out_off,
+                       int64_t rows)
+{
+    switch (s->kind) {
+    case HALF_KL:
+        TCHK(b, "tally_kl_div", tally_kl_div(b->ctx, x, y, TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB,
+                                             tally_view_f32(out, out_off, 1, 1)));
+        break;
+    case HALF_DM:
+        TCHK(b, "tally_dirichlet_multinomial",
+             tally_dirichlet_multinomial(b->ctx, x, y, TALLY_REDUCTION_NONE, 0, tally_view_f32(out, out_off, 1, rows)));
+        break;
+    case HALF_SUM_ROWS:
+        TCHK(b, "tally_reduce",
+             tally_reduce(b->ctx, TALLY_SUM, TALLY_AXIS_ROW, x, tally_view_f32(out, out_off, rows, 1)));
+        break;
+    }
+    return 0;
+}
+
+static int half_call(bench *b, void *arg, int64_t i)
+{
+    half_state *s = arg;
+    int64_t k = i % s->sets, n = s->rows * s->cols;
+    const int64_t outs = s->kind == HALF_KL ? 1 : s->rows;
+    tally_view y = {.buffer = NULL};
+    if (s->kind == HALF_KL) y = half_view(s, s->y, k * n, s->rows, s->cols);
+    if (s->kind == HALF_DM) y = half_view(s, s->y, 0, 1, s->cols);
+    return half_run_op(b, s, half_view(s, s->x, k * n, s->rows, s->cols), y, s->out, k * outs, s->rows);
+}
+
+/* Host values of element i of set k of tensor `which` (0 x, 1 y). */
+static float half_value(const half_state *s, int which, uint64_t *state)
+{
+    const double u = host_uniform(state);
+    if (s->kind == HALF_DM) return which == 0 ? (float)floor(4.0 * u) : (float)(-2.0 + 3.0 * u);
+    if (s->kind == HALF_KL) return (float)(u * 0.999 + 0.001); /* positive probabilities */
+    return (float)u;
+}
+
+/* Uploads rows*cols values of each set (bf16 or fp32) in chunks. */
+static int half_upload(bench *b, const half_state *s, tally_buffer *buf, int which, int64_t count, int64_t sets)
+{
+    const size_t esize = s->dtype == TALLY_F32 ? 4u : 2u;
+    const int64_t chunk = (int64_t)1 << 22;
+    void *host = malloc((size_t)chunk * esize);
+    if (host == NULL) return bench_fail(b, "out of host memory");
+    uint64_t state = 0x5eed0000u + (uint64_t)which;
+    for (int64_t at = 0; at < count * sets; at += chunk) {
+        const int64_t m = count * sets - at < chunk ? count * sets - at : chunk;
+        for (int64_t i = 0; i < m; i++) {
+            const float v = half_value(s, which, &state);
+            if (esize == 2u) ((uint16_t *)host)[i] = to_bf16(v);
+            else ((float *)host)[i] = from_bf16(to_bf16(v)); /* the same values as the bf16 run */
+        }
+        tally_status st = tally_buffer_upload(buf, (size_t)at * esize, host, (size_t)m * esize);
+        if (st != TALLY_OK) {
+            free(host);
+            return bench_fail(b, "tally_buffer_upload: %s", tally_last_error(b->ctx));
+        }
+    }
+    free(host);
+    return 0;
+}
+
+static int half_body(bench *b, result *r, half_state *s, wl_bufs *bufs)
+{
+    const int64_t n = s->rows * s->cols, outs = s->kind == HALF_KL ? 1 : s->rows;
+    const int64_t y_count = s->kind == HALF_KL ? n : s->kind == HALF_DM ? s->cols : 0;
+    const int64_t y_sets = s->kind == HALF_KL ? s->sets : 1;
+    const uint64_t words = s->dtype == TALLY_F32 ? 1u : 2u; /* elements per 4-byte buffer element */
+    if (make_buffer(b, bufs, ((uint64_t)(s->sets * n) + words - 1) / words, "x", &s->x) ||
+        (y_count > 0 && make_buffer(b, bufs, ((uint64_t)(y_sets * y_count) + words - 1) / words, "y", &s->y)) ||
+        make_buffer(b, bufs, (uint64_t)(s->sets * outs + 2 * outs), "out", &s->out))
+        return 1;
+    if (half_upload(b, s, s->x, 0, n, s->sets) || (y_count > 0 && half_upload(b, s, s->y, 1, y_count, y_sets))) return 1;
+    if (bench_measure(b, half_call, s, 0, &r->t)) return 1;
+
+    /* Check on the first rows of set 0: widen them on the host into fp32
+     * buffers and run the fp32 op; the bits must be the same. */
+    const int64_t sub = s->rows < 8 ? s->rows : 8, m = sub * s->cols;
+    const int64_t sub_outs = s->kind == HALF_KL ? 1 : sub, slot = s->sets * outs;
+    const int64_t ym = s->kind == HALF_KL ? m : s->kind == HALF_DM ? s->cols : 0;
+    float *xf = malloc(sizeof(float) * (size_t)(m + ym + 2 * sub_outs + 1));
+    uint16_t *raw = malloc(sizeof(uint16_t) * (size_t)(m + ym + 1));
+    if (xf == NULL || raw == NULL) {
+        free(xf);
+        free(raw);
+        return bench_fail(b, "out of host memory");
+    }
+    float *yf = xf + m, *got = yf + ym, *want = got + sub_outs;
+    tally_buffer *cx = NULL, *cy = NULL;
+    int rc = 0;
+    if (s->dtype == TALLY_F32) {
+        rc = download(b, s->x, 0, m, xf) || (ym > 0 && download(b, s->y, 0, ym, yf));
+    } else {
+        tally_status st = tally_buffer_download(s->x, 0, raw, (size_t)m * 2u);
+        if (st == TALLY_OK && ym > 0) st = tally_buffer_download(s->y, 0, raw + m, (size_t)ym * 2u);
+        if (st != TALLY_OK) rc = bench_fail(b, "tally_buffer_download: %s", tally_last_error(b->ctx));
+        for (int64_t i = 0; i < m + ym && rc == 0; i++) xf[i] = from_bf16(raw[i]);
+    }
+    if (rc == 0 && (tally_buffer_create(b->ctx, (size_t)m * 4u, &cx) != TALLY_OK ||
+                    tally_buffer_create(b->ctx, (size_t)(ym > 0 ? ym : 1) * 4u, &cy) != TALLY_OK ||
+                    tally_buffer_upload(cx, 0, xf, (size_t)m * 4u) != TALLY_OK ||
+                    (ym > 0 && tally_buffer_upload(cy, 0, yf, (size_t)ym * 4u) != TALLY_OK)))
+        rc = bench_fail(b, "check buffers: %s", tally_last_error(b->ctx));
+    tally_view hy = {.buffer = NULL}, fy = {.buffer = NULL};
+    if (s->kind == HALF_KL) {
+        hy = half_view(s, s->y, 0, sub, s->cols);
+        fy = tally_view_f32(cy, 0, sub, s->cols);
+    } else if (s->kind == HALF_DM) {
+        hy = half_view(s, s->y, 0, 1, s->cols);
+        fy = tally_view_f32(cy, 0, 1, s->cols);
+    }
+    if (rc == 0) rc = poison(b, s->out, slot, 2 * sub_outs);
+    if (rc == 0) rc = half_run_op(b, s, half_view(s, s->x, 0, sub, s->cols), hy, s->out, slot, sub);
+    if (rc == 0) rc = half_run_op(b, s, tally_view_f32(cx, 0, sub, s->cols), fy, s->out, slot + sub_outs, sub);
+    if (rc == 0) rc = download(b, s->out, slot, 2 * sub_outs, got);
+    tally_buffer_release(cx);
+    tally_buffer_release(cy);
+    int same = rc == 0, finite = rc == 0;
+    for (int64_t i = 0; i < sub_outs && rc == 0; i++) {
+        uint32_t a, c;
+        memcpy(&a, &got[i], 4);
+        memcpy(&c, &want[i], 4);
+        same = same && a == c;
+        finite = finite && isfinite(got[i]);
+    }
+    free(xf);
+    free(raw);
+    if (rc) return 1;
+    r->value = got[0];
+    r->ok = same && finite;
+    snprintf(r->check, sizeof r->check, "%s: first %lld rows %s the fp32 op on the widened values (%.8g)%s",
+             r->ok ? "ok" : "WRONG", (long long)sub, same ? "bit-equal to" : "DIFFER from", (double)want[0],
+             finite ? "" : ", NOT FINITE");
+    return 0;
+}
+
+static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype, int64_t rows, int64_t cols)
+{
+    half_state s = {.kind = kind, .dtype = dtype, .rows = scaled(b, rows), .cols = cols};
+    const double esize = dtype == TALLY_F32 ? 4.0 : 2.0, n = (double)(s.rows * cols);
+    const double in_bytes = (kind == HALF_KL ? 2.0 * n : n + (kind == HALF_DM ? (double)cols : 0.0)) * esize;
+    const double out_bytes = kind == HALF_KL ? 4.0 : (double)s.rows * 4.0;
+    s.sets = rotation_sets(b, in_bytes + out_bytes);
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)cols);
+    r->bytes_read = in_bytes;
+    r->bytes_written = out_bytes;
+    r->ceiling = kind == HALF_KL ? "read" : "copy";
+    r->sets = s.sets;
+    wl_bufs bufs = {.n = 0};
+    int rc = half_body(b, r, &s, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
+static int run_kl_bf16(bench *b, result *r) { return run_half(b, r, HALF_KL, TALLY_BF16, 16384, 16384); }
+static int run_dm_large_bf16(bench *b, result *r) { return run_half(b, r, HALF_DM, TALLY_BF16, 65536, 1024); }
+static int run_sum_rows_bf16(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_BF16, 65536, 1024); }
+static int run_sum_rows_f32(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_F32, 65536, 1024); }
+
+/* ------------------------------------------------------------------------
  * main
  * ------------------------------------------------------------------------ */
 typedef struct workload {
@@ -970,6 +1169,10 @@ static const workload workloads[] = {
     {.name = "sum_n1", .run = run_sum_n1},
     {.name = "sum_1n", .run = run_sum_1n},
     {.name = "sum_rc", .run = run_sum_rc},
+    {.name = "kl_bf16", .run = run_kl_bf16},
+    {.name = "dm_large_bf16", .run = run_dm_large_bf16},
+    {.name = "sum_rows_bf16", .run = run_sum_rows_bf16},
+    {.name = "sum_rows_f32", .run = run_sum_rows_f32},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -982,6 +1185,7 @@ static void usage(FILE *f)
             "  --json PATH                 write JSON lines (one record per ceiling / workload)\n"
             "  --only A,B,...              workloads: uniform_fill raw_fill normal_fill categorical gmm_small\n"
             "                              gmm_large dm_small dm_large dm_large_row kl kl_log sum_n1 sum_1n sum_rc\n"
+            "                              kl_bf16 dm_large_bf16 sum_rows_bf16 sum_rows_f32\n"
             "  --no-ceilings               skip the ceiling measurements\n"
             "  --scale F                   multiply batch sizes and element counts by F (e.g. 0.01 to smoke-test)\n"
             "  --scales F,G,...            run every workload at each of these scales in turn (time against size);\n"

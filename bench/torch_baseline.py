@@ -43,7 +43,8 @@ LOG_2PI = math.log(2.0 * math.pi)
 GIB = 1024.0 ** 3
 CEILINGS = ["ceil_write", "ceil_read", "ceil_copy"]
 WORKLOADS = ["uniform_fill", "raw_fill", "normal_fill", "categorical", "gmm_small", "gmm_large",
-             "dm_small", "dm_large", "dm_large_row", "kl", "kl_log", "sum_n1", "sum_1n", "sum_rc"]
+             "dm_small", "dm_large", "dm_large_row", "kl", "kl_log", "sum_n1", "sum_1n", "sum_rc",
+             "kl_bf16", "dm_large_bf16", "sum_rows_bf16", "sum_rows_f32"]
 
 
 # ---------------------------------------------------------------------------
@@ -282,6 +283,75 @@ def w_dm(ctx, name, B, V, latency_bound, per_row=False):
                             (B * V + (B * V if per_row else V)) * 4.0, B * 4.0, latency_bound, check)
 
 
+# bf16 workloads: the same ops on bf16 tensors, written as a user would
+# (torch computes in bf16 where tally widens to fp32; the checks are
+# against float64 on the same bf16 values, with bf16-sized tolerances).
+def w_kl_bf16(ctx):
+    args, dev = ctx["args"], ctx["device"]
+    R, C = scaled(args, 16384), 16384
+    sets = rotation_sets(args, 2.0 * R * C * 2)
+    g = torch.Generator(device=dev).manual_seed(1)
+    ps = [(0.001 + 0.999 * torch.rand(R, C, device=dev, generator=g)).to(torch.bfloat16) for _ in range(sets)]
+    ts = [(0.001 + 0.999 * torch.rand(R, C, device=dev, generator=g)).to(torch.bfloat16) for _ in range(sets)]
+    ref = kl_fn(ps[0].double(), ts[0].double()).item()
+    ctx["clock"].sync()
+
+    def check(impl):
+        v = impl(ps[0], ts[0]).float().item()
+        ok = math.isfinite(v) and abs(v - ref) <= 2e-2 * abs(ref) + 1e-3
+        return v, ok, f"{'ok' if ok else 'WRONG'}: {v:.8g} vs float64 {ref:.12g} (bf16 tolerance)"
+
+    yield from run_variants(ctx, "kl_bf16", f"{R}x{C}", kl_fn,
+                            lambda impl, i: impl(ps[i % sets], ts[i % sets]),
+                            2.0 * R * C * 2, 2.0, False, check)
+
+
+def w_dm_half(ctx, name, B, V):
+    args, dev = ctx["args"], ctx["device"]
+    B = scaled(args, B)
+    sets = rotation_sets(args, (B * V + B) * 2.0)
+    g = torch.Generator(device=dev).manual_seed(3)
+    counts = [torch.floor(4.0 * torch.rand(B, V, device=dev, generator=g)).to(torch.bfloat16) for _ in range(sets)]
+    log_alpha = (-2.0 + 3.0 * torch.rand(V, device=dev, generator=g)).to(torch.bfloat16)
+    ref = dm_fn(counts[0].double(), log_alpha.double())
+
+    def check(impl):
+        out = impl(counts[0], log_alpha)
+        err = (out.double() - ref).abs().max().item()
+        ok = bool(torch.isfinite(out).all().item()) and err <= 5e-2 * (1.0 + ref.abs().max().item())
+        v = out.double().mean().item()
+        return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g} (bf16 tolerance)"
+
+    yield from run_variants(ctx, name, f"{B}x{V}", dm_fn,
+                            lambda impl, i: impl(counts[i % sets], log_alpha),
+                            (B * V + V) * 2.0, B * 2.0, False, check)
+
+
+def sum_rows_fn(x):
+    return x.sum(-1)
+
+
+def w_sum_rows(ctx, name, B, V, dtype):
+    args, dev = ctx["args"], ctx["device"]
+    B = scaled(args, B)
+    size = 2.0 if dtype == torch.bfloat16 else 4.0
+    sets = rotation_sets(args, B * V * size)
+    g = torch.Generator(device=dev).manual_seed(4)
+    xs = [torch.rand(B, V, device=dev, generator=g).to(dtype) for _ in range(sets)]
+    ref = xs[0].double().sum(-1)
+
+    def check(impl):
+        out = impl(xs[0])
+        err = (out.double() - ref).abs().max().item()
+        tol = (1e-2 if dtype == torch.bfloat16 else 1e-5) * (1.0 + ref.abs().max().item())
+        ok = bool(torch.isfinite(out).all().item()) and err <= tol
+        v = out.double().mean().item()
+        return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g}"
+
+    yield from run_variants(ctx, name, f"{B}x{V}", sum_rows_fn, lambda impl, i: impl(xs[i % sets]),
+                            B * V * size, B * size, False, check)
+
+
 def eager_only(ctx, name, shape, call, bytes_read, bytes_written, check, record="result", what=None):
     saved = ctx["args"].no_compile
     ctx["args"].no_compile = True
@@ -411,6 +481,10 @@ def w_ceil_write(ctx):
 
 
 RUNNERS = {
+    "kl_bf16": lambda ctx: w_kl_bf16(ctx),
+    "dm_large_bf16": lambda ctx: w_dm_half(ctx, "dm_large_bf16", 65536, 1024),
+    "sum_rows_bf16": lambda ctx: w_sum_rows(ctx, "sum_rows_bf16", 65536, 1024, torch.bfloat16),
+    "sum_rows_f32": lambda ctx: w_sum_rows(ctx, "sum_rows_f32", 65536, 1024, torch.float32),
     "ceil_write": w_ceil_write,
     "ceil_read": w_ceil_read,
     "ceil_copy": w_ceil_copy,

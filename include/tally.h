@@ -265,15 +265,26 @@ TALLY_API tally_status tally_buffer_fill(tally_buffer *buf, size_t byte_offset, 
  * Views: a 2-D window on a buffer.
  * ------------------------------------------------------------------------ */
 typedef enum tally_dtype {
-    TALLY_F32 = 1, /* float, the only type ops read today */
-    TALLY_U32 = 2, /* raw random draws */
-    TALLY_I32 = 3  /* indices and components */
+    TALLY_F32 = 1,  /* float: every floating input and output */
+    TALLY_U32 = 2,  /* raw random draws */
+    TALLY_I32 = 3,  /* indices and components */
+    TALLY_BF16 = 4, /* bfloat16 (the high 16 bits of a float): floating inputs */
+    TALLY_F16 = 5   /* IEEE binary16: floating inputs */
 } tally_dtype;
 
 /*
  * Element (r, c) lives at element index offset + r * stride + c of the buffer
- * (units of the dtype's size). stride >= cols is required when rows > 1.
- * A view does not own its buffer.
+ * (units of the dtype's size: 4 bytes for F32, U32 and I32, 2 for BF16 and
+ * F16). stride >= cols is required when rows > 1. A view does not own its
+ * buffer.
+ *
+ * Every floating input of every op (reduce x; kl_div input and target, in
+ * any mix; dirichlet_multinomial counts and log_alpha; gmm z, mu, log_var
+ * and logits; categorical weights) may be F32, BF16 or F16. Each half
+ * element is widened to fp32 exactly (tally/half.h) and the op then computes
+ * in fp32 as for F32 inputs, so its result is, bit for bit, the fp32 op on
+ * the widened inputs, on every backend. Outputs are F32 (U32, I32 where
+ * stated).
  */
 typedef struct tally_view {
     tally_buffer *buffer;
@@ -289,7 +300,7 @@ TALLY_API tally_view tally_view_f32(tally_buffer *buf, int64_t offset, int64_t r
 /* A strided fp32 view. */
 TALLY_API tally_view tally_view_f32_strided(tally_buffer *buf, int64_t offset, int64_t rows,
                                             int64_t cols, int64_t stride);
-/* A contiguous view of another dtype. */
+/* A contiguous view of any dtype (offset counts elements of that dtype). */
 TALLY_API tally_view tally_view_typed(tally_buffer *buf, tally_dtype dtype, int64_t offset,
                                       int64_t rows, int64_t cols);
 

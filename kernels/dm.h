@@ -52,14 +52,14 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_l
  */
 TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 V,
                                   TALLY_GLOBAL float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
-                                  tally_u32 rows)
+                                  tally_u32 rows, tally_u32 la_dtype)
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     const tally_u64 total = V * rows;
     for (tally_u64 i = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); i < total; i += step) {
         const tally_u64 k = i / V;
         const tally_u64 v = i - k * V;
-        const float a = tally_expf(la[la_off + v]);
+        const float a = tally_expf(tally_k_ld_at(la, la_dtype, la_off + v));
         if (k == 0u) {
             pre[ea_off + v] = a;
             pre[lga_off + v] = tally_lgammaf(a);
@@ -91,7 +91,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                                   TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
                                   tally_u32 alpha_mode, tally_u64 B, tally_u64 V, tally_u32 lanes, tally_u32 qpl,
                                   tally_u64 tiles, tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                  tally_u64 out_off, tally_u64 out_stride)
+                                  tally_u64 out_off, tally_u64 out_stride, tally_u32 c_dtype, tally_u32 la_dtype)
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
@@ -102,7 +102,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
     const tally_u32 lid = TALLY_LID();
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
         for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
-            const float a = tally_expf(la[la_off + v]);
+            const float a = tally_expf(tally_k_ld_at(la, la_dtype, la_off + v));
             tab_a[v] = a;
             tab_lga[v] = tally_lgammaf(a);
         }
@@ -129,8 +129,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
             const tally_u64 base = (unit - b * tiles) * tile_quads;
             active = tally_k_active(quads, base, lanes);
             if ((tally_u64)j < active) {
-                TALLY_GLOBAL const float *crow = counts + c_off + b * c_stride;
-                TALLY_GLOBAL const float *larow = la + la_off + b * la_stride;
+                const tally_u64 crow = c_off + b * c_stride, larow = la_off + b * la_stride;
                 float A = 0.0f, N = 0.0f, S = 0.0f;
                 int first_term = 1;
                 for (tally_u32 q = 0; q < qpl; q++) {
@@ -140,10 +139,10 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
                     const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
                     for (tally_u32 c = 0; c < count; c++) {
                         const tally_u64 e = e0 + c;
-                        const float n = crow[e];
+                        const float n = tally_k_ld_at(counts, c_dtype, crow + e);
                         float a, lga;
                         if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
-                            a = tally_expf(larow[e]);
+                            a = tally_expf(tally_k_ld_at(la, la_dtype, larow + e));
                             /* Only a nonzero count needs it. */
                             lga = 0.0f;
                             if (n != 0.0f) lga = tally_lgammaf(a);
@@ -211,7 +210,8 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT
                                         tally_u64 c_stride, tally_u32 vec4, TALLY_GLOBAL const float *TALLY_RESTRICT pre,
                                         tally_u64 ea_off, tally_u64 lga_off, tally_u64 B, tally_u64 V,
                                         tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
-                                        TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride)
+                                        TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride,
+                                        tally_u32 c_dtype)
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
@@ -237,11 +237,8 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT
     for (tally_u64 first = TALLY_GROUP_ID() * segments; first < B; first += TALLY_GROUP_COUNT() * segments) {
         const tally_u64 b = first + seg;
         if (b < B) {
-            tally_k_src src;
-            src.p = counts + c_off + b * c_stride;
-            src.cols = V;
-            src.stride = V;
-            src.mode = vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+            const tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b * c_stride, V, V,
+                                                   vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS);
             /* Lane t + kT's sums in A<k>, N<k>, S<k> (lanes past the
              * active prefix keep zeros that no step reads). */
             float A0 = 0.0f, N0 = 0.0f, S0 = 0.0f, A1 = 0.0f, N1 = 0.0f, S1 = 0.0f;

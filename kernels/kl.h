@@ -39,39 +39,123 @@ TALLY_FN int tally_k_pos_normal4(tally_f4 a)
 }
 
 /*
+ * The sixteen terms of one lane's batch of four quads, (a0, b0) .. (a3, b3),
+ * folded into acc in element order; the lane's first batch (q == 0) starts
+ * acc with its first term. tally_kl_term per element, with its test for
+ * the short path made once for the sixteen elements, and the two common
+ * flag sets as constants so that the short path is straight-line code. A
+ * batch with any special value takes the plain definition, which gives the
+ * same bits as the short path would. The test is tally_kl_fast_ok of every
+ * pair, as one chain of tests per input.
+ */
+TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3, tally_f4 b0,
+                                tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
+{
+    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
+                      tally_k_pos_normal4(a3);
+    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
+                      tally_k_pos_normal4(b3);
+    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
+                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
+    if (fast && flags == TALLY_KL_FLAG_INPUT_IS_PROB) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_FLAG_INPUT_IS_PROB);
+    } else if (fast && flags == 0u) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, 0u);
+    } else if (fast) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
+    } else {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+    }
+    return acc;
+}
+
+/* tally_k_kl_batch with the flags left to the call: the same terms, two
+ * variants instead of four, which keeps the half path's two lanes from
+ * doubling the program (the flag-specialised copies only save a few
+ * instructions per term). */
+TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3,
+                                    tally_f4 b0, tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
+{
+    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
+                      tally_k_pos_normal4(a3);
+    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
+                      tally_k_pos_normal4(b3);
+    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
+                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
+    if (fast) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
+    } else {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+    }
+    return acc;
+}
+
+/*
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
  * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
  * when finish is DIVIDE and this is the only level (mean, batchmean).
+ * x_dtype and t_dtype (TALLY_K_DTYPE_*) are the inputs' element types;
+ * offsets and strides count their elements.
  *
  * mode VEC4 (both views contiguous and 16-byte aligned) takes a fast path
- * for full tiles: each lane issues eight 16-byte loads (four quads of each
- * input) before it folds them, so that enough bytes are in flight to keep
- * the memory busy. The fold order is the plan's either way.
+ * for full tiles, so that enough bytes are in flight to keep the memory
+ * busy. fp32 inputs: each lane issues eight 16-byte loads (four quads of
+ * each input) before it folds them. With a half input, lanes 2i and 2i + 1
+ * read adjacent quads, so work-item i plays both lanes: one 16-byte load
+ * brings eight halves, a quad for each lane (work-items 128 .. 255 only
+ * join the tree). The fold order is the plan's either way.
  */
-TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
-                                   TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
-                                   tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl,
-                                   tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
-                                   TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+                                   tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off,
+                                   tally_u64 t_stride, tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes,
+                                   tally_u32 qpl, tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
+                                   TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u32 x_dtype,
+                                   tally_u32 t_dtype)
 {
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 j = lid & (lanes - 1u);
     const tally_u64 quads = tally_k_quads(n);
     const tally_u64 full_quads = n >> 2;
     const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    const int halves = x_dtype != TALLY_K_DTYPE_F32 || t_dtype != TALLY_K_DTYPE_F32;
+    const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
+    const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
     /* A plan narrower than a group has a single tile: segment 0 runs it and
      * the other work-items only join the barriers. */
     const int in_segment = lid < lanes;
     for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
         const tally_u64 base = tile * tile_quads;
         const tally_u64 active = in_segment ? tally_k_active(quads, base, lanes) : 0u;
-        if ((tally_u64)j < active) {
+        const int full = mode == TALLY_K_LOAD_VEC4 && qpl == TALLY_TREE_QUADS_PER_LANE &&
+                         lanes == TALLY_K_GROUP_SIZE && base + tile_quads <= full_quads;
+        if (full && halves) {
+            if (lid < TALLY_K_GROUP_SIZE / 2u) {
+                /* Lanes 2 lid and 2 lid + 1; quad pair m = (base + 2 lid + q L) / 2. */
+                const tally_u64 L2 = TALLY_K_GROUP_SIZE / 2u;
+                const tally_u64 m0 = (base >> 1) + lid;
+                float accA = 0.0f, accB = 0.0f;
+                for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                    const tally_u64 m = m0 + (tally_u64)q * L2;
+                    tally_f4 xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, te0, to0, te1, to1, te2, to2, te3, to3;
+                    tally_k_load_pair(xs.p, xs.h, x_dtype, m, &xe0, &xo0);
+                    tally_k_load_pair(xs.p, xs.h, x_dtype, m + L2, &xe1, &xo1);
+                    tally_k_load_pair(xs.p, xs.h, x_dtype, m + 2u * L2, &xe2, &xo2);
+                    tally_k_load_pair(xs.p, xs.h, x_dtype, m + 3u * L2, &xe3, &xo3);
+                    tally_k_load_pair(ts.p, ts.h, t_dtype, m, &te0, &to0);
+                    tally_k_load_pair(ts.p, ts.h, t_dtype, m + L2, &te1, &to1);
+                    tally_k_load_pair(ts.p, ts.h, t_dtype, m + 2u * L2, &te2, &to2);
+                    tally_k_load_pair(ts.p, ts.h, t_dtype, m + 3u * L2, &te3, &to3);
+                    accA = tally_k_kl_batch_any(accA, q, xe0, xe1, xe2, xe3, te0, te1, te2, te3, flags);
+                    accB = tally_k_kl_batch_any(accB, q, xo0, xo1, xo2, xo3, to0, to1, to2, to3, flags);
+                }
+                v[2u * lid] = accA;
+                v[2u * lid + 1u] = accB;
+            }
+        } else if ((tally_u64)j < active) {
             float acc;
-            if (mode == TALLY_K_LOAD_VEC4 && qpl == TALLY_TREE_QUADS_PER_LANE && lanes == TALLY_K_GROUP_SIZE &&
-                base + tile_quads <= full_quads) {
-                TALLY_GLOBAL const float *xp = x + x_off;
-                TALLY_GLOBAL const float *tp = t + t_off;
+            if (full) {
+                TALLY_GLOBAL const float *xp = xs.p;
+                TALLY_GLOBAL const float *tp = ts.p;
                 const tally_u64 g = base + j;
                 const tally_u64 L = TALLY_K_GROUP_SIZE;
                 acc = 0.0f;
@@ -84,40 +168,9 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
                     const tally_f4 a2 = TALLY_LOAD_F4(xp, h + 2u * L), a3 = TALLY_LOAD_F4(xp, h + 3u * L);
                     const tally_f4 b0 = TALLY_LOAD_F4(tp, h), b1 = TALLY_LOAD_F4(tp, h + L);
                     const tally_f4 b2 = TALLY_LOAD_F4(tp, h + 2u * L), b3 = TALLY_LOAD_F4(tp, h + 3u * L);
-                    /* tally_kl_term per element, with its test for the
-                     * short path made once for the sixteen elements, and
-                     * the two common flag sets as constants so that the
-                     * short path is straight-line code. A batch with any
-                     * special value takes the plain definition, which
-                     * gives the same bits as the short path would. The
-                     * test is tally_kl_fast_ok of every pair, as one chain
-                     * of tests per input. */
-                    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
-                                      tally_k_pos_normal4(a3);
-                    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
-                                      tally_k_pos_normal4(b3);
-                    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
-                                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
-                    if (fast && flags == TALLY_KL_FLAG_INPUT_IS_PROB) {
-                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_FLAG_INPUT_IS_PROB);
-                    } else if (fast && flags == 0u) {
-                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, 0u);
-                    } else if (fast) {
-                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
-                    } else {
-                        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
-                    }
+                    acc = tally_k_kl_batch(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
                 }
             } else {
-                tally_k_src xs, ts;
-                xs.p = x + x_off;
-                xs.cols = cols;
-                xs.stride = x_stride;
-                xs.mode = mode;
-                ts.p = t + t_off;
-                ts.cols = cols;
-                ts.stride = t_stride;
-                ts.mode = mode;
                 acc = 0.0f;
                 int first_term = 1;
                 for (tally_u32 q = 0; q < qpl; q++) {
@@ -146,10 +199,38 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, t
     }
 }
 
+#define TALLY_K_KL_TILES_PARAMS                                                                                     \
+    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,                                \
+        TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride, tally_u64 cols,             \
+        tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles, tally_u32 flags,               \
+        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
+        tally_u32 x_dtype, tally_u32 t_dtype
+
+/* fp32 inputs only (the dtype arguments are ignored): the halves' code is
+ * compiled out, so this kernel keeps the registers, and with them the
+ * occupancy, of an fp32-only kernel. */
+TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    (void)x_dtype;
+    (void)t_dtype;
+    tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                         divisor, out, out_off, TALLY_K_DTYPE_F32, TALLY_K_DTYPE_F32);
+}
+
+/* The same with at least one half input (any mix of dtypes). */
+TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                         divisor, out, out_off, x_dtype, t_dtype);
+}
+
 /*
- * The pointwise loss o[r, c] = tally_kl_term(x[r, c], t[r, c]).
- * VEC4: all three views contiguous and 16-byte aligned; one float4 of each
- * per work-item step, the tail of n % 4 elements element by element.
+ * The pointwise loss o[r, c] = tally_kl_term(x[r, c], t[r, c]), the inputs
+ * of dtypes x_dtype and t_dtype. VEC4: all three views contiguous and
+ * 16-byte aligned; one quad of each per work-item step (a float4, or one
+ * 8-byte load of halves), the tail of n % 4 elements element by element.
  * CONTIGUOUS: one element per step. STRIDED: groups walk rows, work-items
  * walk the columns of a row.
  */
@@ -157,30 +238,30 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT 
                                        tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t,
                                        tally_u64 t_off, tally_u64 t_stride, TALLY_GLOBAL float *TALLY_RESTRICT o,
                                        tally_u64 o_off, tally_u64 o_stride, tally_u64 rows, tally_u64 cols,
-                                       tally_u32 mode, tally_u32 flags)
+                                       tally_u32 mode, tally_u32 flags, tally_u32 x_dtype, tally_u32 t_dtype)
 {
     const tally_u32 lid = TALLY_LID();
     const tally_u64 gid = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid;
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
+    const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
     if (mode == TALLY_K_LOAD_STRIDED) {
         for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT()) {
-            TALLY_GLOBAL const float *xr = x + x_off + r * x_stride;
-            TALLY_GLOBAL const float *tr = t + t_off + r * t_stride;
             TALLY_GLOBAL float *orow = o + o_off + r * o_stride;
-            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE) orow[c] = tally_canonical(tally_kl_term(xr[c], tr[c], flags));
+            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE)
+                orow[c] = tally_canonical(tally_kl_term(tally_k_ld(xs.p, xs.h, x_dtype, r * x_stride + c),
+                                                        tally_k_ld(ts.p, ts.h, t_dtype, r * t_stride + c), flags));
         }
         return;
     }
     const tally_u64 n = rows * cols;
-    TALLY_GLOBAL const float *xp = x + x_off;
-    TALLY_GLOBAL const float *tp = t + t_off;
     TALLY_GLOBAL float *op = o + o_off;
     tally_u64 done = 0;
     if (mode == TALLY_K_LOAD_VEC4) {
         const tally_u64 nq = n >> 2;
         for (tally_u64 g = gid; g < nq; g += step) {
-            const tally_f4 a = TALLY_LOAD_F4(xp, g);
-            const tally_f4 b = TALLY_LOAD_F4(tp, g);
+            const tally_f4 a = x_dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(xs.p, g) : tally_k_load_h4(xs.h, x_dtype, g);
+            const tally_f4 b = t_dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(ts.p, g) : tally_k_load_h4(ts.h, t_dtype, g);
             tally_f4 r;
             r.x = tally_canonical(tally_kl_term(a.x, b.x, flags));
             r.y = tally_canonical(tally_kl_term(a.y, b.y, flags));
@@ -190,7 +271,9 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT 
         }
         done = nq << 2;
     }
-    for (tally_u64 k = done + gid; k < n; k += step) op[k] = tally_canonical(tally_kl_term(xp[k], tp[k], flags));
+    for (tally_u64 k = done + gid; k < n; k += step)
+        op[k] = tally_canonical(
+            tally_kl_term(tally_k_ld(xs.p, xs.h, x_dtype, k), tally_k_ld(ts.p, ts.h, t_dtype, k), flags));
 }
 
 #endif /* TALLY_KERNELS_KL_H */

@@ -18,6 +18,15 @@
         TALLY_K_REDUCE_FOLD(acc, (q4).w); \
     } while (0)
 
+/* The same for the plain term (the element itself). */
+#define TALLY_K_REDUCE_PLAIN4(acc, q4)                       \
+    do {                                                     \
+        acc = tally_combine((int)kind, acc, (q4).x);         \
+        acc = tally_combine((int)kind, acc, (q4).y);         \
+        acc = tally_combine((int)kind, acc, (q4).z);         \
+        acc = tally_combine((int)kind, acc, (q4).w);         \
+    } while (0)
+
 /* The value of one element under a reduce term. */
 TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
 {
@@ -41,15 +50,14 @@ TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
  * A group runs 256 / lanes units side by side, and strides over the units
  * by the number of groups.
  */
-TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                        tally_u64 x_cols, tally_u64 x_stride, tally_u32 mode, tally_u64 nvec,
                                        tally_u64 vec_stride, tally_u64 n, tally_u32 lanes, tally_u32 qpl,
                                        tally_u64 tiles, tally_u32 term, tally_u32 kind,
                                        TALLY_GLOBAL const float *TALLY_RESTRICT shift, tally_u64 shift_off,
                                        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                       tally_u64 out_off, tally_u64 out_stride)
+                                       tally_u64 out_off, tally_u64 out_stride, tally_u32 x_dtype)
 {
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
     const tally_u32 seg = lid / lanes;
@@ -66,17 +74,52 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
             b = unit / tiles;
             const tally_u64 base = (unit - b * tiles) * tile_quads;
             active = tally_k_active(quads, base, lanes);
-            if ((tally_u64)j < active) {
-                tally_k_src src;
-                src.p = x + x_off + b * vec_stride;
-                src.cols = x_cols;
-                src.stride = x_stride;
-                src.mode = mode;
+            const int full = mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE &&
+                             qpl == TALLY_TREE_QUADS_PER_LANE && base + tile_quads <= (n >> 2);
+            if (full && x_dtype != TALLY_K_DTYPE_F32 && term == TALLY_K_TERM_PLAIN) {
+                /* Halves: lanes 2 lid and 2 lid + 1 read adjacent quads, so
+                 * work-item lid plays both, one 16-byte load bringing a
+                 * quad for each (work-items 128 .. 255 only join the tree;
+                 * a full tile is the group's only unit). Plain terms only
+                 * (sum, mean, min, max, logsumexp's maximum): inlining the
+                 * other terms' exp for two lanes would double the program;
+                 * they take the quad-by-quad path below. */
+                if (lid < TALLY_K_GROUP_SIZE / 2u) {
+                    const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
+                    const tally_u64 L2 = TALLY_K_GROUP_SIZE / 2u;
+                    const tally_u64 m0 = (base >> 1) + lid;
+                    float accA = 0.0f, accB = 0.0f;
+                    for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                        const tally_u64 m = m0 + (tally_u64)q * L2;
+                        tally_f4 e0, o0, e1, o1, e2, o2, e3, o3;
+                        tally_k_load_h8(src.h, x_dtype, m, &e0, &o0);
+                        tally_k_load_h8(src.h, x_dtype, m + L2, &e1, &o1);
+                        tally_k_load_h8(src.h, x_dtype, m + 2u * L2, &e2, &o2);
+                        tally_k_load_h8(src.h, x_dtype, m + 3u * L2, &e3, &o3);
+                        accA = q == 0u ? e0.x : tally_combine((int)kind, accA, e0.x);
+                        accA = tally_combine((int)kind, accA, e0.y);
+                        accA = tally_combine((int)kind, accA, e0.z);
+                        accA = tally_combine((int)kind, accA, e0.w);
+                        TALLY_K_REDUCE_PLAIN4(accA, e1);
+                        TALLY_K_REDUCE_PLAIN4(accA, e2);
+                        TALLY_K_REDUCE_PLAIN4(accA, e3);
+                        accB = q == 0u ? o0.x : tally_combine((int)kind, accB, o0.x);
+                        accB = tally_combine((int)kind, accB, o0.y);
+                        accB = tally_combine((int)kind, accB, o0.z);
+                        accB = tally_combine((int)kind, accB, o0.w);
+                        TALLY_K_REDUCE_PLAIN4(accB, o1);
+                        TALLY_K_REDUCE_PLAIN4(accB, o2);
+                        TALLY_K_REDUCE_PLAIN4(accB, o3);
+                    }
+                    v[2u * lid] = accA;
+                    v[2u * lid + 1u] = accB;
+                }
+            } else if ((tally_u64)j < active) {
+                const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
                 const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                 float acc = 0.0f;
                 int first_term = 1, done = 0;
-                if (mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE && qpl == TALLY_TREE_QUADS_PER_LANE &&
-                    base + tile_quads <= (n >> 2)) {
+                if (full && x_dtype == TALLY_K_DTYPE_F32) {
                     /* A full tile of whole aligned quads: four 16-byte loads
                      * in flight per batch, then the fold in plan order. */
                     const tally_u64 L = TALLY_K_GROUP_SIZE;
@@ -119,6 +162,31 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT 
             out[out_off + unit * out_stride] = tally_canonical(r);
         }
     }
+}
+
+#define TALLY_K_REDUCE_TILES_PARAMS                                                                               \
+    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_cols, tally_u64 x_stride, tally_u32 mode,  \
+        tally_u64 nvec, tally_u64 vec_stride, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles,          \
+        tally_u32 term, tally_u32 kind, TALLY_GLOBAL const float *TALLY_RESTRICT shift, tally_u64 shift_off,          \
+        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
+        tally_u64 out_stride, tally_u32 x_dtype
+
+/* fp32 input only (x_dtype is ignored): the halves' code is compiled out,
+ * so the fp32 kernel keeps its registers and occupancy. */
+TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_REDUCE_TILES_PARAMS)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    (void)x_dtype;
+    tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,
+                             shift, shift_off, finish, divisor, out, out_off, out_stride, TALLY_K_DTYPE_F32);
+}
+
+/* The same on a bf16 or f16 input. */
+TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_REDUCE_TILES_PARAMS)
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,
+                             shift, shift_off, finish, divisor, out, out_off, out_stride, x_dtype);
 }
 
 /* out[off + k * stride] = pattern (as bits) for k < n. Used for the results

@@ -15,5 +15,6 @@
 #include "gmm.h"
 #include "rng.h"
 #include "math_eval.h"
+#include "halves.h"
 
 #endif /* TALLY_KERNELS_H */

@@ -18,6 +18,7 @@
 
 #include "tally/terms.h"
 #include "abi.h"
+#include "halves.h"
 
 TALLY_FN tally_u64 tally_k_min_u64(tally_u64 a, tally_u64 b)
 {
@@ -36,15 +37,34 @@ TALLY_FN tally_u64 tally_k_active(tally_u64 quads, tally_u64 base, tally_u32 lan
     return base < quads ? tally_k_min_u64((tally_u64)lanes, quads - base) : 0u;
 }
 
-/* Where a kernel reads one vector. p points at the vector's first element;
- * for STRIDED vectors p is the view's first element and element k lies at
- * p[(k / cols) * stride + k % cols]. */
+/* Where a kernel reads one vector. p (f32) or h (bf16, f16: dtype says
+ * which) points at the vector's first element; for STRIDED vectors at the
+ * view's first element, and element k lies at (k / cols) * stride + k % cols. */
 typedef struct tally_k_src {
     TALLY_GLOBAL const float *p;
+    TALLY_GLOBAL const tally_u16 *h;
     tally_u64 cols;
     tally_u64 stride;
     tally_u32 mode;
+    tally_u32 dtype;
 } tally_k_src;
+
+/* The source whose first element is element `first` of buffer `base`
+ * (counted in elements of dtype). */
+TALLY_FN tally_k_src tally_k_src_at(TALLY_GLOBAL const float *base, tally_u32 dtype, tally_u64 first, tally_u64 cols,
+                                    tally_u64 stride, tally_u32 mode)
+{
+    tally_k_src s;
+    s.dtype = dtype;
+    s.p = base;
+    s.h = (TALLY_GLOBAL const tally_u16 *)base;
+    if (dtype == TALLY_K_DTYPE_F32) s.p = base + first;
+    else s.h = s.h + first;
+    s.cols = cols;
+    s.stride = stride;
+    s.mode = mode;
+    return s;
+}
 
 /*
  * Reads quad g of a vector of n elements into e[0..3]: elements 4g up to
@@ -57,7 +77,9 @@ TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u6
     const tally_u64 e0 = g << 2;
     const tally_u32 count = (n - e0 >= 4u) ? 4u : (tally_u32)(n - e0);
     if (s->mode == TALLY_K_LOAD_VEC4 && count == 4u) {
-        tally_f4 q = TALLY_LOAD_F4(s->p, g);
+        /* A quad of halves is one 8-byte load (VEC4 halves are 8-byte
+         * aligned quads). */
+        tally_f4 q = s->dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
         e[0] = q.x;
         e[1] = q.y;
         e[2] = q.z;
@@ -66,7 +88,7 @@ TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u6
         /* Constant trip counts (here and below) let the compiler keep e[] in
          * registers instead of addressable (local) memory. */
         for (tally_u32 c = 0; c < 4u; c++)
-            if (c < count) e[c] = s->p[e0 + c];
+            if (c < count) e[c] = tally_k_ld(s->p, s->h, s->dtype, e0 + c);
     } else {
         /* One division per quad; the four elements then walk the row and
          * wrap to the next one when a quad straddles two rows. */
@@ -74,7 +96,7 @@ TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u6
         tally_u64 c = e0 - r * s->cols;
         for (tally_u32 i = 0; i < 4u; i++) {
             if (i < count) {
-                e[i] = s->p[r * s->stride + c];
+                e[i] = tally_k_ld(s->p, s->h, s->dtype, r * s->stride + c);
                 c++;
                 if (c == s->cols) {
                     c = 0;

@@ -96,6 +96,9 @@ grep -E "^ *[0-9]+/[0-9]+ " "$logs/tests-opencl-nvidia.log" | tee -a "$summary"
 # 2. Every op, every device of every backend (host, CUDA, NVIDIA OpenCL, PoCL), bit for bit.
 run_step crosscheck 120 $tally crosscheck
 tail -n 6 "$logs/crosscheck.log" | tee -a "$summary"
+# The same on bf16 and f16 inputs (issue 11), on the smaller shapes.
+run_step crosscheck-half 90 $tally crosscheck --quick --dtype bf16,f16
+tail -n 6 "$logs/crosscheck-half.log" | tee -a "$summary"
 
 # 3. The portable math against CUDA's built-ins, and cuRAND's streams (GPU_MATH=1; their
 # results live in docs/accuracy.md and tests/data/curand_reference.txt).
@@ -136,6 +139,7 @@ sanitize() { # tool, seconds, program
 }
 sanitize memcheck 150 check_ops
 sanitize memcheck 60 check_cuda_interop
+sanitize memcheck 90 check_half
 sanitize racecheck 150 check_ops
 sanitize initcheck 120 check_ops
 sanitize synccheck 120 check_ops

@@ -92,6 +92,7 @@ typedef struct tally__array {
     uint64_t rows;
     uint64_t cols;
     uint64_t stride; /* == cols when the view is contiguous */
+    tally_dtype dtype; /* offset and stride count elements of this type */
 } tally__array;
 
 /* Reduction of a view: axis ALL reduces the row-major sequence of all
@@ -200,7 +201,37 @@ struct tally__backend_ops {
     tally_status (*gmm_sample)(tally_context *ctx, const tally__gmm_job *job);
     tally_status (*rng_fill)(tally_context *ctx, const tally__rng_job *job);
     tally_status (*categorical)(tally_context *ctx, const tally__categorical_job *job);
+
+    /* Widens the rows*cols elements of a BF16 or F16 view, row-major, into
+     * fp32 elements 0 .. rows*cols - 1 of dst (a buffer of this context made
+     * by buffer_create, large enough). Queued like an op. The front end
+     * (src/half.c) runs every op on half inputs through it. Optional: NULL
+     * refuses half inputs with UNSUPPORTED_DTYPE. */
+    tally_status (*widen)(tally_context *ctx, const tally__array *src, tally_buffer *dst);
+    /* TALLY__HALF_NATIVE_* bits: the ops whose entries read BF16 and F16
+     * inputs themselves (with tally/half.h, so the bits are those of the
+     * widened path); src/half.c widens the others' half inputs first. */
+    unsigned half_native;
 };
+
+#define TALLY__HALF_NATIVE_REDUCE 1u
+#define TALLY__HALF_NATIVE_KL 2u
+#define TALLY__HALF_NATIVE_DM 4u
+
+/* ------------------------------------------------------------------------
+ * Half inputs (src/half.c): each runs the backend's op, first widening
+ * every BF16 or F16 input of the job into an fp32 temporary (so the op's
+ * bits are the fp32 op's on the widened values). Jobs without half inputs
+ * go straight to the backend.
+ * ------------------------------------------------------------------------ */
+tally_status tally__run_reduce(tally_context *ctx, const tally__reduce_job *job);
+tally_status tally__run_kl_div(tally_context *ctx, const tally__kl_job *job);
+tally_status tally__run_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job);
+tally_status tally__run_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
+tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
+tally_status tally__run_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* Bytes per element of a dtype (0 for an unknown value). */
+uint64_t tally__dtype_bytes(tally_dtype dtype);
 
 /* The tables of the compiled-in backends (src/backends.c, generated from the
  * build configuration); NULL when a backend is compiled out. */

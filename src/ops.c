@@ -7,17 +7,21 @@
 #include "internal.h"
 #include "tally/terms.h"
 
-#define ELEMENT_BYTES 4u /* every dtype tally reads or writes is 4 bytes wide */
-
 static const char *dtype_name(tally_dtype d)
 {
     switch (d) {
     case TALLY_F32: return "f32";
     case TALLY_U32: return "u32";
     case TALLY_I32: return "i32";
+    case TALLY_BF16: return "bf16";
+    case TALLY_F16: return "f16";
     }
     return "unknown";
 }
+
+/* Passed to check_view for a floating input: F32, BF16 or F16 accepted
+ * (src/half.c widens the halves). Not a tally_dtype value. */
+#define FLOAT_INPUT ((tally_dtype)0x100)
 
 /* Checks one view against its context and buffer and converts it to the
  * backend's form. Every rule of tally_view lives here. */
@@ -28,9 +32,14 @@ static tally_status check_view(tally_context *ctx, const char *op, const char *a
     if (v.buffer == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: %s has no buffer", op, arg);
     if (v.buffer->ctx != ctx)
         return tally__error(ctx, TALLY_WRONG_CONTEXT, "%s: %s's buffer belongs to another context", op, arg);
-    if (v.dtype != dtype)
-        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: %s has dtype %s (%d), expected %s", op, arg,
-                            dtype_name(v.dtype), (int)v.dtype, dtype_name(dtype));
+    if (dtype == FLOAT_INPUT && v.dtype != TALLY_F32 && v.dtype != TALLY_BF16 && v.dtype != TALLY_F16)
+        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: %s has dtype %s (%d), expected f32, bf16 or f16",
+                            op, arg, dtype_name(v.dtype), (int)v.dtype);
+    if (dtype != FLOAT_INPUT && v.dtype != dtype)
+        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: %s has dtype %s (%d), expected %s%s", op, arg,
+                            dtype_name(v.dtype), (int)v.dtype, dtype_name(dtype),
+                            v.dtype == TALLY_BF16 || v.dtype == TALLY_F16 ? " (half types are inputs only)" : "");
+    const uint64_t element_bytes = tally__dtype_bytes(v.dtype);
     if (v.offset < 0 || v.rows < 0 || v.cols < 0 || v.stride < 0)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT,
                             "%s: %s has a negative offset, rows, cols or stride (%lld, %lld, %lld, %lld)", op,
@@ -48,9 +57,10 @@ static tally_status check_view(tally_context *ctx, const char *op, const char *a
     out->rows = (uint64_t)v.rows;
     out->cols = (uint64_t)v.cols;
     out->stride = v.rows > 1 ? (uint64_t)v.stride : (uint64_t)v.cols;
+    out->dtype = v.dtype;
     if (count == 0) return TALLY_OK;
     if (tally__mul_u64(out->rows - 1, out->stride, &last) || tally__add_u64(last, out->offset, &last) ||
-        tally__add_u64(last, out->cols, &end) || tally__mul_u64(end, ELEMENT_BYTES, &end_bytes))
+        tally__add_u64(last, out->cols, &end) || tally__mul_u64(end, element_bytes, &end_bytes))
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: %s's last element index overflows 64 bits", op,
                             arg);
     if (end_bytes > v.buffer->bytes)
@@ -82,10 +92,13 @@ static tally_status check_vector(tally_context *ctx, const char *op, const char 
     return TALLY_OK;
 }
 
+/* First and last byte of a view (views of different dtypes may share a
+ * buffer; check_view made sure these fit the buffer). */
 static void extent(const tally__array *a, uint64_t *first, uint64_t *last)
 {
-    *first = a->offset;
-    *last = a->offset + (a->rows - 1) * a->stride + a->cols - 1;
+    const uint64_t size = tally__dtype_bytes(a->dtype);
+    *first = a->offset * size;
+    *last = (a->offset + (a->rows - 1) * a->stride + a->cols) * size - 1;
 }
 
 /* Outputs may not share elements with inputs (checked by extent, which is
@@ -137,7 +150,7 @@ tally_status tally_reduce(tally_context *ctx, tally_reduce_op op, tally_axis axi
     if (axis != TALLY_AXIS_ALL && axis != TALLY_AXIS_ROW)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown axis %d", name, (int)axis);
     tally__reduce_job job = {.op = op, .axis = axis};
-    CHECK(check_view(ctx, name, "x", x, TALLY_F32, &job.x));
+    CHECK(check_view(ctx, name, "x", x, FLOAT_INPUT, &job.x));
     uint64_t n = axis == TALLY_AXIS_ALL ? job.x.rows * job.x.cols : job.x.cols;
     uint64_t outputs = axis == TALLY_AXIS_ALL ? 1 : job.x.rows;
     CHECK(check_vector(ctx, name, "out", out, TALLY_F32, outputs, &job.out));
@@ -149,7 +162,7 @@ tally_status tally_reduce(tally_context *ctx, tally_reduce_op op, tally_axis axi
                             (unsigned long long)job.x.rows, (unsigned long long)job.x.cols);
     if (outputs == 0) return TALLY_OK;
     job.plan = tally__plan_vector(n);
-    return ctx->ops->reduce(ctx, &job);
+    return tally__run_reduce(ctx, &job);
 }
 
 tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view target, tally_reduction reduction,
@@ -164,8 +177,8 @@ tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view targe
     tally__kl_job job = {.reduction = reduction, .flags = 0};
     if (flags & TALLY_KL_LOG_TARGET) job.flags |= TALLY_KL_FLAG_LOG_TARGET;
     if (flags & TALLY_KL_INPUT_IS_PROB) job.flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
-    CHECK(check_view(ctx, name, "input", input, TALLY_F32, &job.input));
-    CHECK(check_view(ctx, name, "target", target, TALLY_F32, &job.target));
+    CHECK(check_view(ctx, name, "input", input, FLOAT_INPUT, &job.input));
+    CHECK(check_view(ctx, name, "target", target, FLOAT_INPUT, &job.target));
     if (job.input.rows != job.target.rows || job.input.cols != job.target.cols)
         return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: input is %llu x %llu but target is %llu x %llu", name,
                             (unsigned long long)job.input.rows, (unsigned long long)job.input.cols,
@@ -189,7 +202,7 @@ tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view targe
     CHECK(check_disjoint(ctx, name, "out", &job.out, "target", &job.target));
     if (reduction == TALLY_REDUCTION_NONE && n == 0) return TALLY_OK;
     job.plan = tally__plan_vector(n);
-    return ctx->ops->kl_div(ctx, &job);
+    return tally__run_kl_div(ctx, &job);
 }
 
 tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, tally_view log_alpha,
@@ -204,8 +217,8 @@ tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, 
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
     tally__dm_job job = {.reduction = reduction,
                          .flags = (flags & TALLY_DM_WITH_COEFFICIENT) ? TALLY_DM_FLAG_COEFFICIENT : 0u};
-    CHECK(check_view(ctx, name, "counts", counts, TALLY_F32, &job.counts));
-    CHECK(check_view(ctx, name, "log_alpha", log_alpha, TALLY_F32, &job.log_alpha));
+    CHECK(check_view(ctx, name, "counts", counts, FLOAT_INPUT, &job.counts));
+    CHECK(check_view(ctx, name, "log_alpha", log_alpha, FLOAT_INPUT, &job.log_alpha));
     uint64_t B = job.counts.rows, V = job.counts.cols;
     if (job.log_alpha.cols != V || (job.log_alpha.rows != 1 && job.log_alpha.rows != B))
         return tally__error(ctx, TALLY_SHAPE_MISMATCH,
@@ -223,7 +236,7 @@ tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, 
     if (outputs == 0) return TALLY_OK;
     job.row_plan = tally__plan_vector(V);
     job.rows_plan = tally__plan_vector(B);
-    return ctx->ops->dirichlet_multinomial(ctx, &job);
+    return tally__run_dirichlet_multinomial(ctx, &job);
 }
 
 /* Shared checks of the mixture's parameters: mu and log_var [B, K*D],
@@ -239,8 +252,8 @@ static tally_status check_gmm_params(tally_context *ctx, const char *name, tally
     uint64_t K = (uint64_t)components, KD;
     if (tally__mul_u64(K, D, &KD))
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: components*dim overflows", name);
-    CHECK(check_view(ctx, name, "mu", mu, TALLY_F32, &job->mu));
-    CHECK(check_view(ctx, name, "log_var", log_var, TALLY_F32, &job->log_var));
+    CHECK(check_view(ctx, name, "mu", mu, FLOAT_INPUT, &job->mu));
+    CHECK(check_view(ctx, name, "log_var", log_var, FLOAT_INPUT, &job->log_var));
     if (job->mu.rows != B || job->mu.cols != KD || job->log_var.rows != B || job->log_var.cols != KD)
         return tally__error(ctx, TALLY_SHAPE_MISMATCH,
                             "%s: mu is %llu x %llu and log_var %llu x %llu, both must be B x K*D = %llu x %llu",
@@ -248,13 +261,13 @@ static tally_status check_gmm_params(tally_context *ctx, const char *name, tally
                             (unsigned long long)job->log_var.rows, (unsigned long long)job->log_var.cols,
                             (unsigned long long)B, (unsigned long long)KD);
     if (K > 1) {
-        CHECK(check_view(ctx, name, "logits", logits, TALLY_F32, &job->logits));
+        CHECK(check_view(ctx, name, "logits", logits, FLOAT_INPUT, &job->logits));
         if (job->logits.rows * job->logits.cols != K || (job->logits.rows != 1 && job->logits.cols != 1))
             return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: logits is %llu x %llu, must hold K = %llu values",
                                 name, (unsigned long long)job->logits.rows, (unsigned long long)job->logits.cols,
                                 (unsigned long long)K);
         /* Stored as 1 x K contiguous or K x 1 strided: normalise to a vector. */
-        CHECK(check_vector(ctx, name, "logits", logits, TALLY_F32, K, &job->logits));
+        CHECK(check_vector(ctx, name, "logits", logits, FLOAT_INPUT, K, &job->logits));
         if (job->logits.stride != 1)
             return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: logits must be contiguous", name);
     }
@@ -270,7 +283,7 @@ tally_status tally_gmm_log_prob(tally_context *ctx, tally_view z, tally_view mu,
     static const char name[] = "tally_gmm_log_prob";
     BEGIN(name);
     tally__gmm_job job = {.components = 0};
-    CHECK(check_view(ctx, name, "z", z, TALLY_F32, &job.z));
+    CHECK(check_view(ctx, name, "z", z, FLOAT_INPUT, &job.z));
     uint64_t B = job.z.rows, D = job.z.cols;
     CHECK(check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job));
     CHECK(check_vector(ctx, name, "out", out, TALLY_F32, B, &job.log_q));
@@ -279,7 +292,7 @@ tally_status tally_gmm_log_prob(tally_context *ctx, tally_view z, tally_view mu,
     CHECK(check_disjoint(ctx, name, "out", &job.log_q, "log_var", &job.log_var));
     if (job.components > 1) CHECK(check_disjoint(ctx, name, "out", &job.log_q, "logits", &job.logits));
     if (B == 0) return TALLY_OK;
-    return ctx->ops->gmm_log_prob(ctx, &job);
+    return tally__run_gmm_log_prob(ctx, &job);
 }
 
 tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally_view log_var, tally_view logits,
@@ -313,7 +326,7 @@ tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally_view log_
     overflow = overflow || (normals != 0 && normals4 == 0) || tally__add_u64(B4, normals4, &need);
     CHECK(check_rng(ctx, name, rng, overflow ? 0 : need, overflow));
     if (B == 0) return TALLY_OK;
-    tally_status st = ctx->ops->gmm_sample(ctx, &job);
+    tally_status st = tally__run_gmm_sample(ctx, &job);
     if (st == TALLY_OK && consumed != NULL) *consumed = need;
     return st;
 }
@@ -345,7 +358,7 @@ tally_status tally_categorical(tally_context *ctx, tally_view weights, unsigned 
     if (flags & ~TALLY_CATEGORICAL_LOGITS)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
     tally__categorical_job job = {.is_logits = (flags & TALLY_CATEGORICAL_LOGITS) != 0, .rng = rng};
-    CHECK(check_view(ctx, name, "weights", weights, TALLY_F32, &job.weights));
+    CHECK(check_view(ctx, name, "weights", weights, FLOAT_INPUT, &job.weights));
     uint64_t rows = job.weights.rows;
     CHECK(check_vector(ctx, name, "out", out, TALLY_I32, rows, &job.out));
     CHECK(check_disjoint(ctx, name, "out", &job.out, "weights", &job.weights));
@@ -357,7 +370,7 @@ tally_status tally_categorical(tally_context *ctx, tally_view weights, unsigned 
     uint64_t need = tally__round_up4(rows);
     CHECK(check_rng(ctx, name, rng, need, rows != 0 && need == 0));
     if (rows == 0) return TALLY_OK;
-    tally_status st = ctx->ops->categorical(ctx, &job);
+    tally_status st = tally__run_categorical(ctx, &job);
     if (st == TALLY_OK && consumed != NULL) *consumed = need;
     return st;
 }
@@ -369,5 +382,5 @@ tally_status tally_read_scalar(tally_context *ctx, tally_view view, float *out)
     if (out == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: out is NULL", name);
     tally__array a;
     CHECK(check_vector(ctx, name, "view", view, TALLY_F32, 1, &a));
-    return ctx->ops->buffer_download(a.buffer, (size_t)a.offset * ELEMENT_BYTES, out, sizeof *out);
+    return ctx->ops->buffer_download(a.buffer, (size_t)a.offset * sizeof(float), out, sizeof *out);
 }

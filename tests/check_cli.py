@@ -239,6 +239,29 @@ def main():
         check(rc == 1 and any(s in err for s in ("BACKEND_NOT_COMPILED", "LIBRARY_MISSING", "NO_DEVICE")),
               "absent cuda backend: exit 1 with its status", "rc=%d %r" % (rc, err))
 
+    # ---- half inputs (--dtype): 2-byte files, values widened exactly ----
+    # bf16 0x3f80 = 1.0, 0x4040 = 3.0, 0xc0a0 = -5.0, 0x3e00 = 0.125; f16 0x3c00 = 1.0, 0x4200 = 3.0,
+    # 0xc500 = -5.0, 0x3000 = 0.125, 0x0001 = 2^-24 (a subnormal).
+    bf_path = os.path.join(tmp, "x.bf16")
+    with open(bf_path, "wb") as f:
+        f.write(struct.pack("<4H", 0x3f80, 0x4040, 0xc0a0, 0x3e00))
+    h_path = os.path.join(tmp, "x.f16")
+    with open(h_path, "wb") as f:
+        f.write(struct.pack("<5H", 0x3c00, 0x4200, 0xc500, 0x3000, 0x0001))
+    rc, out, err = run(["run", "sum", "--dtype", "bf16", "--in", "x=" + bf_path, "--rows", "2", "--cols", "2",
+                        "--axis", "row"])
+    v = parse_lines(out)
+    check(rc == 0 and v.get("y[0]") == "4" and v.get("y[1]") == "-4.875", "bf16 sum by row", repr(out) + err)
+    rc, out, err = run(["run", "max", "--dtype", "f16", "--in", "x=" + h_path, "--rows", "1", "--cols", "5"])
+    check(rc == 0 and parse_lines(out).get("y") == "3", "f16 max", repr(out) + err)
+    rc, out, err = run(["run", "min", "--dtype", "f16", "--in", "x=" + h_path, "--rows", "1", "--cols", "5"])
+    check(rc == 0 and parse_lines(out).get("y") == "-5", "f16 min", repr(out) + err)
+    rc, out, err = run(["run", "sum", "--dtype", "f16", "--in", "x=" + h_path, "--rows", "1", "--cols", "5"])
+    check(rc == 0 and parse_lines(out).get("y") == "-0.87499994", "f16 sum with a subnormal", repr(out) + err)
+    usage_error(["run", "sum", "--dtype", "bf16", "--in", "x=" + x_path, "--rows", "2", "--cols", "3"],
+                "an fp32 file read as bf16 has the wrong size")
+    usage_error(["run", "sum", "--dtype", "f64", "--in", "x=" + x_path, "--rows", "2", "--cols", "3"], "bad --dtype")
+
     # ---- help and version ----
     rc, out, err = run(["run", "--help"])
     check(rc == 0 and "usage" in out, "run --help")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs `tally crosscheck --quick` over the host and one other backend.
+"""Runs `tally crosscheck --quick --dtype all` (fp32, bf16 and f16 inputs) over the host
+and one other backend.
 
 Usage: run_crosscheck.py TALLY_CLI BACKEND
 
@@ -22,7 +23,7 @@ def main():
         reason = entry["reason"] if entry else "unknown backend"
         print(f"SKIP: {backend} is not available: {reason}", file=sys.stderr)
         return 77
-    run = subprocess.run([cli, "crosscheck", "--quick", "--backends", f"host,{backend}"])
+    run = subprocess.run([cli, "crosscheck", "--quick", "--dtype", "all", "--backends", f"host,{backend}"])
     return run.returncode
 
 

@@ -2,6 +2,7 @@
  * tools/cli_common.c - shared helpers of the `tally` tool (see cli_common.h).
  */
 #include "cli_common.h"
+#include "tally/half.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -164,25 +165,30 @@ static void to_or_from_little_endian(uint32_t *p, uint64_t count)
     }
 }
 
-int cli_read_elements(const char *what, const char *path, uint64_t count, void **out)
+/* Reads exactly count elements of `size` bytes (4 or 2), little-endian on
+ * disk, into a fresh host array of 4-byte elements: 2-byte elements are
+ * widened from `dtype` (TALLY_BF16 or TALLY_F16) to floats, exactly. */
+static int read_elements(const char *what, const char *path, uint64_t count, size_t size, tally_dtype dtype,
+                         void **out)
 {
     *out = NULL;
+    const char *type = size == 4u ? "fp32" : dtype == TALLY_BF16 ? "bf16" : "f16";
     if (count > (uint64_t)SIZE_MAX / 4u) {
         fprintf(stderr, "tally: %s: %llu elements do not fit this machine's memory\n", what,
                 (unsigned long long)count);
         return CLI_EXIT_USAGE;
     }
-    size_t bytes = (size_t)count * 4u;
+    size_t bytes = (size_t)count * size;
     FILE *f = fopen(path, "rb");
     if (f == NULL) return cli_io_error("cannot open %s file '%s': %s", what, path, strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size != (uint64_t)bytes) {
         fclose(f);
-        fprintf(stderr, "tally: %s file '%s' has %lld bytes but its shape needs %llu (%llu fp32 values)\n",
-                what, path, (long long)sb.st_size, (unsigned long long)bytes, (unsigned long long)count);
+        fprintf(stderr, "tally: %s file '%s' has %lld bytes but its shape needs %llu (%llu %s values)\n",
+                what, path, (long long)sb.st_size, (unsigned long long)bytes, (unsigned long long)count, type);
         return CLI_EXIT_USAGE;
     }
-    void *data = malloc(bytes > 0 ? bytes : 4u);
+    void *data = malloc(count > 0 ? (size_t)count * 4u : 4u);
     if (data == NULL) {
         fclose(f);
         return cli_io_error("out of memory reading '%s' (%zu bytes)", path, bytes);
@@ -197,13 +203,35 @@ int cli_read_elements(const char *what, const char *path, uint64_t count, void *
     }
     if (got != bytes || extra) {
         free(data);
-        fprintf(stderr, "tally: %s file '%s' is %s than its shape needs (%zu bytes, %llu fp32 values)\n",
-                what, path, got != bytes ? "shorter" : "longer", bytes, (unsigned long long)count);
+        fprintf(stderr, "tally: %s file '%s' is %s than its shape needs (%zu bytes, %llu %s values)\n",
+                what, path, got != bytes ? "shorter" : "longer", bytes, (unsigned long long)count, type);
         return CLI_EXIT_USAGE;
     }
-    to_or_from_little_endian(data, count);
+    if (size == 4u) {
+        to_or_from_little_endian(data, count);
+    } else {
+        /* Widen in place from the end, so no 2-byte element is overwritten
+         * before it is read; bytes are assembled little-endian. */
+        const unsigned char *b = data;
+        float *f32 = data;
+        for (uint64_t k = count; k-- > 0;) {
+            const tally_u32 h = (tally_u32)b[2 * k] | ((tally_u32)b[2 * k + 1] << 8);
+            f32[k] = dtype == TALLY_BF16 ? tally_bf16_to_f32(h) : tally_f16_to_f32(h);
+        }
+    }
     *out = data;
     return CLI_EXIT_OK;
+}
+
+int cli_read_elements(const char *what, const char *path, uint64_t count, void **out)
+{
+    return read_elements(what, path, count, 4u, TALLY_F32, out);
+}
+
+int cli_read_typed_elements(const char *what, const char *path, tally_dtype dtype, uint64_t count, void **out)
+{
+    if (dtype == TALLY_BF16 || dtype == TALLY_F16) return read_elements(what, path, count, 2u, dtype, out);
+    return read_elements(what, path, count, 4u, TALLY_F32, out);
 }
 
 int cli_write_elements(const char *path, const void *data, uint64_t count)

@@ -91,6 +91,10 @@ int cli_io_error(const char *fmt, ...) CLI_PRINTF(1, 2);
  * CLI_EXIT_OK, CLI_EXIT_USAGE (the size does not match: message printed) or
  * CLI_EXIT_FAIL (the file cannot be read: message printed). */
 int cli_read_elements(const char *what, const char *path, uint64_t count, void **out);
+/* The same for a file of `dtype` elements: 4-byte for TALLY_F32, 2-byte
+ * little-endian for TALLY_BF16 and TALLY_F16, which are widened to floats
+ * (exactly) in *out. */
+int cli_read_typed_elements(const char *what, const char *path, tally_dtype dtype, uint64_t count, void **out);
 /* Writes count 4-byte elements; CLI_EXIT_OK or CLI_EXIT_FAIL (printed). */
 int cli_write_elements(const char *path, const void *data, uint64_t count);
 

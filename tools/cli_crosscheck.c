@@ -36,6 +36,10 @@ const char cli_crosscheck_usage[] =
     "                   dirichlet_multinomial, gmm_log_prob, gmm_sample, rng,\n"
     "                   categorical).\n"
     "  --quick          smaller large shapes.\n"
+    "  --dtype LIST     types of the floating inputs, comma-separated among f32, bf16,\n"
+    "                   f16, or all (default f32). Each case runs once per type on\n"
+    "                   inputs rounded to it (f16 counts clipped to 2048); the\n"
+    "                   references see the same rounded values.\n"
     "  --json           results as one JSON object on stdout instead of a table.\n"
     "\n"
     "Checks, for each case and backend (progress: one line on a terminal):\n"
@@ -115,6 +119,7 @@ typedef struct xc_target {
 
 typedef struct xc_state {
     int quick, json, count_only, tty;
+    unsigned dtypes; /* bit 0 f32, bit 1 bf16, bit 2 f16: the floating inputs' types to run */
     const char *ops_filter;
     int total, index;
     int wanted[4]; /* per tally_backend: 0 no, 1 by default, 2 named in --backends */
@@ -625,9 +630,25 @@ static void progress(xc_state *st, const xc_case *c, const char *backend, int fi
     fflush(stderr);
 }
 
-static void run_case(xc_state *st, xc_case *c)
+/* Rounds a case's generated inputs to its input dtype (a no-op for f32),
+ * so the host data, and with them the float64 references, hold exactly the
+ * values the device reads. f16 counts are clipped to 2048 first: the largest
+ * f16 is 65504 and integers above 2048 are not all representable, while
+ * the generator draws counts up to 10^6. */
+static void round_inputs(cli_job *job)
 {
-    if (!op_selected(st->ops_filter, c->op)) return;
+    for (int k = 0; k < job->n_in; k++) {
+        float *x = job->in[k].data;
+        const uint64_t n = cli_tensor_count(&job->in[k]);
+        if (job->kind == CLI_OP_DM && k == 0 && job->in_dtype == TALLY_F16)
+            for (uint64_t i = 0; i < n; i++)
+                if (x[i] > 2048.0f) x[i] = 2048.0f;
+        cli_round_to_dtype(job->in_dtype, x, n);
+    }
+}
+
+static void run_case_dtype(xc_state *st, xc_case *c)
+{
     st->index++;
     if (st->count_only || st->fatal) return;
     char err[160];
@@ -641,7 +662,9 @@ static void run_case(xc_state *st, xc_case *c)
     memset(&e, 0, sizeof e);
     cli_job host_run;
     int have_host = 0;
-    if (gen_inputs(c) != 0 || prepare_expect(c, &e) != 0) {
+    int generated = gen_inputs(c) == 0;
+    if (generated) round_inputs(&c->job);
+    if (!generated || prepare_expect(c, &e) != 0) {
         fprintf(stderr, "tally: crosscheck: out of host memory (or a refused reference) for %s %s\n", c->op,
                 c->shape);
         st->fatal = 1;
@@ -689,6 +712,26 @@ done:
     for (int k = 0; k < c->job.n_in; k++) {
         free(c->job.in[k].data);
         c->job.in[k].data = NULL;
+    }
+}
+
+/* Runs a case once per selected input dtype (ops without inputs once). */
+static void run_case(xc_state *st, xc_case *c)
+{
+    if (!op_selected(st->ops_filter, c->op)) return;
+    const char *names[] = {"f32", "bf16", "f16"};
+    const tally_dtype types[] = {TALLY_F32, TALLY_BF16, TALLY_F16};
+    char variant[sizeof c->variant];
+    snprintf(variant, sizeof variant, "%s", c->variant);
+    int ran = 0;
+    for (int d = 0; d < 3; d++) {
+        if (!(st->dtypes & (1u << d))) continue;
+        if (c->job.kind == CLI_OP_RNG && ran) break; /* no floating inputs: one run */
+        c->job.in_dtype = types[d];
+        if (d > 0 && c->job.kind != CLI_OP_RNG) snprintf(c->variant, sizeof c->variant, "%.100s dtype=%s", variant, names[d]);
+        else snprintf(c->variant, sizeof c->variant, "%s", variant);
+        run_case_dtype(st, c);
+        ran = 1;
     }
 }
 
@@ -1144,16 +1187,18 @@ static int open_backends(xc_state *st)
 int cli_crosscheck(int argc, char **argv)
 {
     const char *usage = cli_crosscheck_usage;
-    enum { O_BACKENDS, O_OPS, O_QUICK, O_JSON, O_HELP };
+    enum { O_BACKENDS, O_OPS, O_QUICK, O_JSON, O_DTYPE, O_HELP };
     static const cli_option options[] = {
         {.name = "backends", .has_value = 1, .id = O_BACKENDS},
         {.name = "ops", .has_value = 1, .id = O_OPS},
         {.name = "quick", .has_value = 0, .id = O_QUICK},
         {.name = "json", .has_value = 0, .id = O_JSON},
+        {.name = "dtype", .has_value = 1, .id = O_DTYPE},
         {.name = "help", .has_value = 0, .id = O_HELP},
     };
     xc_state st;
     memset(&st, 0, sizeof st);
+    st.dtypes = 1u;
     const char *list = NULL;
     for (int pos = 0; pos < argc;) {
         const char *value;
@@ -1165,6 +1210,21 @@ int cli_crosscheck(int argc, char **argv)
         case O_OPS: st.ops_filter = value; break;
         case O_QUICK: st.quick = 1; break;
         case O_JSON: st.json = 1; break;
+        case O_DTYPE: {
+            st.dtypes = 0;
+            for (const char *p = value;;) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+                if (n == 3 && strncmp(p, "all", 3) == 0) st.dtypes |= 7u;
+                else if (n == 3 && strncmp(p, "f32", 3) == 0) st.dtypes |= 1u;
+                else if (n == 4 && strncmp(p, "bf16", 4) == 0) st.dtypes |= 2u;
+                else if (n == 3 && strncmp(p, "f16", 3) == 0) st.dtypes |= 4u;
+                else return cli_usage_error(usage, "crosscheck: --dtype: unknown type '%.*s'", (int)n, p);
+                if (comma == NULL) break;
+                p = comma + 1;
+            }
+            break;
+        }
         case O_HELP: fputs(usage, stdout); return CLI_EXIT_OK;
         default: return cli_usage_error(usage, "crosscheck: %s", err);
         }

@@ -9,12 +9,25 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "tally/half.h"
 
 /* Poison around and (for outputs) inside the views before the op runs. The
  * input pattern is a quiet NaN, so a kernel that reads a gap poisons its
  * result; the output pattern is a NaN no op writes and not a valid index. */
 #define POISON_INPUT 0x7fc0deadu
 #define POISON_OUTPUT 0x7fa11a5eu
+#define POISON_INPUT_HALF 0x7e5au /* a NaN as bf16 and as f16 */
+
+static int is_half(tally_dtype d)
+{
+    return d == TALLY_BF16 || d == TALLY_F16;
+}
+
+/* Bytes per element on the device (host data is always 4 bytes). */
+static size_t element_bytes(const cli_tensor *t)
+{
+    return is_half(t->dtype) ? 2u : 4u;
+}
 
 static void set_tensor(cli_tensor *t, const char *name, tally_dtype dtype, int64_t rows, int64_t cols,
                        int scalar)
@@ -108,6 +121,9 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         snprintf(err, err_size, "unknown op kind %d", (int)job->kind);
         return -1;
     }
+    /* Every input of these ops is floating. */
+    if (is_half(job->in_dtype))
+        for (int i = 0; i < job->n_in; i++) job->in[i].dtype = job->in_dtype;
     for (int i = 0; i < job->n_in + job->n_out; i++) {
         const cli_tensor *t = i < job->n_in ? &job->in[i] : &job->out[i - job->n_in];
         if (!count_fits(t->rows, t->cols)) {
@@ -141,12 +157,33 @@ static size_t row_stride(const cli_tensor *t)
     return t->rows > 1 ? (size_t)t->stride : (size_t)t->cols;
 }
 
+/* A half tensor's host data are floats that the type represents exactly
+ * (cli_round_to_dtype); they are narrowed to its encoding here. */
 static void scatter(const cli_tensor *t, uint32_t *stage)
 {
     const uint32_t *src = t->data;
     size_t stride = row_stride(t), cols = (size_t)t->cols;
+    if (is_half(t->dtype)) {
+        uint16_t *h = (uint16_t *)(void *)stage;
+        const float *f = t->data;
+        for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
+            for (size_t c = 0; c < cols; c++) {
+                const float v = f[r * cols + c];
+                h[(size_t)t->offset + r * stride + c] =
+                    (uint16_t)(t->dtype == TALLY_BF16 ? tally_f32_to_bf16(v) : tally_f32_to_f16(v));
+            }
+        return;
+    }
     for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
         memcpy(stage + (size_t)t->offset + r * stride, src + r * cols, cols * 4u);
+}
+
+void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        if (dtype == TALLY_BF16) x[i] = tally_bf16_to_f32(tally_f32_to_bf16(x[i]));
+        else if (dtype == TALLY_F16) x[i] = tally_f16_to_f32(tally_f32_to_f16(x[i]));
+    }
 }
 
 static void gather(const cli_tensor *t, const uint32_t *stage)
@@ -250,6 +287,8 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
         }
         uint32_t poison = is_in ? POISON_INPUT : POISON_OUTPUT;
         for (uint64_t i = 0; i < p->elems; i++) p->stage[i] = poison;
+        if (is_half(t->dtype))
+            for (uint64_t i = 0; i < p->elems; i++) ((uint16_t *)(void *)p->stage)[i] = POISON_INPUT_HALF;
         if (is_in) {
             scatter(t, p->stage);
         } else {
@@ -259,8 +298,9 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
                 break;
             }
         }
-        st = tally_buffer_create(ctx, (size_t)p->elems * 4u, &p->buf);
-        if (st == TALLY_OK) st = tally_buffer_upload(p->buf, 0, p->stage, (size_t)p->elems * 4u);
+        const size_t bytes = (size_t)p->elems * element_bytes(t);
+        st = tally_buffer_create(ctx, bytes, &p->buf);
+        if (st == TALLY_OK) st = tally_buffer_upload(p->buf, 0, p->stage, bytes);
         if (st != TALLY_OK) snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
         /* The input's staging copy is no longer needed once uploaded. */
         if (is_in) {

@@ -25,7 +25,8 @@ typedef enum cli_op_kind {
 #define CLI_MAX_TENSORS 4
 
 /*
- * A host tensor: `data` holds rows*cols dense row-major elements of 4 bytes.
+ * A host tensor: `data` holds rows*cols dense row-major elements of 4 bytes
+ * (floats also for a BF16 or F16 input: see cli_round_to_dtype).
  * On the device it is placed in a buffer of its own at element `offset` with
  * row stride `stride` (>= cols), followed by `pad_after` spare elements; the
  * gaps are filled with a poison pattern so that reads outside the view show
@@ -47,6 +48,7 @@ typedef struct cli_job {
     int64_t rows, cols;         /* reduce, kl, dm (B, V), categorical; rng as rows x cols */
     int64_t batch, components, dim; /* gmm */
     int per_row_alpha;          /* dm: log_alpha is [rows, cols] instead of [1, cols] */
+    tally_dtype in_dtype;       /* type of every floating input: TALLY_F32 (or 0), TALLY_BF16, TALLY_F16 */
     /* Op parameters. */
     tally_reduce_op reduce_op;
     tally_axis axis;
@@ -85,6 +87,15 @@ uint64_t cli_tensor_count(const cli_tensor *t);
  * returns TALLY_OUT_OF_MEMORY with its message in job->error instead.
  */
 tally_status cli_exec_run(tally_context *ctx, cli_job *job);
+
+/*
+ * Rounds n floats to the nearest values of a half dtype (ties to even), in
+ * place; f32 leaves them. An input tensor of dtype TALLY_BF16 or TALLY_F16
+ * keeps such floats in `data` (exactly representable, so the references
+ * see the very values the device reads); cli_exec_run narrows them to the
+ * type's 2-byte encoding when it uploads.
+ */
+void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n);
 
 /* Frees the outputs' data (inputs belong to the caller). */
 void cli_job_free_outputs(cli_job *job);

@@ -11,10 +11,13 @@
 
 const char cli_run_usage[] =
     "usage: tally run OP [--backend auto|host|opencl|cuda] [--device N]\n"
-    "                    [--in NAME=PATH]... [--out NAME=PATH]... [OPTIONS]\n"
+    "                    [--in NAME=PATH]... [--out NAME=PATH]... [--dtype f32|bf16|f16]\n"
+    "                    [OPTIONS]\n"
     "\n"
-    "Runs one op on raw files: little-endian, row-major, no header. Inputs are fp32;\n"
-    "each file must hold exactly the elements its shape needs (else exit 2).\n"
+    "Runs one op on raw files: little-endian, row-major, no header. Inputs are fp32,\n"
+    "or 2-byte bf16 / f16 with --dtype (every input file of the op; the op reads\n"
+    "them as half views and computes in fp32). Each file must hold exactly the\n"
+    "elements its shape needs (else exit 2).\n"
     "\n"
     "  OP                inputs                    options                       outputs\n"
     "  sum mean min max  x [R,C]                   --rows R --cols C             y: 1 value (axis all)\n"
@@ -76,6 +79,7 @@ enum {
     OPT_DIST,
     OPT_COUNT,
     OPT_LOGITS,
+    OPT_DTYPE,
     OPT_HELP,
     OPT_COUNT_OF_OPTIONS
 };
@@ -104,6 +108,7 @@ static const cli_option options[] = {
     {.name = "dist", .has_value = 1, .id = OPT_DIST},
     {.name = "count", .has_value = 1, .id = OPT_COUNT},
     {.name = "logits", .has_value = 0, .id = OPT_LOGITS},
+    {.name = "dtype", .has_value = 1, .id = OPT_DTYPE},
     {.name = "help", .has_value = 0, .id = OPT_HELP},
 };
 
@@ -145,7 +150,7 @@ static const run_op_desc ops[] = {
      .required = SHAPE_RC},
 };
 
-#define COMMON_OPTS (BIT(OPT_BACKEND) | BIT(OPT_DEVICE) | BIT(OPT_IN) | BIT(OPT_OUT) | BIT(OPT_HELP))
+#define COMMON_OPTS (BIT(OPT_BACKEND) | BIT(OPT_DEVICE) | BIT(OPT_IN) | BIT(OPT_OUT) | BIT(OPT_DTYPE) | BIT(OPT_HELP))
 #define MAX_FILES 8
 
 typedef struct file_arg {
@@ -304,6 +309,14 @@ int cli_run(int argc, char **argv)
         case OPT_WITH_COEFFICIENT: job.flags |= TALLY_DM_WITH_COEFFICIENT; break;
         case OPT_PER_ROW_ALPHA: job.per_row_alpha = 1; break;
         case OPT_LOGITS: job.flags |= TALLY_CATEGORICAL_LOGITS; break;
+        case OPT_DTYPE: {
+            static const char *const names[] = {"f32", "bf16", "f16"};
+            static const int values[] = {TALLY_F32, TALLY_BF16, TALLY_F16};
+            int v = 0;
+            bad = parse_choice(value, names, values, 3, &v) != 0;
+            job.in_dtype = (tally_dtype)v;
+            break;
+        }
         default: break;
         }
         if (bad)
@@ -352,7 +365,8 @@ int cli_run(int argc, char **argv)
         char what[96];
         snprintf(what, sizeof what, "input %s [%lld x %lld]", job.in[j].name, (long long)job.in[j].rows,
                  (long long)job.in[j].cols);
-        rc = cli_read_elements(what, in_path[j], cli_tensor_count(&job.in[j]), &job.in[j].data);
+        rc = cli_read_typed_elements(what, in_path[j], job.in[j].dtype, cli_tensor_count(&job.in[j]),
+                                     &job.in[j].data);
         if (rc == CLI_EXIT_USAGE) fputs("see 'tally run --help'\n", stderr);
     }
 

@@ -99,6 +99,11 @@ tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *j
 tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
 tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* gpu_half.c: a BF16/F16 view widened to fp32 (the ops table's `widen`). */
+/* The ops whose kernels read BF16 and F16 inputs themselves (the ops
+ * table's half_native); the others' half inputs are widened first. */
+#define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
+tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 
 /* Test hook (internal, reached through the static library): out[k] =
  * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpu_internal.h"
+#include "tally/half.h"
 #include "tally/terms.h"
 
 _Static_assert(TALLY_GPU_GROUP_SIZE == TALLY_K_GROUP_SIZE, "kernels and host disagree on the group size");
@@ -207,8 +208,10 @@ static tally_status launch_level(tally_context *ctx, const tally__gpu_vectors *s
     tally__gpu_arg_f32(&l, divisor);
     tally__gpu_arg_buf(&l, out, out_off);
     tally__gpu_arg_u64(&l, out_stride);
+    tally__gpu_arg_u32(&l, src->dtype != 0 ? src->dtype : TALLY_K_DTYPE_F32);
     const uint64_t segments = TALLY_GPU_GROUP_SIZE / lv->lanes;
-    return tally__gpu_run(ctx, TALLY__K_tally_k_reduce_tiles,
+    const int halves = src->dtype != 0 && src->dtype != TALLY_K_DTYPE_F32;
+    return tally__gpu_run(ctx, halves ? TALLY__K_tally_k_reduce_tiles_half : TALLY__K_tally_k_reduce_tiles,
                           tally__gpu_ceil_div(src->nvec * lv->tiles, segments), &l);
 }
 

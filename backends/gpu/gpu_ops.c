@@ -5,6 +5,7 @@
  * for bit: the same terms, in the order of the same tree.
  */
 #include "gpu_internal.h"
+#include "tally/half.h"
 #include "tally/terms.h"
 
 _Static_assert(TALLY_K_DIST_RAW == TALLY_DIST_RAW && TALLY_K_DIST_UNIFORM == TALLY_DIST_UNIFORM &&
@@ -17,10 +18,24 @@ static int contiguous(const tally__array *a)
     return a->rows <= 1 || a->stride == a->cols;
 }
 
+/* The kernels' code for a view's element type (TALLY_K_DTYPE_*, tally/half.h). */
+static uint32_t kdtype(const tally__array *a)
+{
+    if (a->dtype == TALLY_BF16) return TALLY_K_DTYPE_BF16;
+    if (a->dtype == TALLY_F16) return TALLY_K_DTYPE_F16;
+    return TALLY_K_DTYPE_F32;
+}
+
+/* Elements of the view's dtype per 16 bytes: 4 fp32, 8 halves. */
+static uint64_t per16(const tally__array *a)
+{
+    return kdtype(a) == TALLY_K_DTYPE_F32 ? 4u : 8u;
+}
+
 /* 1 when every row of the view starts 16-byte aligned. */
 static int rows_aligned16(tally_context *ctx, const tally__array *a)
 {
-    return a->offset % 4u == 0 && (a->rows <= 1 || a->stride % 4u == 0) &&
+    return a->offset % per16(a) == 0 && (a->rows <= 1 || a->stride % per16(a) == 0) &&
            tally__gpu_buffer_aligned16(ctx, a->buffer);
 }
 
@@ -60,7 +75,7 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
         x.rows = 1;
     }
     tally__gpu_vectors src = {.buf = x.buffer, .off = x.offset, .cols = x.cols, .stride = x.stride, .nvec = nvec,
-                              .vec_stride = 0};
+                              .vec_stride = 0, .dtype = kdtype(&x)};
     if (all && !contiguous(&x)) {
         src.mode = TALLY_K_LOAD_STRIDED;
     } else {
@@ -123,7 +138,7 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         uint32_t mode = TALLY_K_LOAD_STRIDED;
         uint64_t groups = rows;
         if (contiguous(x) && contiguous(t) && contiguous(o)) {
-            const int vec4 = x->offset % 4u == 0 && t->offset % 4u == 0 && o->offset % 4u == 0 &&
+            const int vec4 = x->offset % per16(x) == 0 && t->offset % per16(t) == 0 && o->offset % 4u == 0 &&
                              tally__gpu_buffer_aligned16(ctx, x->buffer) &&
                              tally__gpu_buffer_aligned16(ctx, t->buffer) &&
                              tally__gpu_buffer_aligned16(ctx, o->buffer);
@@ -141,6 +156,8 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         tally__gpu_arg_u64(&l, cols);
         tally__gpu_arg_u32(&l, mode);
         tally__gpu_arg_u32(&l, job->flags);
+        tally__gpu_arg_u32(&l, kdtype(x));
+        tally__gpu_arg_u32(&l, kdtype(t));
         return tally__gpu_run(ctx, TALLY__K_tally_k_kl_pointwise, groups, &l);
     }
 
@@ -155,7 +172,7 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
     }
     uint32_t mode = TALLY_K_LOAD_STRIDED;
     if (contiguous(x) && contiguous(t))
-        mode = x->offset % 4u == 0 && t->offset % 4u == 0 && tally__gpu_buffer_aligned16(ctx, x->buffer) &&
+        mode = x->offset % per16(x) == 0 && t->offset % per16(t) == 0 && tally__gpu_buffer_aligned16(ctx, x->buffer) &&
                        tally__gpu_buffer_aligned16(ctx, t->buffer)
                    ? TALLY_K_LOAD_VEC4
                    : TALLY_K_LOAD_CONTIGUOUS;
@@ -186,7 +203,10 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
     else
         tally__gpu_arg_buf(&l, scratch, space.a_off);
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_kl_tiles, lv->tiles, &l);
+    tally__gpu_arg_u32(&l, kdtype(x));
+    tally__gpu_arg_u32(&l, kdtype(t));
+    const int halves = kdtype(x) != TALLY_K_DTYPE_F32 || kdtype(t) != TALLY_K_DTYPE_F32;
+    st = tally__gpu_run(ctx, halves ? TALLY__K_tally_k_kl_tiles_half : TALLY__K_tally_k_kl_tiles, lv->tiles, &l);
     if (st != TALLY_OK || single) return st;
     tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = 1, .finish = finish,
                              .divisor = divisor, .shift = NULL, .shift_off = 0};
@@ -242,6 +262,8 @@ static tally_status dm_rows(tally_context *ctx, const tally__dm_job *job, const 
     tally__gpu_arg_u32(&l, job->flags);
     tally__gpu_arg_buf(&l, out, out_at);
     tally__gpu_arg_u64(&l, out_stride);
+    tally__gpu_arg_u32(&l, kdtype(counts));
+    tally__gpu_arg_u32(&l, kdtype(la));
     uint64_t groups = tally__gpu_ceil_div(B * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
     /* Each group tabulates alpha once (as much work as one row of
      * V <= 2048): about 32 groups per compute unit fill the device and keep
@@ -275,6 +297,7 @@ static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, 
     tally__gpu_arg_u32(&l, job->flags);
     tally__gpu_arg_buf(&l, out, out_at);
     tally__gpu_arg_u64(&l, out_stride);
+    tally__gpu_arg_u32(&l, kdtype(counts));
     return tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows_table, groups, &l);
 }
 
@@ -323,6 +346,7 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
         tally__gpu_arg_buf(&l, scratch, ea_off);
         tally__gpu_arg_u64(&l, lga_off);
         tally__gpu_arg_u32(&l, table_rows);
+        tally__gpu_arg_u32(&l, kdtype(la));
         st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_prep, tally__gpu_ceil_div(V * table_rows, TALLY_GPU_GROUP_SIZE),
                             &l);
         if (st != TALLY_OK) return st;

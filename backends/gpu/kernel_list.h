@@ -9,15 +9,17 @@
  * tally_k_fill          out buf, stride u64, n u64, pattern u32
  * tally_k_reduce_tiles  x buf, x_cols u64, x_stride u64, mode u32, nvec u64, vec_stride u64, n u64,
  *                       lanes u32, qpl u32, tiles u64, term u32, kind u32, shift buf, finish u32,
- *                       divisor f32, out buf, out_stride u64
+ *                       divisor f32, out buf, out_stride u64, x_dtype u32 (TALLY_K_DTYPE_*)
  * tally_k_kl_tiles      x buf, x_stride u64, t buf, t_stride u64, cols u64, mode u32, n u64, lanes u32,
- *                       qpl u32, tiles u64, flags u32, finish u32, divisor f32, out buf
+ *                       qpl u32, tiles u64, flags u32, finish u32, divisor f32, out buf, x_dtype u32,
+ *                       t_dtype u32  (dtypes: TALLY_K_DTYPE_*; offsets and strides in their elements)
  * tally_k_kl_pointwise  x buf, x_stride u64, t buf, t_stride u64, o buf, o_stride u64, rows u64,
- *                       cols u64, mode u32, flags u32
- * tally_k_dm_prep       log_alpha buf, V u64, pre buf, lga_off u64, rows u32  (pre's offset is where exp goes)
+ *                       cols u64, mode u32, flags u32, x_dtype u32, t_dtype u32
+ * tally_k_dm_prep       log_alpha buf, V u64, pre buf, lga_off u64, rows u32, la_dtype u32  (pre's offset is
+ *                       where exp goes)
  * tally_k_dm_rows       counts buf, c_stride u64, log_alpha buf, la_stride u64, pre buf, lga_off u64,
  *                       alpha_mode u32, B u64, V u64, lanes u32, qpl u32, tiles u64, flags u32, out buf,
- *                       out_stride u64
+ *                       out_stride u64, c_dtype u32, la_dtype u32
  * tally_k_dm_finish     sums buf, B u64, flags u32, out buf, out_stride u64
  * tally_k_logits_lse    logits buf, K u64, out buf
  * tally_k_gmm_fused     z buf, z_stride u64, mu buf, mu_stride u64, lv buf, lv_stride u64, logits buf,
@@ -39,7 +41,11 @@
  * tally_k_categorical   w buf, w_stride u64, rows u64, cols u64, is_logits u32, seed u64, subsequence u64,
  *                       offset u64, out buf (i32), out_stride u64, tile_log2 u32
  * tally_k_dm_rows_table counts buf, c_stride u64, vec4 u32, pre buf, lga_off u64, B u64, V u64, lanes u32,
- *                       qpl u32, flags u32, out buf, out_stride u64  (pre's offset is where exp goes)
+ *                       qpl u32, flags u32, out buf, out_stride u64, c_dtype u32  (pre's offset is where
+ *                       exp goes)
+ * tally_k_widen         x buf (u16, offset in halves), x_stride u64, rows u64, cols u64, dtype u32, o buf
+ * tally_k_reduce_tiles_half, tally_k_kl_tiles_half: the arguments of tally_k_reduce_tiles and
+ *                       tally_k_kl_tiles, for inputs with a half dtype (those two read fp32 only)
  */
 TALLY__KERNEL(tally_k_fill)
 TALLY__KERNEL(tally_k_reduce_tiles)
@@ -59,3 +65,6 @@ TALLY__KERNEL(tally_k_rng_fill_any)
 TALLY__KERNEL(tally_k_categorical)
 TALLY__KERNEL(tally_k_math_eval)
 TALLY__KERNEL(tally_k_dm_rows_table)
+TALLY__KERNEL(tally_k_widen)
+TALLY__KERNEL(tally_k_reduce_tiles_half)
+TALLY__KERNEL(tally_k_kl_tiles_half)

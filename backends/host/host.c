@@ -133,4 +133,5 @@ const tally__backend_ops tally__host_ops = {
     .gmm_sample = tally__host_gmm_sample,
     .rng_fill = tally__host_rng_fill,
     .categorical = tally__host_categorical,
+    .widen = tally__host_widen,
 };

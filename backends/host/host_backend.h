@@ -25,5 +25,7 @@ tally_status tally__host_gmm_log_prob(tally_context *ctx, const tally__gmm_job *
 tally_status tally__host_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
 tally_status tally__host_rng_fill(tally_context *ctx, const tally__rng_job *job);
 tally_status tally__host_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* host_half.c: BF16/F16 views widened to fp32 (the ops table's `widen`). */
+tally_status tally__host_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 
 #endif

@@ -711,4 +711,6 @@ const tally__backend_ops tally__opencl_ops = {
     .gmm_sample = tally__gpu_gmm_sample,
     .rng_fill = tally__gpu_rng_fill,
     .categorical = tally__gpu_categorical,
+    .widen = tally__gpu_widen,
+    .half_native = TALLY__GPU_HALF_NATIVE,
 };

@@ -1,0 +1,31 @@
+/*
+ * backends/gpu/gpu_half.c - the GPU backends' `widen` entry: one launch of
+ * tally_k_widen (kernels/halves.h) copies a BF16 or F16 view into fp32 with
+ * tally/half.h, the same integer code the host uses.
+ */
+#include "gpu_internal.h"
+#include "tally/half.h"
+
+_Static_assert(TALLY_K_DTYPE_BF16 == TALLY_BF16 && TALLY_K_DTYPE_F16 == TALLY_F16 && TALLY_K_DTYPE_F32 == TALLY_F32,
+               "tally/half.h's dtype codes must be tally_dtype's values");
+
+tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
+{
+    if (src->dtype != TALLY_BF16 && src->dtype != TALLY_F16)
+        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "gpu widen: dtype %d is not a half type", (int)src->dtype);
+    const uint64_t n = src->rows * src->cols;
+    if (n == 0) return TALLY_OK;
+    const int flat = src->rows <= 1 || src->stride == src->cols;
+    uint64_t groups = flat ? tally__gpu_ceil_div(n, TALLY_GPU_GROUP_SIZE) : src->rows;
+    /* Kernels stride over their work: a bounded grid is enough to fill any
+     * device and keeps the group count within every backend's limit. */
+    if (groups > 65536u) groups = 65536u;
+    tally__gpu_args l = {.n = 0};
+    tally__gpu_arg_buf(&l, src->buffer, src->offset);
+    tally__gpu_arg_u64(&l, src->stride);
+    tally__gpu_arg_u64(&l, src->rows);
+    tally__gpu_arg_u64(&l, src->cols);
+    tally__gpu_arg_u32(&l, (uint32_t)src->dtype);
+    tally__gpu_arg_buf(&l, dst, 0);
+    return tally__gpu_run(ctx, TALLY__K_tally_k_widen, groups, &l);
+}

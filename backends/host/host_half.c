@@ -1,0 +1,46 @@
+/*
+ * backends/host/host_half.c - the host's `widen` entry: BF16 and F16 views
+ * copied into fp32 with tally/half.h, the conversion every backend uses.
+ * src/half.c then runs the unchanged fp32 op on the copy, so an op on half
+ * inputs costs one extra pass over them and 4 bytes per element for the
+ * length of the call.
+ */
+#include "host_backend.h"
+#include "host_parallel.h"
+#include "tally/half.h"
+
+_Static_assert(TALLY_K_DTYPE_BF16 == TALLY_BF16 && TALLY_K_DTYPE_F16 == TALLY_F16 && TALLY_K_DTYPE_F32 == TALLY_F32,
+               "tally/half.h's dtype codes must be tally_dtype's values");
+
+typedef struct widen_task {
+    const uint16_t *src; /* the view's first element */
+    uint64_t cols, stride;
+    uint32_t dtype;
+    float *dst;
+} widen_task;
+
+/* Rows [begin, end) of the view, each to its contiguous place in dst. */
+static void widen_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    const widen_task *t = arg;
+    for (uint64_t r = begin; r < end; r++) {
+        const uint16_t *in = t->src + r * t->stride;
+        float *out = t->dst + r * t->cols;
+        if (t->dtype == TALLY_K_DTYPE_BF16) {
+            for (uint64_t c = 0; c < t->cols; c++) out[c] = tally_bf16_to_f32(in[c]);
+        } else {
+            for (uint64_t c = 0; c < t->cols; c++) out[c] = tally_f16_to_f32(in[c]);
+        }
+    }
+}
+
+tally_status tally__host_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
+{
+    if (src->dtype != TALLY_BF16 && src->dtype != TALLY_F16)
+        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "host widen: dtype %d is not a half type", (int)src->dtype);
+    widen_task t = {.src = (const uint16_t *)((tally__host_buffer *)src->buffer)->data + src->offset,
+                    .cols = src->cols, .stride = src->stride, .dtype = (uint32_t)src->dtype,
+                    .dst = (float *)((tally__host_buffer *)dst)->data};
+    tally__host_parallel_for(src->rows, src->cols + 1u, widen_rows, &t);
+    return TALLY_OK;
+}

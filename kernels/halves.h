@@ -1,0 +1,111 @@
+/*
+ * kernels/halves.h - loading and widening a BF16 or F16 view to fp32 (the GPU backends'
+ * `widen`, which src/half.c runs before the fp32 op on half inputs).
+ */
+#ifndef TALLY_KERNELS_HALVES_H
+#define TALLY_KERNELS_HALVES_H
+
+#include "tally/half.h"
+#include "abi.h"
+
+/* ---- Loads of half elements. The element types' codes are
+ * TALLY_K_DTYPE_* (tally/half.h); every load widens with tally/half.h, so
+ * what a kernel computes after the load is the fp32 path on the widened
+ * values. GPUs are little-endian: element 2k of a 32-bit word is its low
+ * half. ---- */
+
+/* Element i of a vector of dtype `dtype` whose first element is p (f32)
+ * or h (halves). */
+TALLY_FN float tally_k_ld(TALLY_GLOBAL const float *p, TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype,
+                          tally_u64 i)
+{
+    if (dtype == TALLY_K_DTYPE_F32) return p[i];
+    return tally_half_to_f32(dtype, (tally_u32)h[i]);
+}
+
+/* Element i of buffer `base` of dtype `dtype` (i counted in its elements). */
+TALLY_FN float tally_k_ld_at(TALLY_GLOBAL const float *base, tally_u32 dtype, tally_u64 i)
+{
+    return tally_k_ld(base, (TALLY_GLOBAL const tally_u16 *)base, dtype, i);
+}
+
+/* The low and high halves of a 32-bit word, widened. */
+TALLY_FN float tally_k_lo(tally_u32 dtype, tally_u32 w)
+{
+    return tally_half_to_f32(dtype, w & 0xffffu);
+}
+
+TALLY_FN float tally_k_hi(tally_u32 dtype, tally_u32 w)
+{
+    return tally_half_to_f32(dtype, w >> 16);
+}
+
+/* Quad g (halves 4g .. 4g + 3) as one 8-byte load; h + 4g must be 8-byte
+ * aligned. */
+TALLY_FN tally_f4 tally_k_load_h4(TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype, tally_u64 g)
+{
+    const uint2 w = ((TALLY_GLOBAL const uint2 *)h)[g];
+    tally_f4 q;
+    q.x = tally_k_lo(dtype, w.x);
+    q.y = tally_k_hi(dtype, w.x);
+    q.z = tally_k_lo(dtype, w.y);
+    q.w = tally_k_hi(dtype, w.y);
+    return q;
+}
+
+/* Quads 2m and 2m + 1 (halves 8m .. 8m + 7) as one 16-byte load into
+ * *even and *odd; h + 8m must be 16-byte aligned. */
+TALLY_FN void tally_k_load_h8(TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype, tally_u64 m, tally_f4 *even,
+                              tally_f4 *odd)
+{
+    const uint4 w = ((TALLY_GLOBAL const uint4 *)h)[m];
+    even->x = tally_k_lo(dtype, w.x);
+    even->y = tally_k_hi(dtype, w.x);
+    even->z = tally_k_lo(dtype, w.y);
+    even->w = tally_k_hi(dtype, w.y);
+    odd->x = tally_k_lo(dtype, w.z);
+    odd->y = tally_k_hi(dtype, w.z);
+    odd->z = tally_k_lo(dtype, w.w);
+    odd->w = tally_k_hi(dtype, w.w);
+}
+
+/* The same pair of quads of a vector of any dtype: one 16-byte load of
+ * halves, or two float4 loads of fp32. */
+TALLY_FN void tally_k_load_pair(TALLY_GLOBAL const float *p, TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype,
+                                tally_u64 m, tally_f4 *even, tally_f4 *odd)
+{
+    if (dtype == TALLY_K_DTYPE_F32) {
+        *even = TALLY_LOAD_F4(p, 2u * m);
+        *odd = TALLY_LOAD_F4(p, 2u * m + 1u);
+    } else {
+        tally_k_load_h8(h, dtype, m, even, odd);
+    }
+}
+
+/*
+ * o[k] = widen(x[r * x_stride + c]) for element k = r * cols + c of the
+ * rows x cols view at x + x_off (offsets and stride in halves). dtype is
+ * TALLY_K_DTYPE_BF16 or TALLY_K_DTYPE_F16. A contiguous view is walked
+ * flat; a strided one row by row (groups over rows, work-items over
+ * columns), so no element needs a division.
+ */
+TALLY_KERNEL void tally_k_widen(TALLY_GLOBAL const tally_u16 *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
+                                tally_u64 rows, tally_u64 cols, tally_u32 dtype, TALLY_GLOBAL float *TALLY_RESTRICT o,
+                                tally_u64 o_off)
+{
+    const tally_u32 lid = TALLY_LID();
+    TALLY_GLOBAL const tally_u16 *xp = x + x_off;
+    TALLY_GLOBAL float *op = o + o_off;
+    if (rows <= 1u || x_stride == cols) {
+        const tally_u64 n = rows * cols;
+        const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+        for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step)
+            op[k] = tally_half_to_f32(dtype, (tally_u32)xp[k]);
+        return;
+    }
+    for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT())
+        for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE)
+            op[r * cols + c] = tally_half_to_f32(dtype, (tally_u32)xp[r * x_stride + c]);
+}
+
+#endif /* TALLY_KERNELS_HALVES_H */

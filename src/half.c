@@ -1,0 +1,126 @@
+/*
+ * src/half.c - ops on BF16 and F16 inputs.
+ *
+ * Every half value is exactly an fp32 value, so an op on half inputs is
+ * defined as the fp32 op on the widened inputs (docs/ops.md). This file
+ * makes that definition the implementation on every backend: each half
+ * input of a validated job is widened by the backend's `widen` entry into
+ * an fp32 temporary of the same context, the job is pointed at the
+ * temporary (contiguous, offset 0), and the backend's unchanged fp32 op
+ * runs. The bits can then only differ from the fp32 op's if the widening
+ * does, and the widening is tally/half.h's integer code on every backend.
+ *
+ * Temporaries are released before the call returns (a backend's release
+ * waits for queued work that uses the buffer), so an op on half inputs
+ * holds 4 bytes per half element for the length of the call.
+ */
+#include "internal.h"
+
+uint64_t tally__dtype_bytes(tally_dtype dtype)
+{
+    switch (dtype) {
+    case TALLY_F32:
+    case TALLY_U32:
+    case TALLY_I32: return 4;
+    case TALLY_BF16:
+    case TALLY_F16: return 2;
+    }
+    return 0;
+}
+
+static int is_half(const tally__array *a)
+{
+    return a->buffer != NULL && (a->dtype == TALLY_BF16 || a->dtype == TALLY_F16);
+}
+
+/* The temporaries of one call: at most four inputs (the mixture's). */
+typedef struct widened {
+    tally_buffer *tmp[4];
+    int count;
+} widened;
+
+static void widened_release(tally_context *ctx, widened *w)
+{
+    for (int i = 0; i < w->count; i++) ctx->ops->buffer_release(w->tmp[i]);
+    w->count = 0;
+}
+
+/* Replaces *a, a half view, by a contiguous fp32 copy of its values. */
+static tally_status widen_array(tally_context *ctx, const char *op, const char *arg, tally__array *a, widened *w)
+{
+    if (!is_half(a)) return TALLY_OK;
+    if (ctx->ops->widen == NULL)
+        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: the %s backend does not read half inputs (%s)", op,
+                            ctx->ops->name, arg);
+    uint64_t count = a->rows * a->cols, bytes; /* rows*cols was overflow-checked by the front end */
+    if (count == 0) {
+        a->dtype = TALLY_F32;
+        return TALLY_OK;
+    }
+    if (tally__mul_u64(count, 4u, &bytes) || bytes > (uint64_t)INT64_MAX || bytes > (uint64_t)SIZE_MAX)
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: the fp32 copy of %s (%llu elements) is too large", op,
+                            arg, (unsigned long long)count);
+    tally_buffer *tmp = NULL;
+    tally_status st = ctx->ops->buffer_create(ctx, (size_t)bytes, &tmp);
+    if (st != TALLY_OK) return st;
+    w->tmp[w->count++] = tmp;
+    st = ctx->ops->widen(ctx, a, tmp);
+    if (st != TALLY_OK) return st;
+    *a = (tally__array){.buffer = tmp, .offset = 0, .rows = a->rows, .cols = a->cols, .stride = a->cols,
+                        .dtype = TALLY_F32};
+    return TALLY_OK;
+}
+
+/* Widens the listed arrays of a job copy, runs `call`, releases; a
+ * backend that reads halves itself for this op (native bit) gets the job
+ * as it is. */
+#define RUN_WIDENED(op_name, job_type, entry, native, ...)                           \
+    do {                                                                           \
+        if (ctx->ops->half_native & (native)) return ctx->ops->entry(ctx, job);    \
+        job_type copy = *job;                                                      \
+        struct { const char *name; tally__array *a; } list_[] = {__VA_ARGS__};     \
+        int any_ = 0;                                                              \
+        for (size_t i_ = 0; i_ < sizeof list_ / sizeof list_[0]; i_++) any_ |= is_half(list_[i_].a); \
+        if (!any_) return ctx->ops->entry(ctx, job);                               \
+        widened w_ = {.count = 0};                                                 \
+        tally_status st_ = TALLY_OK;                                               \
+        for (size_t i_ = 0; i_ < sizeof list_ / sizeof list_[0] && st_ == TALLY_OK; i_++) \
+            st_ = widen_array(ctx, op_name, list_[i_].name, list_[i_].a, &w_);     \
+        if (st_ == TALLY_OK) st_ = ctx->ops->entry(ctx, &copy);                    \
+        widened_release(ctx, &w_);                                                 \
+        return st_;                                                                \
+    } while (0)
+
+tally_status tally__run_reduce(tally_context *ctx, const tally__reduce_job *job)
+{
+    RUN_WIDENED("tally_reduce", tally__reduce_job, reduce, TALLY__HALF_NATIVE_REDUCE, {"x", &copy.x});
+}
+
+tally_status tally__run_kl_div(tally_context *ctx, const tally__kl_job *job)
+{
+    RUN_WIDENED("tally_kl_div", tally__kl_job, kl_div, TALLY__HALF_NATIVE_KL, {"input", &copy.input}, {"target", &copy.target});
+}
+
+tally_status tally__run_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
+{
+    RUN_WIDENED("tally_dirichlet_multinomial", tally__dm_job, dirichlet_multinomial, TALLY__HALF_NATIVE_DM, {"counts", &copy.counts},
+                {"log_alpha", &copy.log_alpha});
+}
+
+tally_status tally__run_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job)
+{
+    RUN_WIDENED("tally_gmm_log_prob", tally__gmm_job, gmm_log_prob, 0u, {"z", &copy.z}, {"mu", &copy.mu},
+                {"log_var", &copy.log_var}, {"logits", &copy.logits});
+}
+
+tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job)
+{
+    /* z is the output here (always F32). */
+    RUN_WIDENED("tally_gmm_sample", tally__gmm_job, gmm_sample, 0u, {"mu", &copy.mu}, {"log_var", &copy.log_var},
+                {"logits", &copy.logits});
+}
+
+tally_status tally__run_categorical(tally_context *ctx, const tally__categorical_job *job)
+{
+    RUN_WIDENED("tally_categorical", tally__categorical_job, categorical, 0u, {"weights", &copy.weights});
+}

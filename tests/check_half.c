@@ -1,0 +1,483 @@
+/*
+ * tests/check_half.c - every op on BF16 and F16 inputs, on the backend named
+ * by TALLY_TEST_BACKEND: the result must equal, bit for bit, the same op on
+ * fp32 inputs holding the widened values. The fp32 inputs are widened here
+ * by an independent decoder (ldexp from the format's definition), not by
+ * tally/half.h, so a wrong device conversion fails too.
+ *
+ * Half inputs sit at odd element offsets and in strided views whose gaps
+ * hold a NaN (reading one would show), in buffers whose size is not a
+ * multiple of 4 bytes; outputs are poisoned before each op. Also here: all
+ * 65536 encodings of each type widened by the device (a per-row sum of
+ * one-element rows), and the front end's dtype rules.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tally/half.h"
+#include "testutil.h"
+
+const int tally_test_needs_backend = 1;
+
+#define HALF_GAP 0x7e5au /* a NaN in both formats */
+
+/* The value of encoding h from the format's definition. */
+static float ref_widen(tally_dtype dt, unsigned h)
+{
+    const int mant_bits = dt == TALLY_BF16 ? 7 : 10, exp_bits = dt == TALLY_BF16 ? 8 : 5;
+    const int bias = dt == TALLY_BF16 ? 127 : 15;
+    const unsigned m = h & ((1u << mant_bits) - 1u);
+    const unsigned e = (h >> mant_bits) & ((1u << exp_bits) - 1u);
+    const double sign = (h >> 15) ? -1.0 : 1.0;
+    if (e == (1u << exp_bits) - 1u) return m != 0 ? NAN : (float)(sign * INFINITY);
+    if (e == 0) return (float)(sign * ldexp((double)m, 1 - bias - mant_bits));
+    return (float)(sign * ldexp((double)((1u << mant_bits) | m), (int)e - bias - mant_bits));
+}
+
+static unsigned narrow(tally_dtype dt, float x)
+{
+    return dt == TALLY_BF16 ? tally_f32_to_bf16(x) : tally_f32_to_f16(x);
+}
+
+static const char *dt_name(tally_dtype dt)
+{
+    return dt == TALLY_BF16 ? "bf16" : dt == TALLY_F16 ? "f16" : "f32";
+}
+
+/* One input in two forms: `view` of dtype dt (half, or f32) and `f32`, the
+ * same values widened, as a contiguous fp32 view. */
+typedef struct input {
+    tally_buffer *hbuf, *fbuf;
+    tally_view view, f32;
+} input;
+
+/* vals: rows*cols floats, rounded to dt first (for dt f32 the values are
+ * used as they are). */
+static input make_input(tally_dtype dt, const float *vals, int64_t rows, int64_t cols, int64_t offset, int64_t stride)
+{
+    tally_context *ctx = tt_context();
+    input in;
+    const size_t n = (size_t)(rows * cols);
+    float *wide = tt_alloc((n > 0 ? n : 1) * 4);
+    const int64_t used = rows > 0 && cols > 0 ? offset + (rows - 1) * stride + cols : offset;
+    const size_t total = (size_t)used + 1; /* one spare element */
+    if (dt == TALLY_F32) {
+        uint32_t *h = tt_alloc(total * 4);
+        for (size_t i = 0; i < total; i++) h[i] = TT_POISON;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) memcpy(&h[offset + r * stride + c], &vals[r * cols + c], 4);
+        tt_ok(tally_buffer_create(ctx, total * 4, &in.hbuf), ctx);
+        tt_ok(tally_buffer_upload(in.hbuf, 0, h, total * 4), ctx);
+        free(h);
+        memcpy(wide, vals, n * 4);
+    } else {
+        uint16_t *h = tt_alloc(total * 2);
+        for (size_t i = 0; i < total; i++) h[i] = HALF_GAP;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) {
+                const unsigned bits = narrow(dt, vals[r * cols + c]);
+                h[offset + r * stride + c] = (uint16_t)bits;
+                wide[r * cols + c] = ref_widen(dt, bits);
+            }
+        /* An odd byte count: the view's last element ends 2 bytes before
+         * the end, which a 4-byte element size would reject. */
+        tt_ok(tally_buffer_create(ctx, total * 2, &in.hbuf), ctx);
+        tt_ok(tally_buffer_upload(in.hbuf, 0, h, total * 2), ctx);
+        free(h);
+    }
+    in.view = (tally_view){.buffer = in.hbuf, .offset = offset, .rows = rows, .cols = cols, .stride = stride,
+                           .dtype = dt};
+    in.fbuf = tt_upload(ctx, wide, n > 0 ? n : 1);
+    in.f32 = tally_view_f32(in.fbuf, 0, rows, cols);
+    free(wide);
+    return in;
+}
+
+static void free_input(input *in)
+{
+    tally_buffer_release(in->hbuf);
+    tally_buffer_release(in->fbuf);
+}
+
+/* Output buffer of n 4-byte elements, poisoned. */
+static tally_buffer *out_buf(size_t n)
+{
+    return tt_buffer(tt_context(), n > 0 ? n : 1);
+}
+
+static void assert_same_bits(tally_buffer *a, tally_buffer *b, size_t n, const char *what)
+{
+    uint32_t *x = tt_alloc((n > 0 ? n : 1) * 4), *y = tt_alloc((n > 0 ? n : 1) * 4);
+    tt_read(a, 0, x, n);
+    tt_read(b, 0, y, n);
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i])
+            ck_abort_msg("%s: element %zu is 0x%08x on half inputs but 0x%08x on their fp32 values", what, i, x[i],
+                         y[i]);
+    free(x);
+    free(y);
+}
+
+/* Random values in [lo, hi), a few replaced by specials when asked. */
+static float *values(size_t n, uint64_t seed, double lo, double hi, int specials)
+{
+    float *v = tt_alloc((n > 0 ? n : 1) * 4);
+    tt_fill_uniform(v, n, seed, lo, hi);
+    if (specials && n > 8) {
+        v[1] = 0.0f;
+        v[n / 2] = -0.0f;
+        v[n - 2] = 1e-6f; /* subnormal in f16 */
+        v[n / 3] = 70000.0f; /* infinite in f16 */
+    }
+    return v;
+}
+
+/* A view layout for the inputs of a case. */
+typedef struct layout {
+    int64_t rows, cols, offset, pad; /* stride = cols + pad */
+} layout;
+
+static const layout layouts[] = {
+    {1, 1, 0, 0},      {3, 37, 1, 4},   {64, 256, 0, 0},   {16, 1000, 3, 0},
+    {2, 20000, 5, 3},  {300, 5, 1, 1},  {1, 40000, 8, 0},
+};
+
+static const tally_dtype halves[] = {TALLY_BF16, TALLY_F16};
+
+/* ---- Widening on the device ---- */
+
+START_TEST(device_widens_every_encoding)
+{
+    tally_context *ctx = tt_context();
+    for (size_t d = 0; d < 2; d++) {
+        const tally_dtype dt = halves[d];
+        uint16_t *h = tt_alloc(65536 * 2 + 2);
+        h[0] = HALF_GAP;
+        for (unsigned i = 0; i < 65536u; i++) h[i + 1] = (uint16_t)i;
+        tally_buffer *hb = NULL;
+        tt_ok(tally_buffer_create(ctx, 65537 * 2, &hb), ctx);
+        tt_ok(tally_buffer_upload(hb, 0, h, 65537 * 2), ctx);
+        tally_buffer *ob = out_buf(65536);
+        /* 65536 rows of one element (offset 1: odd), each row's sum = its value. */
+        tally_view x = {.buffer = hb, .offset = 1, .rows = 65536, .cols = 1, .stride = 1, .dtype = dt};
+        tt_ok(tally_reduce(ctx, TALLY_MAX, TALLY_AXIS_ROW, x, tally_view_f32(ob, 0, 65536, 1)), ctx);
+        float *got = tt_alloc(65536 * 4);
+        tt_read(ob, 0, got, 65536);
+        for (unsigned i = 0; i < 65536u; i++) {
+            const float want = ref_widen(dt, i);
+            const uint32_t gb = tt_bits(got[i]);
+            if (want != want) {
+                if (gb != 0x7fc00000u) ck_abort_msg("%s 0x%04x: NaN stored as 0x%08x, not canonical", dt_name(dt), i, gb);
+            } else if (gb != tt_bits(want)) {
+                ck_abort_msg("%s 0x%04x: device widened to 0x%08x, want 0x%08x", dt_name(dt), i, gb, tt_bits(want));
+            }
+        }
+        free(got);
+        free(h);
+        tally_buffer_release(hb);
+        tally_buffer_release(ob);
+    }
+}
+END_TEST
+
+/* ---- Reductions ---- */
+
+START_TEST(reduce_half_equals_fp32)
+{
+    tally_context *ctx = tt_context();
+    for (size_t d = 0; d < 2; d++)
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            const layout *L = &layouts[l];
+            const size_t n = (size_t)(L->rows * L->cols);
+            float *v = values(n, 100 + l, -3.0, 3.0, 1);
+            /* Magnitudes from 2^-12 to 2^12, so that sums round and a wrong
+             * order of additions shows. */
+            for (size_t i = 0; i < n; i++) v[i] = ldexpf(v[i], (int)((i * 7u) % 25u) - 12);
+            input in = make_input(halves[d], v, L->rows, L->cols, L->offset, L->cols + L->pad);
+            for (int axis = TALLY_AXIS_ALL; axis <= TALLY_AXIS_ROW; axis++)
+                for (int op = TALLY_SUM; op <= TALLY_SUMSQ; op++) {
+                    const size_t outs = axis == TALLY_AXIS_ALL ? 1 : (size_t)L->rows;
+                    tally_buffer *a = out_buf(outs), *b = out_buf(outs);
+                    tt_ok(tally_reduce(ctx, op, axis, in.view, tally_view_f32(a, 0, (int64_t)outs, 1)), ctx);
+                    tt_ok(tally_reduce(ctx, op, axis, in.f32, tally_view_f32(b, 0, (int64_t)outs, 1)), ctx);
+                    char what[128];
+                    snprintf(what, sizeof what, "reduce %s op %d axis %d [%lld x %lld]", dt_name(halves[d]), op, axis,
+                             (long long)L->rows, (long long)L->cols);
+                    assert_same_bits(a, b, outs, what);
+                    tally_buffer_release(a);
+                    tally_buffer_release(b);
+                }
+            free_input(&in);
+            free(v);
+        }
+}
+END_TEST
+
+/* ---- KL divergence: every mix of dtypes for input and target ---- */
+
+START_TEST(kl_half_equals_fp32)
+{
+    tally_context *ctx = tt_context();
+    const tally_dtype mixes[][2] = {{TALLY_BF16, TALLY_BF16}, {TALLY_F16, TALLY_F16}, {TALLY_BF16, TALLY_F32},
+                                    {TALLY_F32, TALLY_F16},   {TALLY_F16, TALLY_BF16}};
+    const unsigned flag_sets[] = {0u, TALLY_KL_LOG_TARGET, TALLY_KL_INPUT_IS_PROB,
+                                  TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET};
+    for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++)
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            const layout *L = &layouts[l];
+            if (L->rows * L->cols > 20000 && m > 1) continue; /* keep the slow devices quick */
+            const size_t n = (size_t)(L->rows * L->cols);
+            for (size_t f = 0; f < sizeof flag_sets / sizeof flag_sets[0]; f++) {
+                const unsigned flags = flag_sets[f];
+                float *xv = flags & TALLY_KL_INPUT_IS_PROB ? values(n, 7 + l, 1e-4, 1.0, 0) : values(n, 7 + l, -5.0, 0.0, 0);
+                float *tv = flags & TALLY_KL_LOG_TARGET ? values(n, 9 + l, -6.0, 0.5, 0) : values(n, 9 + l, 0.0, 1.0, 1);
+                if (n > 4) tv[3] = flags & TALLY_KL_LOG_TARGET ? -INFINITY : -0.25f; /* 0 term or NaN */
+                input x = make_input(mixes[m][0], xv, L->rows, L->cols, L->offset, L->cols + L->pad);
+                /* Odd offsets stay odd (unaligned), even ones the same as
+                 * the input's, so aligned views take the wide loads. */
+                input t = make_input(mixes[m][1], tv, L->rows, L->cols, L->offset + (L->offset & 1), L->cols + 2 * L->pad);
+                for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++) {
+                    const size_t outs = red == TALLY_REDUCTION_NONE ? n : 1;
+                    tally_buffer *a = out_buf(outs), *b = out_buf(outs);
+                    const int64_t orows = red == TALLY_REDUCTION_NONE ? L->rows : 1;
+                    const int64_t ocols = red == TALLY_REDUCTION_NONE ? L->cols : 1;
+                    tt_ok(tally_kl_div(ctx, x.view, t.view, red, flags, tally_view_f32(a, 0, orows, ocols)), ctx);
+                    tt_ok(tally_kl_div(ctx, x.f32, t.f32, red, flags, tally_view_f32(b, 0, orows, ocols)), ctx);
+                    char what[160];
+                    snprintf(what, sizeof what, "kl %s/%s flags %u reduction %d [%lld x %lld]", dt_name(mixes[m][0]),
+                             dt_name(mixes[m][1]), flags, red, (long long)L->rows, (long long)L->cols);
+                    assert_same_bits(a, b, outs, what);
+                    tally_buffer_release(a);
+                    tally_buffer_release(b);
+                }
+                free_input(&x);
+                free_input(&t);
+                free(xv);
+                free(tv);
+            }
+        }
+}
+END_TEST
+
+/* ---- Dirichlet-multinomial: half counts and log_alpha, shared and per row ---- */
+
+START_TEST(dm_half_equals_fp32)
+{
+    tally_context *ctx = tt_context();
+    const tally_dtype mixes[][2] = {{TALLY_BF16, TALLY_BF16}, {TALLY_F16, TALLY_F16}, {TALLY_F16, TALLY_F32},
+                                    {TALLY_F32, TALLY_BF16}};
+    /* The last is large enough for the GPUs' lgamma-table kernel, with rows
+     * 16-byte aligned (whole quads of halves in one load). */
+    const layout dm_layouts[] = {{4, 9, 1, 2}, {32, 300, 0, 0}, {7, 2100, 3, 1}, {200, 64, 0, 0}, {512, 520, 8, 0}};
+    for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++)
+        for (size_t l = 0; l < sizeof dm_layouts / sizeof dm_layouts[0]; l++)
+            for (int per_row = 0; per_row <= 1; per_row++) {
+                const layout *L = &dm_layouts[l];
+                /* The large case is for the table kernel (shared alpha); once
+                 * per dtype mix keeps the host's lgamma calls few. */
+                const int large = L->rows * L->cols > 100000;
+                if (large && per_row) continue;
+                const size_t n = (size_t)(L->rows * L->cols);
+                float *cv = values(n, 31 + l, 0.0, 40.0, 0);
+                for (size_t i = 0; i < n; i++) cv[i] = floorf(cv[i]);
+                if (n > 20) cv[17] = 2.5f; /* a non-integer count */
+                const int64_t arows = per_row ? L->rows : 1;
+                float *av = values((size_t)(arows * L->cols), 37 + l, -3.0, 3.0, 0);
+                input c = make_input(mixes[m][0], cv, L->rows, L->cols, L->offset, L->cols + L->pad);
+                input a = make_input(mixes[m][1], av, arows, L->cols, 1, L->cols + 1);
+                for (int red = TALLY_REDUCTION_NONE; red <= (large ? TALLY_REDUCTION_NONE : TALLY_REDUCTION_MEAN); red++)
+                    for (unsigned flags = 0; flags <= TALLY_DM_WITH_COEFFICIENT; flags++) {
+                        const size_t outs = red == TALLY_REDUCTION_NONE ? (size_t)L->rows : 1;
+                        tally_buffer *p = out_buf(outs), *q = out_buf(outs);
+                        tt_ok(tally_dirichlet_multinomial(ctx, c.view, a.view, red, flags,
+                                                          tally_view_f32(p, 0, (int64_t)outs, 1)),
+                              ctx);
+                        tt_ok(tally_dirichlet_multinomial(ctx, c.f32, a.f32, red, flags,
+                                                          tally_view_f32(q, 0, (int64_t)outs, 1)),
+                              ctx);
+                        char what[160];
+                        snprintf(what, sizeof what, "dm %s/%s per_row %d reduction %d flags %u [%lld x %lld]",
+                                 dt_name(mixes[m][0]), dt_name(mixes[m][1]), per_row, red, flags,
+                                 (long long)L->rows, (long long)L->cols);
+                        assert_same_bits(p, q, outs, what);
+                        tally_buffer_release(p);
+                        tally_buffer_release(q);
+                    }
+                free_input(&c);
+                free_input(&a);
+                free(cv);
+                free(av);
+            }
+}
+END_TEST
+
+/* ---- Mixture log density and sample ---- */
+
+typedef struct gmm_case {
+    int64_t B, K, D;
+} gmm_case;
+
+static const gmm_case gmm_cases[] = {{5, 3, 7}, {64, 1, 16}, {33, 8, 4}, {4, 40, 130}};
+
+START_TEST(gmm_half_equals_fp32)
+{
+    tally_context *ctx = tt_context();
+    for (size_t d = 0; d < 2; d++)
+        for (size_t g = 0; g < sizeof gmm_cases / sizeof gmm_cases[0]; g++) {
+            const gmm_case *G = &gmm_cases[g];
+            const tally_dtype dt = halves[d];
+            const size_t zn = (size_t)(G->B * G->D), pn = (size_t)(G->B * G->K * G->D);
+            float *zv = values(zn, 51 + g, -3.0, 3.0, 0), *mv = values(pn, 53 + g, -2.0, 2.0, 0);
+            float *lv = values(pn, 57 + g, -2.0, 1.0, 0), *gv = values((size_t)G->K, 59 + g, -1.0, 1.0, 0);
+            input z = make_input(dt, zv, G->B, G->D, 1, G->D + 1);
+            input mu = make_input(dt, mv, G->B, G->K * G->D, 3, G->K * G->D + 2);
+            input lvar = make_input(d == 0 ? TALLY_F16 : TALLY_BF16, lv, G->B, G->K * G->D, 0, G->K * G->D);
+            input lg = make_input(dt, gv, 1, G->K, 1, G->K);
+            tally_buffer *a = out_buf((size_t)G->B), *b = out_buf((size_t)G->B);
+            tt_ok(tally_gmm_log_prob(ctx, z.view, mu.view, lvar.view, lg.view, G->K, tally_view_f32(a, 0, G->B, 1)), ctx);
+            tt_ok(tally_gmm_log_prob(ctx, z.f32, mu.f32, lvar.f32, lg.f32, G->K, tally_view_f32(b, 0, G->B, 1)), ctx);
+            char what[128];
+            snprintf(what, sizeof what, "gmm_log_prob %s B %lld K %lld D %lld", dt_name(dt), (long long)G->B,
+                     (long long)G->K, (long long)G->D);
+            assert_same_bits(a, b, (size_t)G->B, what);
+
+            /* Sample: z, log_q and the component. */
+            const tally_rng rng = {.seed = 1234 + g, .subsequence = 5, .offset = 8};
+            tally_buffer *za = out_buf(zn), *zb = out_buf(zn), *ca = out_buf((size_t)G->B), *cb = out_buf((size_t)G->B);
+            uint64_t used_a = 0, used_b = 0;
+            tt_ok(tally_gmm_sample(ctx, mu.view, lvar.view, lg.view, G->K, rng, tally_view_f32(za, 0, G->B, G->D),
+                                   tally_view_f32(a, 0, G->B, 1), tally_view_typed(ca, TALLY_I32, 0, G->B, 1), &used_a),
+                  ctx);
+            tt_ok(tally_gmm_sample(ctx, mu.f32, lvar.f32, lg.f32, G->K, rng, tally_view_f32(zb, 0, G->B, G->D),
+                                   tally_view_f32(b, 0, G->B, 1), tally_view_typed(cb, TALLY_I32, 0, G->B, 1), &used_b),
+                  ctx);
+            ck_assert_uint_eq(used_a, used_b);
+            snprintf(what, sizeof what, "gmm_sample %s B %lld K %lld D %lld", dt_name(dt), (long long)G->B,
+                     (long long)G->K, (long long)G->D);
+            assert_same_bits(za, zb, zn, what);
+            assert_same_bits(a, b, (size_t)G->B, what);
+            assert_same_bits(ca, cb, (size_t)G->B, what);
+            tally_buffer_release(za);
+            tally_buffer_release(zb);
+            tally_buffer_release(ca);
+            tally_buffer_release(cb);
+            tally_buffer_release(a);
+            tally_buffer_release(b);
+            free_input(&z);
+            free_input(&mu);
+            free_input(&lvar);
+            free_input(&lg);
+            free(zv);
+            free(mv);
+            free(lv);
+            free(gv);
+        }
+}
+END_TEST
+
+/* ---- Categorical ---- */
+
+START_TEST(categorical_half_equals_fp32)
+{
+    tally_context *ctx = tt_context();
+    const layout cat_layouts[] = {{7, 3, 1, 1}, {100, 50, 0, 0}, {9, 3000, 5, 2}};
+    for (size_t d = 0; d < 2; d++)
+        for (size_t l = 0; l < sizeof cat_layouts / sizeof cat_layouts[0]; l++)
+            for (unsigned flags = 0; flags <= TALLY_CATEGORICAL_LOGITS; flags++) {
+                const layout *L = &cat_layouts[l];
+                const size_t n = (size_t)(L->rows * L->cols);
+                float *wv = flags ? values(n, 71 + l, -4.0, 4.0, 0) : values(n, 71 + l, 0.0, 2.0, 0);
+                if (!flags && n > 6) wv[5] = -1.0f; /* an invalid row: index -1 */
+                input w = make_input(halves[d], wv, L->rows, L->cols, L->offset, L->cols + L->pad);
+                const tally_rng rng = {.seed = 99, .subsequence = l, .offset = 4};
+                tally_buffer *a = out_buf((size_t)L->rows), *b = out_buf((size_t)L->rows);
+                tt_ok(tally_categorical(ctx, w.view, flags, rng, tally_view_typed(a, TALLY_I32, 0, L->rows, 1), NULL),
+                      ctx);
+                tt_ok(tally_categorical(ctx, w.f32, flags, rng, tally_view_typed(b, TALLY_I32, 0, L->rows, 1), NULL),
+                      ctx);
+                char what[128];
+                snprintf(what, sizeof what, "categorical %s flags %u [%lld x %lld]", dt_name(halves[d]), flags,
+                         (long long)L->rows, (long long)L->cols);
+                assert_same_bits(a, b, (size_t)L->rows, what);
+                tally_buffer_release(a);
+                tally_buffer_release(b);
+                free_input(&w);
+                free(wv);
+            }
+}
+END_TEST
+
+/* ---- Front-end rules for half views ---- */
+
+START_TEST(half_view_rules)
+{
+    tally_context *ctx = tt_context();
+    tally_buffer *hb = NULL, *ob = out_buf(16);
+    tt_ok(tally_buffer_create(ctx, 10, &hb), ctx); /* five halves */
+    const uint16_t ones[5] = {0x3f80, 0x3f80, 0x3f80, 0x3f80, 0x3f80}; /* bf16 1.0 */
+    tt_ok(tally_buffer_upload(hb, 0, ones, 10), ctx);
+    tally_view out = tally_view_f32(ob, 0, 1, 1);
+    /* Five bf16 elements fit ten bytes; six do not. */
+    tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(hb, TALLY_BF16, 0, 1, 5), out), ctx);
+    ck_assert_float_eq(tt_read1(ob, 0), 5.0f);
+    tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(hb, TALLY_BF16, 3, 1, 2), out), ctx);
+    ck_assert_float_eq(tt_read1(ob, 0), 2.0f);
+    tt_assert_status(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(hb, TALLY_BF16, 0, 1, 6), out),
+                     TALLY_OUT_OF_BOUNDS, ctx);
+    tt_assert_status(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(hb, TALLY_F16, 4, 1, 2), out),
+                     TALLY_OUT_OF_BOUNDS, ctx);
+    /* Halves are inputs only: an output, a raw fill, read_scalar refuse them. */
+    tally_view hout = tally_view_typed(ob, TALLY_BF16, 0, 1, 1);
+    tt_assert_status(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(hb, TALLY_BF16, 0, 1, 5), hout),
+                     TALLY_UNSUPPORTED_DTYPE, ctx);
+    ck_assert_msg(strstr(tally_last_error(ctx), "out has dtype bf16") != NULL, "message: %s", tally_last_error(ctx));
+    tally_rng rng = {.seed = 1, .subsequence = 0, .offset = 0};
+    tt_assert_status(tally_rng_fill(ctx, TALLY_DIST_UNIFORM, rng, tally_view_typed(ob, TALLY_F16, 0, 1, 4), NULL),
+                     TALLY_UNSUPPORTED_DTYPE, ctx);
+    float f;
+    tt_assert_status(tally_read_scalar(ctx, tally_view_typed(ob, TALLY_BF16, 0, 1, 1), &f), TALLY_UNSUPPORTED_DTYPE,
+                     ctx);
+    /* A floating input of an integer type names the accepted set. */
+    tt_assert_status(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(ob, TALLY_U32, 0, 1, 4), out),
+                     TALLY_UNSUPPORTED_DTYPE, ctx);
+    ck_assert_msg(strstr(tally_last_error(ctx), "expected f32, bf16 or f16") != NULL, "message: %s",
+                  tally_last_error(ctx));
+    /* Overlap is judged in bytes: halves 8..9 are bytes 16..19, float 4. */
+    tally_buffer *mixed = out_buf(16);
+    tt_assert_status(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(mixed, TALLY_BF16, 8, 1, 2),
+                                  tally_view_f32(mixed, 4, 1, 1)),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_typed(mixed, TALLY_BF16, 8, 1, 2),
+                       tally_view_f32(mixed, 5, 1, 1)),
+          ctx);
+    tally_buffer_release(mixed);
+    tally_buffer_release(hb);
+    tally_buffer_release(ob);
+}
+END_TEST
+
+Suite *tally_test_suite(void)
+{
+    Suite *s = suite_create("half");
+    struct {
+        const char *name;
+        const TTest *tests[8];
+    } cases[] = {
+        {"widen", {device_widens_every_encoding, half_view_rules, NULL}},
+        {"reduce", {reduce_half_equals_fp32, NULL}},
+        {"kl", {kl_half_equals_fp32, NULL}},
+        {"dm", {dm_half_equals_fp32, NULL}},
+        {"gmm", {gmm_half_equals_fp32, NULL}},
+        {"categorical", {categorical_half_equals_fp32, NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        TCase *tc = tcase_create(cases[c].name);
+        tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
+        tcase_set_timeout(tc, 300);
+        for (int t = 0; cases[c].tests[t] != NULL; t++) tcase_add_test(tc, cases[c].tests[t]);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
