@@ -416,6 +416,44 @@ TALLY_API tally_status tally_rng_fill(tally_context *ctx, tally_distribution dis
 TALLY_API tally_status tally_categorical(tally_context *ctx, tally_view weights, unsigned flags,
                                          tally_rng rng, tally_view out, uint64_t *consumed);
 
+/* ------------------------------------------------------------------------
+ * Gradients: the backward passes of the ops above, with the same bits on
+ * every backend (docs/ops.md, "Gradients"). Each takes the forward's inputs
+ * again and the upstream gradient grad_out, and writes the gradients with
+ * respect to the inputs; nothing saved by the forward is needed. The rules
+ * of every op apply: views do not own their buffers, outputs may not
+ * overlap inputs or each other, every argument is checked before anything
+ * runs, calls are queued (they may return before the device finishes;
+ * downloads and tally_sync wait), one thread at a time per context.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Backward of tally_kl_div with the same reduction and flags. grad_out: 1x1
+ * for SUM, MEAN and BATCHMEAN (the gradient of the scalar loss), the input's
+ * shape for NONE. grad_input and grad_target: the input's shape, or a view
+ * with a NULL buffer when that gradient is not wanted (both NULL is allowed
+ * and does nothing after the checks). With INPUT_IS_PROB grad_input is the
+ * gradient with respect to p. torch's formulas; the conventions at
+ * target == 0 are in docs/ops.md. Elementwise, one pass. Queued.
+ */
+TALLY_API tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_view target,
+                                             tally_view grad_out, tally_reduction reduction,
+                                             unsigned flags, tally_view grad_input,
+                                             tally_view grad_target);
+
+/*
+ * Backward of tally_dirichlet_multinomial with respect to log_alpha.
+ * grad_out: B values for NONE, 1x1 for SUM and MEAN. grad_log_alpha has
+ * log_alpha's shape: [B, V] per-row (elementwise) or [1, V] shared (each
+ * column summed over the B rows by the planner's tree). flags as in the
+ * forward (the coefficient does not depend on alpha). The gradient with
+ * respect to the counts is not computed. Queued.
+ */
+TALLY_API tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, tally_view counts,
+                                                            tally_view log_alpha, tally_view grad_out,
+                                                            tally_reduction reduction, unsigned flags,
+                                                            tally_view grad_log_alpha);
+
 #ifdef __cplusplus
 }
 #endif

@@ -150,6 +150,35 @@ typedef struct tally__categorical_job {
     tally__array out; /* rows int32 elements */
 } tally__categorical_job;
 
+/* Gradients (src/ops_backward.c; docs/ops.md, "Gradients"). An output whose
+ * buffer is NULL is not wanted. `divide` says whether the upstream scalar
+ * gradient is divided by `divisor` (mean, batchmean) before use, with
+ * tally_divf, by every backend in the same way. */
+typedef struct tally__kl_backward_job {
+    tally__array input;
+    tally__array target;
+    tally__array grad_out;    /* input's shape (NONE) or 1 element */
+    tally_reduction reduction;
+    uint32_t flags;           /* TALLY_KL_FLAG_* */
+    int divide;
+    float divisor;
+    tally__array grad_input;  /* input's shape, or buffer NULL */
+    tally__array grad_target; /* input's shape, or buffer NULL */
+} tally__kl_backward_job;
+
+typedef struct tally__dm_backward_job {
+    tally__array counts;         /* [B, V] */
+    tally__array log_alpha;      /* [1, V] or [B, V] */
+    int per_row_alpha;
+    tally__array grad_out;       /* B elements (NONE) or 1 */
+    int per_row_grad;            /* grad_out holds B values */
+    int divide;
+    float divisor;
+    tally__array grad_log_alpha; /* log_alpha's shape */
+    tally__tree_plan row_plan;   /* over V: A and N of a row, as the forward */
+    tally__tree_plan col_plan;   /* over B: each column of a shared alpha's gradient */
+} tally__dm_backward_job;
+
 /* ------------------------------------------------------------------------
  * The ops table. Every entry is required unless marked optional. Entries
  * return a status and report details with tally__error on the context (or on
@@ -200,6 +229,11 @@ struct tally__backend_ops {
     tally_status (*gmm_sample)(tally_context *ctx, const tally__gmm_job *job);
     tally_status (*rng_fill)(tally_context *ctx, const tally__rng_job *job);
     tally_status (*categorical)(tally_context *ctx, const tally__categorical_job *job);
+
+    /* Gradients, optional: NULL makes the op return TALLY_BACKEND_ERROR
+     * with a message naming the backend. */
+    tally_status (*kl_div_backward)(tally_context *ctx, const tally__kl_backward_job *job);
+    tally_status (*dirichlet_multinomial_backward)(tally_context *ctx, const tally__dm_backward_job *job);
 };
 
 /* The tables of the compiled-in backends (src/backends.c, generated from the

@@ -558,4 +558,6 @@ const tally__backend_ops tally__cuda_ops = {
     .gmm_sample = tally__gpu_gmm_sample,
     .rng_fill = tally__gpu_rng_fill,
     .categorical = tally__gpu_categorical,
+    .kl_div_backward = tally__gpu_kl_div_backward,
+    .dirichlet_multinomial_backward = tally__gpu_dirichlet_multinomial_backward,
 };

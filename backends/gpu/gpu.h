@@ -99,6 +99,9 @@ tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *j
 tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
 tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* Gradients (gpu_backward.c). */
+tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
+tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
 
 /* Test hook (internal, reached through the static library): out[k] =
  * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from

@@ -39,6 +39,15 @@
  *                       offset u64, out buf (i32), out_stride u64
  * tally_k_dm_rows_table counts buf, c_stride u64, vec4 u32, pre buf, lga_off u64, B u64, V u64, lanes u32,
  *                       qpl u32, flags u32, out buf, out_stride u64  (pre's offset is where exp goes)
+ * Gradients (kernels/backward.h):
+ * tally_k_kl_backward   x buf, x_stride u64, t buf, t_stride u64, g buf, g_stride u64, gx buf, gx_stride u64,
+ *                       gt buf, gt_stride u64, rows u64, cols u64, mode u32, flags u32, pointwise u32,
+ *                       divide u32, divisor f32, want u32
+ * tally_k_dm_bw_rows    sums buf, a_step u64, n_off u64, g buf, g_stride u64, per_row_grad u32, divide u32,
+ *                       divisor f32, B u64, rg buf  (sums' offset is where A is)
+ * tally_k_dm_bw_elements counts buf, c_stride u64, la buf, la_stride u64, rg buf, B u64, V u64, per_row u32,
+ *                       out buf, out_stride u64
+ * tally_k_dm_bw_scale   la buf, s buf, V u64, out buf
  */
 TALLY__KERNEL(tally_k_fill)
 TALLY__KERNEL(tally_k_reduce_tiles)
@@ -57,3 +66,7 @@ TALLY__KERNEL(tally_k_rng_fill)
 TALLY__KERNEL(tally_k_categorical)
 TALLY__KERNEL(tally_k_math_eval)
 TALLY__KERNEL(tally_k_dm_rows_table)
+TALLY__KERNEL(tally_k_kl_backward)
+TALLY__KERNEL(tally_k_dm_bw_rows)
+TALLY__KERNEL(tally_k_dm_bw_elements)
+TALLY__KERNEL(tally_k_dm_bw_scale)

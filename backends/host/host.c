@@ -133,4 +133,6 @@ const tally__backend_ops tally__host_ops = {
     .gmm_sample = tally__host_gmm_sample,
     .rng_fill = tally__host_rng_fill,
     .categorical = tally__host_categorical,
+    .kl_div_backward = tally__host_kl_div_backward,
+    .dirichlet_multinomial_backward = tally__host_dirichlet_multinomial_backward,
 };

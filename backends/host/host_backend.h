@@ -26,4 +26,8 @@ tally_status tally__host_gmm_sample(tally_context *ctx, const tally__gmm_job *jo
 tally_status tally__host_rng_fill(tally_context *ctx, const tally__rng_job *job);
 tally_status tally__host_categorical(tally_context *ctx, const tally__categorical_job *job);
 
+/* Gradients (host_backward.c). */
+tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
+tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
+
 #endif

@@ -711,4 +711,6 @@ const tally__backend_ops tally__opencl_ops = {
     .gmm_sample = tally__gpu_gmm_sample,
     .rng_fill = tally__gpu_rng_fill,
     .categorical = tally__gpu_categorical,
+    .kl_div_backward = tally__gpu_kl_div_backward,
+    .dirichlet_multinomial_backward = tally__gpu_dirichlet_multinomial_backward,
 };

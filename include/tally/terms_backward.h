@@ -1,0 +1,88 @@
+/*
+ * tally/terms_backward.h - the per-element terms of the gradients, written
+ * once for C11, CUDA and OpenCL C like tally/terms.h. The host backend
+ * (backends/host/host_backward.c) and the kernels (kernels/backward.h)
+ * evaluate exactly these functions, so every backend stores the same bits.
+ * The formulas and their conventions are in docs/ops.md, "Gradients".
+ */
+#ifndef TALLY_TERMS_BACKWARD_H
+#define TALLY_TERMS_BACKWARD_H
+
+#include "terms.h"
+
+/* Two gradients of one element. */
+typedef struct tally_grad2 {
+    float a;
+    float b;
+} tally_grad2;
+
+/* The upstream gradient of one element of a reduced loss: grad_out itself
+ * (sum), or divided by the element or row count (mean, batchmean). */
+TALLY_FN float tally_grad_scale(float g, tally_u32 divide, float divisor)
+{
+    return divide ? tally_divf(g, divisor) : g;
+}
+
+/*
+ * KL divergence: the gradients with respect to the input (a) and the target
+ * (b) of the pointwise loss tally_kl_term(xin, t, flags), times g. With x the
+ * log-input (tally_logf(xin) under INPUT_IS_PROB, else xin):
+ * - default: d/dx = -(t * g), d/dt = g * ((log t - x) + 1);
+ * - LOG_TARGET: with e = exp(t), d/dx = -(e * g), d/dt = (e * g) * ((t - x) + 1);
+ * - INPUT_IS_PROB: d/dp = -((t / p) * g) (default) or -((e / p) * g), the
+ *   quotient correctly rounded; where t == 0 (default targets) the quotient
+ *   is taken as 0 unless p is NaN, because the forward term is then the
+ *   constant 0 whatever p is (p = 0 included).
+ * torch's formulas (xlogy(t, t) - t * x, or exp(t) * (t - x), through
+ * autograd); at t == 0 the target gradient is g * (-inf), the one-sided
+ * derivative of t log t, where torch's xlogy backward gives 0/0 = NaN.
+ */
+TALLY_FN tally_grad2 tally_kl_grad(float xin, float t, float g, tally_u32 flags)
+{
+    const int prob = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) != 0u;
+    const float x = prob ? tally_logf(xin) : xin;
+    tally_grad2 r;
+    if (flags & TALLY_KL_FLAG_LOG_TARGET) {
+        const float e = tally_expf(t);
+        const float eg = e * g;
+        r.a = prob ? -(tally_divf(e, xin) * g) : -eg;
+        r.b = eg * ((t - x) + 1.0f);
+    } else {
+        r.a = -(t * g);
+        if (prob) {
+            const float ratio = (t == 0.0f && xin == xin) ? 0.0f : tally_divf(t, xin);
+            r.a = -(ratio * g);
+        }
+        r.b = g * ((tally_logf(t) - x) + 1.0f);
+    }
+    return r;
+}
+
+/*
+ * Dirichlet-multinomial, with respect to a = exp(log_alpha):
+ * d(row value)/da_v = R + T_v, with the row part R = psi(A) - psi(N + A)
+ * and the element part T_v = psi(n_v + a_v) - psi(a_v) (exactly 0 for a
+ * zero count, NaN for a negative count, as the forward's term).
+ */
+TALLY_FN float tally_dm_grad_row(float A, float N)
+{
+    return tally_digammaf(A) - tally_digammaf(N + A);
+}
+
+TALLY_FN float tally_dm_grad_term(float n, float a)
+{
+    if (n == 0.0f) return 0.0f;
+    float v = tally_digammaf(n + a) - tally_digammaf(a);
+    if (n < 0.0f) v = TALLY_F32_NAN;
+    return v;
+}
+
+/* The weight of element (b, v): g_b * (R_b + T_bv). The gradient with
+ * respect to log_alpha is a_v times it (per-row alpha) or a_v times the tree
+ * sum of it over the rows b (shared alpha). */
+TALLY_FN float tally_dm_grad_weight(float g, float R, float n, float a)
+{
+    return g * (R + tally_dm_grad_term(n, a));
+}
+
+#endif /* TALLY_TERMS_BACKWARD_H */

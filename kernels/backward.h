@@ -1,0 +1,107 @@
+/*
+ * kernels/backward.h - the gradient kernels (launched by
+ * backends/gpu/gpu_backward.c), with the terms of tally/terms_backward.h so
+ * that every element's bits are the host's (backends/host/host_backward.c).
+ */
+#ifndef TALLY_KERNELS_BACKWARD_H
+#define TALLY_KERNELS_BACKWARD_H
+
+#include "tree.h"
+#include "tally/terms_backward.h"
+
+/* Which outputs tally_k_kl_backward writes. */
+#define TALLY_K_BW_WANT_A 1u
+#define TALLY_K_BW_WANT_B 2u
+
+/*
+ * KL divergence backward: for each element (r, c), tally_kl_grad of
+ * x[r, c], t[r, c] and the upstream gradient (g[r, c] when pointwise, else
+ * g[0] scaled by tally_grad_scale), stored to gx and gt as `want` says.
+ * CONTIGUOUS (every view one run of rows*cols elements): a flat grid-stride
+ * loop. STRIDED: groups walk rows, work-items walk a row's columns.
+ */
+TALLY_KERNEL void tally_k_kl_backward(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT g, tally_u64 g_off, tally_u64 g_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gx, tally_u64 gx_off, tally_u64 gx_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gt, tally_u64 gt_off, tally_u64 gt_stride,
+                                      tally_u64 rows, tally_u64 cols, tally_u32 mode, tally_u32 flags,
+                                      tally_u32 pointwise, tally_u32 divide, float divisor, tally_u32 want)
+{
+    const tally_u32 lid = TALLY_LID();
+    const float gs = pointwise ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
+    if (mode == TALLY_K_LOAD_STRIDED) {
+        for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT()) {
+            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE) {
+                const float gv = pointwise ? g[g_off + r * g_stride + c] : gs;
+                const tally_grad2 d = tally_kl_grad(x[x_off + r * x_stride + c], t[t_off + r * t_stride + c], gv, flags);
+                if (want & TALLY_K_BW_WANT_A) gx[gx_off + r * gx_stride + c] = tally_canonical(d.a);
+                if (want & TALLY_K_BW_WANT_B) gt[gt_off + r * gt_stride + c] = tally_canonical(d.b);
+            }
+        }
+        return;
+    }
+    const tally_u64 n = rows * cols;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step) {
+        const float gv = pointwise ? g[g_off + k] : gs;
+        const tally_grad2 d = tally_kl_grad(x[x_off + k], t[t_off + k], gv, flags);
+        if (want & TALLY_K_BW_WANT_A) gx[gx_off + k] = tally_canonical(d.a);
+        if (want & TALLY_K_BW_WANT_B) gt[gt_off + k] = tally_canonical(d.b);
+    }
+}
+
+/*
+ * Dirichlet-multinomial backward, per row b < B: R[b] = tally_dm_grad_row of
+ * the row's A (sums[a_off + b * a_step]) and N (sums[n_off + b]), and the
+ * row's upstream gradient G[b] (g[g_off + b * g_stride] per row, else g[g_off]
+ * scaled). R at rg[rg_off + b], G at rg[rg_off + B + b].
+ */
+TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT sums, tally_u64 a_off, tally_u64 a_step,
+                                     tally_u64 n_off, TALLY_GLOBAL const float *TALLY_RESTRICT g, tally_u64 g_off,
+                                     tally_u64 g_stride, tally_u32 per_row_grad, tally_u32 divide, float divisor,
+                                     tally_u64 B, TALLY_GLOBAL float *TALLY_RESTRICT rg, tally_u64 rg_off)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {
+        rg[rg_off + b] = tally_dm_grad_row(sums[a_off + b * a_step], sums[n_off + b]);
+        rg[rg_off + B + b] = per_row_grad ? g[g_off + b * g_stride] : tally_grad_scale(g[g_off], divide, divisor);
+    }
+}
+
+/*
+ * Dirichlet-multinomial backward, per element (b, v): the weight
+ * w = tally_dm_grad_weight(G[b], R[b], n[b, v], a) with a = exp(log_alpha of
+ * the row, or of the shared row when la_stride == 0). per_row: out[b, v] =
+ * a * w. Otherwise w goes to out[out_off + b * V + v] (scratch), whose
+ * columns a tree then sums. Groups walk rows, work-items a row's columns.
+ */
+TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
+                                         tally_u64 c_stride, TALLY_GLOBAL const float *TALLY_RESTRICT la,
+                                         tally_u64 la_off, tally_u64 la_stride,
+                                         TALLY_GLOBAL const float *TALLY_RESTRICT rg, tally_u64 rg_off, tally_u64 B,
+                                         tally_u64 V, tally_u32 per_row, TALLY_GLOBAL float *TALLY_RESTRICT out,
+                                         tally_u64 out_off, tally_u64 out_stride)
+{
+    for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
+        const float R = rg[rg_off + b], G = rg[rg_off + B + b];
+        for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
+            const float a = tally_expf(la[la_off + b * la_stride + v]);
+            const float w = tally_dm_grad_weight(G, R, counts[c_off + b * c_stride + v], a);
+            out[out_off + b * out_stride + v] = per_row ? tally_canonical(a * w) : w;
+        }
+    }
+}
+
+/* out[v] = exp(log_alpha[v]) * s[v]: a shared alpha's gradient from the
+ * column sums of the weights. */
+TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT s, tally_u64 s_off, tally_u64 V,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 v = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); v < V; v += step)
+        out[out_off + v] = tally_canonical(tally_expf(la[la_off + v]) * s[s_off + v]);
+}
+
+#endif /* TALLY_KERNELS_BACKWARD_H */

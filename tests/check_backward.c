@@ -1,0 +1,703 @@
+/*
+ * tests/check_backward.c - the gradient ops (tally_kl_div_backward,
+ * tally_dirichlet_multinomial_backward) and tally_digammaf, on the backend
+ * named by TALLY_TEST_BACKEND.
+ *
+ * Three kinds of expectation:
+ * - against float64: the gradients written out analytically in double in
+ *   this file (independent of the library's terms), which are themselves
+ *   checked against float64 central finite differences of float64 forward
+ *   losses; the tolerances are a few float ulps of the magnitudes that the
+ *   float evaluation rounds, plus the tree depth for sums (as in
+ *   tests/check_ops.c), and the measured digamma error (docs/accuracy.md);
+ * - exact values where the contract fixes them (the target == 0 and NaN
+ *   conventions of docs/ops.md, absent outputs left untouched);
+ * - the same bits as the host backend, compared element by element, for
+ *   every case (a second context on the host backend in the same process).
+ * A training loop (Dirichlet-multinomial, 100 gradient steps) must end with
+ * the host's parameters bit for bit and near a float64 run of the same loop.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tally/portable_math.h"
+#include "testutil.h"
+
+const int tally_test_needs_backend = 1;
+
+#define U 0x1p-24
+
+/* ---- float64 references ------------------------------------------------- */
+
+/* digamma in double: recurrence to x >= 20, then the asymptotic series to
+ * x^-14 (first omitted term < 1e-21 there). */
+static double ref_digamma(double x)
+{
+    if (x == 0.0) return -INFINITY;
+    if (!(x > 0.0)) return NAN;
+    if (isinf(x)) return x;
+    double acc = 0.0;
+    while (x < 20.0) {
+        acc += 1.0 / x;
+        x += 1.0;
+    }
+    double w = 1.0 / x, w2 = w * w;
+    double p = 691.0 / 32760.0 - w2 / 12.0;
+    p = 1.0 / 132.0 - w2 * p;
+    p = 1.0 / 240.0 - w2 * p;
+    p = 1.0 / 252.0 - w2 * p;
+    p = 1.0 / 120.0 - w2 * p;
+    p = 1.0 / 12.0 - w2 * p;
+    return (log(x) - 0.5 * w - w2 * p) - acc;
+}
+
+/* An upper bound of trigamma for x > 0 (how far an error in x moves psi). */
+static double trigamma_bound(double x)
+{
+    return 1.0 / x + 1.0 / (x * x);
+}
+
+enum { KL_LOG_TARGET = 1, KL_PROB = 2 };
+
+/* The pointwise KL loss in double (torch's definition; t > 0 for the
+ * default target). */
+static double ref_kl_loss(double xin, double t, unsigned flags)
+{
+    double x = (flags & KL_PROB) ? log(xin) : xin;
+    if (flags & KL_LOG_TARGET) return exp(t) * (t - x);
+    return t * (log(t) - x);
+}
+
+/* Its gradients times g, with docs/ops.md's conventions. mag: the sum of
+ * the magnitudes the float evaluation rounds, for the tolerance. */
+static void ref_kl_grad(double xin, double t, double g, unsigned flags, double *dx, double *dt, double *mag_x,
+                        double *mag_t)
+{
+    const int prob = (flags & KL_PROB) != 0;
+    double x = prob ? log(xin) : xin;
+    if (flags & KL_LOG_TARGET) {
+        double e = exp(t);
+        *dx = prob ? -(e / xin) * g : -e * g;
+        *dt = e * g * ((t - x) + 1.0);
+        *mag_x = fabs(*dx);
+        *mag_t = fabs(e * g) * (fabs(t) + fabs(x) + 1.0) + fabs(*dt);
+    } else {
+        *dx = prob ? (t == 0.0 ? 0.0 : -(t / xin) * g) : -t * g;
+        double lt = t == 0.0 ? -INFINITY : log(t);
+        *dt = g * ((lt - x) + 1.0);
+        *mag_x = fabs(*dx);
+        *mag_t = t == 0.0 ? 0.0 : fabs(g) * (fabs(lt) + fabs(x) + 1.0) + fabs(*dt);
+    }
+}
+
+/* ---- Helpers --------------------------------------------------------------- */
+
+static tally_context *host_context(void)
+{
+    static tally_context *h = NULL;
+    if (h == NULL) {
+        tally_status st = tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &h);
+        ck_assert_msg(st == TALLY_OK, "host context: %s", tally_last_error(NULL));
+    }
+    return h;
+}
+
+/* A [rows, cols] matrix at offset 2 with row stride cols + pad (pad > 0:
+ * poisoned gaps) in a new buffer of ctx; returns the view. */
+static tally_view put(tally_context *ctx, const float *dense, int64_t rows, int64_t cols, int64_t pad)
+{
+    const int64_t stride = cols + pad, off = 2;
+    const size_t total = (size_t)(off + (rows > 0 ? rows * stride : 0) + 3);
+    float *h = tt_alloc(total * sizeof *h);
+    for (size_t i = 0; i < total; i++) h[i] = tt_float(TT_POISON);
+    if (dense != NULL)
+        for (int64_t r = 0; r < rows; r++) memcpy(h + off + r * stride, dense + r * cols, (size_t)cols * 4);
+    tally_buffer *b = tt_upload(ctx, h, total);
+    free(h);
+    return tally_view_f32_strided(b, off, rows, cols, stride);
+}
+
+/* Downloads a view into dense [rows, cols] and checks that the elements
+ * around it still hold the poison. */
+static void get(const tally_view v, float *dense)
+{
+    const size_t total = tally_buffer_size(v.buffer) / 4;
+    float *h = tt_alloc(total * sizeof *h);
+    tt_read(v.buffer, 0, h, total);
+    for (size_t i = 0; i < total; i++) {
+        int64_t k = (int64_t)i - v.offset;
+        int inside = k >= 0 && v.rows > 0 && k / v.stride < v.rows && k % v.stride < v.cols;
+        if (inside)
+            dense[(k / v.stride) * v.cols + k % v.stride] = h[i];
+        else
+            ck_assert_msg(tt_bits(h[i]) == TT_POISON, "element %zu outside the output view was written", i);
+    }
+    free(h);
+}
+
+static tally_view absent(void)
+{
+    return (tally_view){.buffer = NULL, .dtype = TALLY_F32};
+}
+
+static void assert_same_bits(const float *got, const float *host, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(tt_bits(got[i]) == tt_bits(host[i]), "%s[%zu]: backend 0x%08x, host 0x%08x", what, i,
+                      tt_bits(got[i]), tt_bits(host[i]));
+}
+
+/* ---- digamma ------------------------------------------------------------- */
+
+START_TEST(digamma_known_values)
+{
+    static const struct {
+        float x;
+        double psi;
+    } rows[] = {
+        {1.0f, -0.57721566490153286},
+        {0.5f, -1.9635100260214235},
+        {2.0f, 0.42278433509846714},
+        {10.0f, 2.2517525890667211},
+        {1e-3f, -1000.5755719318103},
+        {100.0f, 4.6001618527380874},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        tt_assert_close(tally_digammaf(rows[i].x), rows[i].psi, 4.0 * U * fabs(rows[i].psi) + 1e-7, "psi(%g)",
+                        (double)rows[i].x);
+    /* The root: |psi| stays within the measured absolute error. */
+    tt_assert_close(tally_digammaf(1.46163214f), ref_digamma((double)1.46163214f), 4e-8, "psi at its root");
+    ck_assert(tally_digammaf(0.0f) == -INFINITY);
+    ck_assert(tally_digammaf(-0.0f) == -INFINITY);
+    ck_assert(tally_digammaf(INFINITY) == INFINITY);
+    ck_assert(isnan(tally_digammaf(-1.0f)));
+    ck_assert(isnan(tally_digammaf(-INFINITY)));
+    ck_assert_uint_eq(tt_bits(tally_digammaf(tt_float(0x7fc01234u))), 0x7fc01234u);
+}
+END_TEST
+
+/* A dense sample of (0, 1e30): every 4099th bit pattern. Relative error
+ * within 3 ulp, or 4e-8 absolute where |psi| < 0.2 (next to the root):
+ * the bounds measured over every float (docs/accuracy.md), rounded up. */
+START_TEST(digamma_dense_sample)
+{
+    for (uint32_t u = 1; u < 0x7149f2cau; u += 4099u) {
+        float x = tt_float(u);
+        double ref = ref_digamma((double)x);
+        float got = tally_digammaf(x);
+        if (fabs(ref) > 0x1.fffffep127) {
+            /* Beyond the float range (x < about 3e-39): -inf, as rounding gives. */
+            ck_assert_msg(got == -INFINITY, "psi(%a) = %a, expected -inf", (double)x, (double)got);
+            continue;
+        }
+        double tol = fabs(ref) < 0.2 ? 4e-8 : 3.0 * U * fabs(ref);
+        tt_assert_close(got, ref, tol, "psi(%a)", (double)x);
+    }
+}
+END_TEST
+
+/* ---- KL divergence backward ---------------------------------------------- */
+
+typedef struct kl_case {
+    int64_t rows, cols, pad;
+    tally_reduction reduction;
+    unsigned flags;
+    int want; /* 1: grad_input, 2: grad_target */
+} kl_case;
+
+typedef struct kl_data {
+    float *x, *t, *g;
+    size_t n;
+} kl_data;
+
+static kl_data kl_inputs(const kl_case *c, uint64_t seed)
+{
+    kl_data d;
+    d.n = (size_t)(c->rows * c->cols);
+    const size_t m = d.n > 0 ? d.n : 1;
+    d.x = tt_alloc(m * 4);
+    d.t = tt_alloc(m * 4);
+    d.g = tt_alloc(m * 4);
+    if (c->flags & TALLY_KL_INPUT_IS_PROB)
+        tt_fill_uniform(d.x, d.n, seed, 0.01, 1.0);
+    else
+        tt_fill_uniform(d.x, d.n, seed, -6.0, 0.0);
+    if (c->flags & TALLY_KL_LOG_TARGET)
+        tt_fill_uniform(d.t, d.n, seed + 1, -6.0, 0.5);
+    else
+        tt_fill_uniform(d.t, d.n, seed + 1, 0.001, 1.0);
+    tt_fill_uniform(d.g, d.n, seed + 2, -2.0, 2.0);
+    return d;
+}
+
+static void kl_free(kl_data *d)
+{
+    free(d->x);
+    free(d->t);
+    free(d->g);
+}
+
+/* Runs the op on ctx; gx/gt (dense, n floats) receive the outputs that
+ * c->want asks for. */
+static void kl_run(tally_context *ctx, const kl_case *c, const kl_data *d, float *gx, float *gt)
+{
+    const int pointwise = c->reduction == TALLY_REDUCTION_NONE;
+    tally_view x = put(ctx, d->x, c->rows, c->cols, c->pad), t = put(ctx, d->t, c->rows, c->cols, c->pad);
+    tally_view g = pointwise ? put(ctx, d->g, c->rows, c->cols, c->pad) : put(ctx, d->g, 1, 1, 0);
+    tally_view vx = (c->want & 1) ? put(ctx, NULL, c->rows, c->cols, c->pad) : absent();
+    tally_view vt = (c->want & 2) ? put(ctx, NULL, c->rows, c->cols, c->pad + 1) : absent();
+    tt_ok(tally_kl_div_backward(ctx, x, t, g, c->reduction, c->flags, vx, vt), ctx);
+    if (c->want & 1) get(vx, gx);
+    if (c->want & 2) get(vt, gt);
+    tally_buffer_release(x.buffer);
+    tally_buffer_release(t.buffer);
+    tally_buffer_release(g.buffer);
+    tally_buffer_release(vx.buffer);
+    tally_buffer_release(vt.buffer);
+}
+
+static double kl_scale(const kl_case *c)
+{
+    if (c->reduction == TALLY_REDUCTION_MEAN) return 1.0 / (double)(c->rows * c->cols);
+    if (c->reduction == TALLY_REDUCTION_BATCHMEAN) return 1.0 / (double)c->rows;
+    return 1.0;
+}
+
+static unsigned ref_flags(unsigned flags)
+{
+    return ((flags & TALLY_KL_LOG_TARGET) ? KL_LOG_TARGET : 0) | ((flags & TALLY_KL_INPUT_IS_PROB) ? KL_PROB : 0);
+}
+
+START_TEST(kl_backward_cases)
+{
+    static const kl_case cases[] = {
+        {3, 5, 0, TALLY_REDUCTION_NONE, 0, 3},
+        {3, 5, 2, TALLY_REDUCTION_NONE, TALLY_KL_LOG_TARGET, 3},
+        {4, 7, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3},
+        {4, 7, 1, TALLY_REDUCTION_MEAN, TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET, 3},
+        {16, 33, 0, TALLY_REDUCTION_BATCHMEAN, 0, 3},
+        {16, 33, 3, TALLY_REDUCTION_BATCHMEAN, TALLY_KL_LOG_TARGET, 1},
+        {2, 1000, 0, TALLY_REDUCTION_MEAN, 0, 2},
+        {1, 20000, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3},
+        {300, 64, 5, TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, 3},
+    };
+    tally_context *ctx = tt_context();
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const kl_case *c = &cases[ci];
+        kl_data d = kl_inputs(c, 100 + ci);
+        float *gx = tt_alloc(d.n * 4), *gt = tt_alloc(d.n * 4), *hx = tt_alloc(d.n * 4), *ht = tt_alloc(d.n * 4);
+        kl_run(ctx, c, &d, gx, gt);
+        kl_run(host_context(), c, &d, hx, ht);
+        const int pointwise = c->reduction == TALLY_REDUCTION_NONE;
+        for (size_t i = 0; i < d.n; i++) {
+            double g = pointwise ? (double)d.g[i] : (double)d.g[0] * kl_scale(c);
+            double dx, dt, mx, mt;
+            ref_kl_grad(d.x[i], d.t[i], g, ref_flags(c->flags), &dx, &dt, &mx, &mt);
+            if (c->want & 1) tt_assert_close(gx[i], dx, 6.0 * U * mx + 1e-30, "case %zu grad_input[%zu]", ci, i);
+            if (c->want & 2) tt_assert_close(gt[i], dt, 6.0 * U * mt + 1e-30, "case %zu grad_target[%zu]", ci, i);
+        }
+        if (c->want & 1) assert_same_bits(gx, hx, d.n, "grad_input");
+        if (c->want & 2) assert_same_bits(gt, ht, d.n, "grad_target");
+        free(gx), free(gt), free(hx), free(ht);
+        kl_free(&d);
+    }
+}
+END_TEST
+
+/* The float64 analytic gradients of this file agree with central finite
+ * differences of the float64 loss, for every flag set. */
+START_TEST(kl_reference_matches_finite_differences)
+{
+    tt_rand r = tt_rand_seed(7);
+    for (unsigned flags = 0; flags < 4; flags++) {
+        for (int k = 0; k < 200; k++) {
+            double xin = (flags & KL_PROB) ? 0.05 + 0.9 * tt_rand_unit(&r) : -5.0 * tt_rand_unit(&r);
+            double t = (flags & KL_LOG_TARGET) ? -4.0 + 4.0 * tt_rand_unit(&r) : 0.01 + 0.99 * tt_rand_unit(&r);
+            double g = -2.0 + 4.0 * tt_rand_unit(&r);
+            double dx, dt, mx, mt;
+            ref_kl_grad(xin, t, g, flags, &dx, &dt, &mx, &mt);
+            const double h = 1e-6;
+            double fx = g * (ref_kl_loss(xin + h, t, flags) - ref_kl_loss(xin - h, t, flags)) / (2 * h);
+            double ft = g * (ref_kl_loss(xin, t + h, flags) - ref_kl_loss(xin, t - h, flags)) / (2 * h);
+            ck_assert_msg(fabs(fx - dx) <= 1e-6 * (1 + fabs(dx)), "flags %u d/dx %g vs fd %g", flags, dx, fx);
+            ck_assert_msg(fabs(ft - dt) <= 1e-6 * (1 + fabs(dt)), "flags %u d/dt %g vs fd %g", flags, dt, ft);
+        }
+    }
+}
+END_TEST
+
+/* docs/ops.md's conventions, value by value (grad_out 1 per element). */
+START_TEST(kl_backward_special_values)
+{
+    const float inf = INFINITY, nan = NAN;
+    static const struct {
+        unsigned flags;
+        float x, t;
+        uint32_t gx, gt; /* expected bits */
+    } rows[] = {
+        /* t == 0: d/dx = -(0 * 1) = -0, d/dt = -inf (torch: NaN). */
+        {0, -1.0f, 0.0f, 0x80000000u, 0xff800000u},
+        /* p = 0 and t == 0 under INPUT_IS_PROB: no mass, d/dp = -0. */
+        {TALLY_KL_INPUT_IS_PROB, 0.0f, 0.0f, 0x80000000u, 0x7fc00000u},
+        /* p = 0, t > 0: d/dp = -(inf) and d/dt = +inf. */
+        {TALLY_KL_INPUT_IS_PROB, 0.0f, 0.5f, 0xff800000u, 0x7f800000u},
+        /* Negative target: d/dx = -t, d/dt NaN (log of a negative). */
+        {0, -1.0f, -0.5f, 0x3f000000u, 0x7fc00000u},
+        /* x = 0: d/dx = -t exactly; d/dt = log(0.25) + 1 (checked with a tolerance). */
+        {0, 0.0f, 0.25f, 0xbe800000u, 0x3faa2a3au},
+        /* log target -inf: exp = 0, d/dx = -0, d/dt = 0 * inf = NaN. */
+        {TALLY_KL_LOG_TARGET, -1.0f, -inf, 0x80000000u, 0x7fc00000u},
+    };
+    const size_t n = sizeof rows / sizeof rows[0];
+    (void)nan;
+    (void)inf;
+    tally_context *ctx = tt_context();
+    for (size_t i = 0; i < n; i++) {
+        float one = 1.0f;
+        tally_view x = put(ctx, &rows[i].x, 1, 1, 0), t = put(ctx, &rows[i].t, 1, 1, 0), g = put(ctx, &one, 1, 1, 0);
+        tally_view vx = put(ctx, NULL, 1, 1, 0), vt = put(ctx, NULL, 1, 1, 0);
+        tt_ok(tally_kl_div_backward(ctx, x, t, g, TALLY_REDUCTION_NONE, rows[i].flags, vx, vt), ctx);
+        float gx, gt;
+        get(vx, &gx);
+        get(vt, &gt);
+        if (i == 4) {
+            /* x = 0, t = 0.25: d/dt = log(0.25) + 1 computed in float. */
+            ck_assert_uint_eq(tt_bits(gx), rows[i].gx);
+            tt_assert_close(gt, log(0.25) + 1.0, 2.0 * U, "d/dt at x = 0");
+        } else {
+            ck_assert_msg(tt_bits(gx) == rows[i].gx, "row %zu grad_input 0x%08x, expected 0x%08x", i, tt_bits(gx),
+                          rows[i].gx);
+            ck_assert_msg(tt_bits(gt) == rows[i].gt, "row %zu grad_target 0x%08x, expected 0x%08x", i, tt_bits(gt),
+                          rows[i].gt);
+        }
+        tally_buffer_release(x.buffer), tally_buffer_release(t.buffer), tally_buffer_release(g.buffer);
+        tally_buffer_release(vx.buffer), tally_buffer_release(vt.buffer);
+    }
+    /* A NaN anywhere gives the canonical NaN. */
+    float xs[3] = {NAN, -1.0f, -1.0f}, ts[3] = {0.5f, NAN, 0.5f}, gs[3] = {1.0f, 1.0f, NAN};
+    tally_view x = put(ctx, xs, 1, 3, 0), t = put(ctx, ts, 1, 3, 0), g = put(ctx, gs, 1, 3, 0);
+    tally_view vx = put(ctx, NULL, 1, 3, 0), vt = put(ctx, NULL, 1, 3, 0);
+    tt_ok(tally_kl_div_backward(ctx, x, t, g, TALLY_REDUCTION_NONE, 0, vx, vt), ctx);
+    float gx[3], gt[3];
+    get(vx, gx);
+    get(vt, gt);
+    ck_assert_uint_eq(tt_bits(gt[0]), 0x7fc00000u);
+    ck_assert_uint_eq(tt_bits(gt[1]), 0x7fc00000u);
+    ck_assert_uint_eq(tt_bits(gx[1]), 0x7fc00000u);
+    ck_assert_uint_eq(tt_bits(gx[2]), 0x7fc00000u);
+    ck_assert_uint_eq(tt_bits(gt[2]), 0x7fc00000u);
+    tally_buffer_release(x.buffer), tally_buffer_release(t.buffer), tally_buffer_release(g.buffer);
+    tally_buffer_release(vx.buffer), tally_buffer_release(vt.buffer);
+}
+END_TEST
+
+START_TEST(kl_backward_errors_and_empty)
+{
+    tally_context *ctx = tt_context();
+    float v[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+    tally_view x = put(ctx, v, 2, 3, 0), t = put(ctx, v, 2, 3, 0), g1 = put(ctx, v, 1, 1, 0);
+    tally_view out = put(ctx, NULL, 2, 3, 0), small = put(ctx, NULL, 2, 2, 0);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, g1, TALLY_REDUCTION_NONE, 0, out, absent()),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, x, TALLY_REDUCTION_SUM, 0, out, absent()),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, g1, TALLY_REDUCTION_SUM, 0, small, absent()),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, g1, TALLY_REDUCTION_SUM, 0, out, out),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, g1, TALLY_REDUCTION_SUM, 0, x, absent()),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, g1, TALLY_REDUCTION_SUM, 8u, out, absent()),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_assert_status(tally_kl_div_backward(ctx, x, t, g1, (tally_reduction)9, 0, out, absent()),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_assert_status(tally_kl_div_backward(NULL, x, t, g1, TALLY_REDUCTION_SUM, 0, out, absent()),
+                     TALLY_INVALID_ARGUMENT, NULL);
+    /* Nothing wanted: OK, nothing written. */
+    tt_ok(tally_kl_div_backward(ctx, x, t, g1, TALLY_REDUCTION_SUM, 0, absent(), absent()), ctx);
+    /* Empty: mean of nothing is refused, sum and none of nothing do nothing. */
+    tally_view e = put(ctx, NULL, 0, 3, 0);
+    tally_view eo = put(ctx, NULL, 0, 3, 0);
+    tt_assert_status(tally_kl_div_backward(ctx, e, e, g1, TALLY_REDUCTION_MEAN, 0, eo, absent()),
+                     TALLY_EMPTY_INPUT, ctx);
+    tt_ok(tally_kl_div_backward(ctx, e, e, g1, TALLY_REDUCTION_SUM, 0, eo, absent()), ctx);
+    tt_ok(tally_kl_div_backward(ctx, e, e, e, TALLY_REDUCTION_NONE, 0, eo, absent()), ctx);
+    get(out, v); /* checks that no element of out was written */
+    for (int i = 0; i < 6; i++) ck_assert_uint_eq(tt_bits(v[i]), TT_POISON);
+    tally_buffer_release(x.buffer), tally_buffer_release(t.buffer), tally_buffer_release(g1.buffer);
+    tally_buffer_release(out.buffer), tally_buffer_release(small.buffer);
+    tally_buffer_release(e.buffer), tally_buffer_release(eo.buffer);
+}
+END_TEST
+
+/* ---- Dirichlet-multinomial backward ------------------------------------- */
+
+typedef struct dm_case {
+    int64_t B, V, pad;
+    int per_row;
+    tally_reduction reduction;
+    int zero_every; /* every k-th count is 0 (0: none) */
+    int whole;      /* whole counts */
+} dm_case;
+
+/* The float64 gradient w.r.t. log_alpha ([1, V] or [B, V] into grad) and a
+ * per-output magnitude for the tolerance. */
+static void ref_dm_grad(const dm_case *c, const float *n, const float *la, const float *g, double *grad,
+                        double *mag)
+{
+    const int64_t B = c->B, V = c->V, rows_out = c->per_row ? B : 1;
+    for (int64_t i = 0; i < rows_out * V; i++) grad[i] = 0.0, mag[i] = 0.0;
+    const double depth_col = 2.0 * (log2((double)(B > 1 ? B : 1)) + 64.0);
+    for (int64_t b = 0; b < B; b++) {
+        const float *lr = la + (c->per_row ? b * V : 0);
+        double A = 0, N = 0;
+        for (int64_t v = 0; v < V; v++) A += exp((double)lr[v]), N += n[b * V + v];
+        double gb = c->reduction == TALLY_REDUCTION_NONE ? g[b] : g[0] / (c->reduction == TALLY_REDUCTION_MEAN ? (double)B : 1.0);
+        double pA = ref_digamma(A), pNA = ref_digamma(N + A);
+        /* Row terms' rounding, and the trees' error in A and N moved through psi. */
+        double row_mag = fabs(pA) + fabs(pNA) + 70.0 * (A * trigamma_bound(A) + (N + A) * trigamma_bound(N + A));
+        for (int64_t v = 0; v < V; v++) {
+            double a = exp((double)lr[v]), nv = n[b * V + v];
+            double T = nv == 0 ? 0.0 : ref_digamma(nv + a) - ref_digamma(a);
+            double tm = nv == 0 ? 0.0 : fabs(ref_digamma(nv + a)) + fabs(ref_digamma(a)) + 2.0 * a * trigamma_bound(a);
+            int64_t o = (c->per_row ? b * V : 0) + v;
+            grad[o] += a * gb * ((pA - pNA) + T);
+            /* Each digamma is within 3 ulp (relative) or 4e-8 absolute,
+             * and each difference and product rounds once more. */
+            mag[o] += a * fabs(gb) * (6.0 * (row_mag + tm) + 4.0 * 4e-8 / U + depth_col * fabs((pA - pNA) + T));
+        }
+    }
+}
+
+static void dm_run(tally_context *ctx, const dm_case *c, const float *n, const float *la, const float *g,
+                   float *grad)
+{
+    const int64_t rows_out = c->per_row ? c->B : 1;
+    tally_view vn = put(ctx, n, c->B, c->V, c->pad), vla = put(ctx, la, rows_out, c->V, c->pad);
+    tally_view vg = c->reduction == TALLY_REDUCTION_NONE ? put(ctx, g, c->B, 1, 0) : put(ctx, g, 1, 1, 0);
+    tally_view vo = put(ctx, NULL, rows_out, c->V, c->pad + 1);
+    tt_ok(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, c->reduction, 0, vo), ctx);
+    get(vo, grad);
+    tally_buffer_release(vn.buffer), tally_buffer_release(vla.buffer), tally_buffer_release(vg.buffer);
+    tally_buffer_release(vo.buffer);
+}
+
+START_TEST(dm_backward_cases)
+{
+    static const dm_case cases[] = {
+        {4, 5, 0, 1, TALLY_REDUCTION_NONE, 3, 1},
+        {4, 5, 2, 0, TALLY_REDUCTION_NONE, 3, 1},
+        {7, 33, 1, 0, TALLY_REDUCTION_SUM, 0, 0},
+        {7, 33, 0, 1, TALLY_REDUCTION_MEAN, 2, 0},
+        {1, 40, 0, 0, TALLY_REDUCTION_SUM, 4, 1},
+        {300, 17, 0, 0, TALLY_REDUCTION_MEAN, 5, 1},
+        {20000, 3, 0, 0, TALLY_REDUCTION_SUM, 4, 1}, /* a two-level column tree */
+        {3, 20000, 0, 1, TALLY_REDUCTION_NONE, 3, 1}, /* two-level row trees */
+        {5, 20000, 0, 0, TALLY_REDUCTION_NONE, 3, 1},
+    };
+    tally_context *ctx = tt_context();
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const dm_case *c = &cases[ci];
+        const size_t nn = (size_t)(c->B * c->V), rows_out = c->per_row ? (size_t)c->B : 1, no = rows_out * c->V;
+        float *n = tt_alloc(nn * 4), *la = tt_alloc(no * 4), *g = tt_alloc((size_t)c->B * 4 + 4);
+        tt_fill_uniform(n, nn, 300 + ci, 0.0, 6.0);
+        for (size_t i = 0; i < nn; i++) {
+            if (c->whole) n[i] = floorf(n[i]);
+            if (c->zero_every && i % (size_t)c->zero_every == 0) n[i] = 0.0f;
+        }
+        tt_fill_uniform(la, no, 400 + ci, -2.0, 2.0);
+        tt_fill_uniform(g, (size_t)c->B + 1, 500 + ci, -1.5, 1.5);
+        float *got = tt_alloc(no * 4), *host = tt_alloc(no * 4);
+        double *ref = tt_alloc(no * 8), *mag = tt_alloc(no * 8);
+        dm_run(ctx, c, n, la, g, got);
+        dm_run(host_context(), c, n, la, g, host);
+        ref_dm_grad(c, n, la, g, ref, mag);
+        for (size_t i = 0; i < no; i++)
+            tt_assert_close(got[i], ref[i], U * mag[i] + 1e-30, "case %zu grad_log_alpha[%zu]", ci, i);
+        assert_same_bits(got, host, no, "grad_log_alpha");
+        free(n), free(la), free(g), free(got), free(host), free(ref), free(mag);
+    }
+}
+END_TEST
+
+/* The float64 analytic gradient agrees with central finite differences of
+ * the float64 log-likelihood (per-row and shared alpha, fractional counts). */
+static double ref_dm_loglik(const float *n, const double *la, int64_t B, int64_t V, int per_row)
+{
+    double total = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const double *lr = la + (per_row ? b * V : 0);
+        double A = 0, N = 0, S = 0;
+        for (int64_t v = 0; v < V; v++) {
+            double a = exp(lr[v]);
+            A += a, N += n[b * V + v];
+            S += lgamma(n[b * V + v] + a) - lgamma(a);
+        }
+        total += lgamma(A) - lgamma(N + A) + S;
+    }
+    return total;
+}
+
+START_TEST(dm_reference_matches_finite_differences)
+{
+    for (int per_row = 0; per_row < 2; per_row++) {
+        const dm_case c = {3, 4, 0, per_row, TALLY_REDUCTION_SUM, 3, 0};
+        float n[12], la[12], g[1] = {1.0f};
+        tt_fill_uniform(n, 12, 11, 0.0, 5.0);
+        n[0] = 0.0f;
+        tt_fill_uniform(la, 12, 12, -1.5, 1.5);
+        const int64_t no = per_row ? 12 : 4;
+        double ref[12], mag[12], lad[12];
+        ref_dm_grad(&c, n, la, g, ref, mag);
+        for (int64_t i = 0; i < no; i++) {
+            for (int64_t k = 0; k < no; k++) lad[k] = la[k];
+            const double h = 1e-6;
+            lad[i] = la[i] + h;
+            double up = ref_dm_loglik(n, lad, 3, 4, per_row);
+            lad[i] = la[i] - h;
+            double dn = ref_dm_loglik(n, lad, 3, 4, per_row);
+            double fd = (up - dn) / (2 * h);
+            ck_assert_msg(fabs(fd - ref[i]) <= 1e-6 * (1 + fabs(fd)), "per_row %d [%lld]: analytic %g fd %g",
+                          per_row, (long long)i, ref[i], fd);
+        }
+    }
+}
+END_TEST
+
+START_TEST(dm_backward_edges_and_errors)
+{
+    tally_context *ctx = tt_context();
+    /* A negative count makes its element NaN (per row) or its column NaN
+     * (shared); an all-zero row has only its row part. */
+    float n[6] = {0.0f, 0.0f, 0.0f, 1.0f, -1.0f, 2.0f}, la[3] = {0.0f, 0.5f, -0.5f}, g = 1.0f;
+    tally_view vn = put(ctx, n, 2, 3, 0), vla = put(ctx, la, 1, 3, 0), vg = put(ctx, &g, 1, 1, 0);
+    tally_view vo = put(ctx, NULL, 1, 3, 0);
+    tt_ok(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_SUM, 0, vo), ctx);
+    float out[3];
+    get(vo, out);
+    ck_assert_uint_eq(tt_bits(out[1]), 0x7fc00000u);
+    ck_assert(isfinite(out[0]) && isfinite(out[2]));
+    /* Row 0 (all zero) contributes psi(A) - psi(0 + A) = 0 exactly, so
+     * column 0 equals the gradient of row 1 alone. */
+    float n1[3] = {1.0f, -1.0f, 2.0f};
+    tally_view vn1 = put(ctx, n1, 1, 3, 0), vo1 = put(ctx, NULL, 1, 3, 0);
+    tt_ok(tally_dirichlet_multinomial_backward(ctx, vn1, vla, vg, TALLY_REDUCTION_SUM, 0, vo1), ctx);
+    float out1[3];
+    get(vo1, out1);
+    ck_assert_uint_eq(tt_bits(out[0]), tt_bits(out1[0]));
+    /* Errors. */
+    tally_view bad = put(ctx, NULL, 1, 2, 0);
+    tt_assert_status(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_SUM, 0, bad),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_BATCHMEAN, 0, vo),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_assert_status(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_NONE, 0, vo),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_SUM, 0, absent()),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tt_assert_status(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_SUM, 0, vla),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    /* Zero rows with a shared alpha: the empty column sums give a * 0 = 0. */
+    tally_view e = put(ctx, NULL, 0, 3, 0);
+    tt_ok(tally_dirichlet_multinomial_backward(ctx, e, vla, vg, TALLY_REDUCTION_SUM, 0, vo), ctx);
+    get(vo, out);
+    for (int v = 0; v < 3; v++) ck_assert_uint_eq(tt_bits(out[v]), 0u);
+    tt_assert_status(tally_dirichlet_multinomial_backward(ctx, e, vla, vg, TALLY_REDUCTION_MEAN, 0, vo),
+                     TALLY_EMPTY_INPUT, ctx);
+    tally_buffer_release(vn.buffer), tally_buffer_release(vla.buffer), tally_buffer_release(vg.buffer);
+    tally_buffer_release(vo.buffer), tally_buffer_release(vn1.buffer), tally_buffer_release(vo1.buffer);
+    tally_buffer_release(bad.buffer), tally_buffer_release(e.buffer);
+}
+END_TEST
+
+/* ---- Training loop --------------------------------------------------------
+ * Fits a shared log_alpha [1, V] to synthetic counts by 100 steps of plain
+ * gradient descent on the mean negative log-likelihood: the gradient from
+ * tally_dirichlet_multinomial_backward (grad_out = -1), the update
+ * la -= lr * grad in float on the host. The backend's final parameters must
+ * equal the host backend's bit for bit, the loss must fall, and the result
+ * must be near the same loop run in float64. */
+
+#define TRAIN_B 64
+#define TRAIN_V 12
+#define TRAIN_STEPS 100
+#define TRAIN_LR 0.05f
+
+static void train(tally_context *ctx, const float *counts, float *la, float *first_loss, float *last_loss)
+{
+    tally_view vn = put(ctx, counts, TRAIN_B, TRAIN_V, 0), vla = put(ctx, la, 1, TRAIN_V, 0);
+    float minus_one = -1.0f;
+    tally_view vg = put(ctx, &minus_one, 1, 1, 0), vo = put(ctx, NULL, 1, TRAIN_V, 0), vl = put(ctx, NULL, 1, 1, 0);
+    for (int s = 0; s <= TRAIN_STEPS; s++) {
+        tt_write(vla.buffer, (size_t)vla.offset, la, TRAIN_V);
+        float loss;
+        tt_ok(tally_dirichlet_multinomial(ctx, vn, vla, TALLY_REDUCTION_MEAN, 0, vl), ctx);
+        tt_ok(tally_read_scalar(ctx, vl, &loss), ctx);
+        if (s == 0) *first_loss = -loss;
+        *last_loss = -loss;
+        if (s == TRAIN_STEPS) break;
+        tt_ok(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, TALLY_REDUCTION_MEAN, 0, vo), ctx);
+        float grad[TRAIN_V];
+        get(vo, grad);
+        for (int v = 0; v < TRAIN_V; v++) la[v] = la[v] - TRAIN_LR * grad[v];
+    }
+    tally_buffer_release(vn.buffer), tally_buffer_release(vla.buffer), tally_buffer_release(vg.buffer);
+    tally_buffer_release(vo.buffer), tally_buffer_release(vl.buffer);
+}
+
+START_TEST(dm_training_loop)
+{
+    float counts[TRAIN_B * TRAIN_V];
+    tt_rand r = tt_rand_seed(2026);
+    /* Counts from a skewed profile: column v has mean about 1 + v / 2. */
+    for (int b = 0; b < TRAIN_B; b++)
+        for (int v = 0; v < TRAIN_V; v++)
+            counts[b * TRAIN_V + v] = (float)tt_rand_below(&r, (uint64_t)(2 + v));
+    float la[TRAIN_V] = {0}, la_host[TRAIN_V] = {0};
+    float first, last, first_h, last_h;
+    train(tt_context(), counts, la, &first, &last);
+    train(host_context(), counts, la_host, &first_h, &last_h);
+    assert_same_bits(la, la_host, TRAIN_V, "trained log_alpha");
+    ck_assert_uint_eq(tt_bits(last), tt_bits(last_h));
+    ck_assert_msg(last < first - 0.5f, "loss fell only from %g to %g", (double)first, (double)last);
+    /* The same loop in float64. */
+    double lad[TRAIN_V] = {0};
+    const dm_case c = {TRAIN_B, TRAIN_V, 0, 0, TALLY_REDUCTION_MEAN, 0, 1};
+    float minus_one = -1.0f, laf[TRAIN_V];
+    double grad[TRAIN_V], mag[TRAIN_V];
+    for (int s = 0; s < TRAIN_STEPS; s++) {
+        for (int v = 0; v < TRAIN_V; v++) laf[v] = (float)lad[v];
+        ref_dm_grad(&c, counts, laf, &minus_one, grad, mag);
+        for (int v = 0; v < TRAIN_V; v++) lad[v] -= (double)TRAIN_LR * grad[v];
+    }
+    for (int v = 0; v < TRAIN_V; v++)
+        tt_assert_close(la[v], lad[v], 1e-5, "log_alpha[%d] after %d steps against float64", v, TRAIN_STEPS);
+}
+END_TEST
+
+Suite *tally_test_suite(void)
+{
+    Suite *s = suite_create("backward");
+    struct {
+        const char *name;
+        const TTest *tests[8];
+    } cases[] = {
+        {"digamma", {digamma_known_values, digamma_dense_sample, NULL}},
+        {"kl",
+         {kl_backward_cases, kl_reference_matches_finite_differences, kl_backward_special_values,
+          kl_backward_errors_and_empty, NULL}},
+        {"dm",
+         {dm_backward_cases, dm_reference_matches_finite_differences, dm_backward_edges_and_errors,
+          dm_training_loop, NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        TCase *tc = tcase_create(cases[c].name);
+        tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
+        tcase_set_timeout(tc, 300);
+        for (int t = 0; cases[c].tests[t] != NULL; t++) tcase_add_test(tc, cases[c].tests[t]);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
