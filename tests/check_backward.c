@@ -4,10 +4,10 @@
  * named by TALLY_TEST_BACKEND.
  *
  * Three kinds of expectation:
- * - against float64: the gradients written out analytically in double in
- *   this file (independent of the library's terms), which are themselves
- *   checked against float64 central finite differences of float64 forward
- *   losses; the tolerances are a few float ulps of the magnitudes that the
+ * - against float64: the gradients written out analytically in double
+ *   (tools/reference_backward.c, independent of the library's terms), which
+ *   are themselves checked here against float64 central finite differences
+ *   of float64 forward losses; the tolerances are a few float ulps of the magnitudes that the
  *   float evaluation rounds, plus the tree depth for sums (as in
  *   tests/check_ops.c), and the measured digamma error (docs/accuracy.md);
  * - exact values where the contract fixes them (the target == 0 and NaN
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reference_backward.h"
 #include "tally/portable_math.h"
 #include "testutil.h"
 
@@ -30,34 +31,6 @@ const int tally_test_needs_backend = 1;
 #define U 0x1p-24
 
 /* ---- float64 references ------------------------------------------------- */
-
-/* digamma in double: recurrence to x >= 20, then the asymptotic series to
- * x^-14 (first omitted term < 1e-21 there). */
-static double ref_digamma(double x)
-{
-    if (x == 0.0) return -INFINITY;
-    if (!(x > 0.0)) return NAN;
-    if (isinf(x)) return x;
-    double acc = 0.0;
-    while (x < 20.0) {
-        acc += 1.0 / x;
-        x += 1.0;
-    }
-    double w = 1.0 / x, w2 = w * w;
-    double p = 691.0 / 32760.0 - w2 / 12.0;
-    p = 1.0 / 132.0 - w2 * p;
-    p = 1.0 / 240.0 - w2 * p;
-    p = 1.0 / 252.0 - w2 * p;
-    p = 1.0 / 120.0 - w2 * p;
-    p = 1.0 / 12.0 - w2 * p;
-    return (log(x) - 0.5 * w - w2 * p) - acc;
-}
-
-/* An upper bound of trigamma for x > 0 (how far an error in x moves psi). */
-static double trigamma_bound(double x)
-{
-    return 1.0 / x + 1.0 / (x * x);
-}
 
 enum { KL_LOG_TARGET = 1, KL_PROB = 2 };
 
@@ -68,28 +41,6 @@ static double ref_kl_loss(double xin, double t, unsigned flags)
     double x = (flags & KL_PROB) ? log(xin) : xin;
     if (flags & KL_LOG_TARGET) return exp(t) * (t - x);
     return t * (log(t) - x);
-}
-
-/* Its gradients times g, with docs/ops.md's conventions. mag: the sum of
- * the magnitudes the float evaluation rounds, for the tolerance. */
-static void ref_kl_grad(double xin, double t, double g, unsigned flags, double *dx, double *dt, double *mag_x,
-                        double *mag_t)
-{
-    const int prob = (flags & KL_PROB) != 0;
-    double x = prob ? log(xin) : xin;
-    if (flags & KL_LOG_TARGET) {
-        double e = exp(t);
-        *dx = prob ? -(e / xin) * g : -e * g;
-        *dt = e * g * ((t - x) + 1.0);
-        *mag_x = fabs(*dx);
-        *mag_t = fabs(e * g) * (fabs(t) + fabs(x) + 1.0) + fabs(*dt);
-    } else {
-        *dx = prob ? (t == 0.0 ? 0.0 : -(t / xin) * g) : -t * g;
-        double lt = t == 0.0 ? -INFINITY : log(t);
-        *dt = g * ((lt - x) + 1.0);
-        *mag_x = fabs(*dx);
-        *mag_t = t == 0.0 ? 0.0 : fabs(g) * (fabs(lt) + fabs(x) + 1.0) + fabs(*dt);
-    }
 }
 
 /* ---- Helpers --------------------------------------------------------------- */
@@ -168,7 +119,7 @@ START_TEST(digamma_known_values)
         tt_assert_close(tally_digammaf(rows[i].x), rows[i].psi, 4.0 * U * fabs(rows[i].psi) + 1e-7, "psi(%g)",
                         (double)rows[i].x);
     /* The root: |psi| stays within the measured absolute error. */
-    tt_assert_close(tally_digammaf(1.46163214f), ref_digamma((double)1.46163214f), 4e-8, "psi at its root");
+    tt_assert_close(tally_digammaf(1.46163214f), tally_ref_digamma((double)1.46163214f), 4e-8, "psi at its root");
     ck_assert(tally_digammaf(0.0f) == -INFINITY);
     ck_assert(tally_digammaf(-0.0f) == -INFINITY);
     ck_assert(tally_digammaf(INFINITY) == INFINITY);
@@ -185,7 +136,7 @@ START_TEST(digamma_dense_sample)
 {
     for (uint32_t u = 1; u < 0x7149f2cau; u += 4099u) {
         float x = tt_float(u);
-        double ref = ref_digamma((double)x);
+        double ref = tally_ref_digamma((double)x);
         float got = tally_digammaf(x);
         if (fabs(ref) > 0x1.fffffep127) {
             /* Beyond the float range (x < about 3e-39): -inf, as rounding gives. */
@@ -294,9 +245,9 @@ START_TEST(kl_backward_cases)
         for (size_t i = 0; i < d.n; i++) {
             double g = pointwise ? (double)d.g[i] : (double)d.g[0] * kl_scale(c);
             double dx, dt, mx, mt;
-            ref_kl_grad(d.x[i], d.t[i], g, ref_flags(c->flags), &dx, &dt, &mx, &mt);
-            if (c->want & 1) tt_assert_close(gx[i], dx, 6.0 * U * mx + 1e-30, "case %zu grad_input[%zu]", ci, i);
-            if (c->want & 2) tt_assert_close(gt[i], dt, 6.0 * U * mt + 1e-30, "case %zu grad_target[%zu]", ci, i);
+            tally_ref_kl_grad(d.x[i], d.t[i], g, ref_flags(c->flags), &dx, &dt, &mx, &mt);
+            if (c->want & 1) tt_assert_close(gx[i], dx, U * mx + 1e-30, "case %zu grad_input[%zu]", ci, i);
+            if (c->want & 2) tt_assert_close(gt[i], dt, U * mt + 1e-30, "case %zu grad_target[%zu]", ci, i);
         }
         if (c->want & 1) assert_same_bits(gx, hx, d.n, "grad_input");
         if (c->want & 2) assert_same_bits(gt, ht, d.n, "grad_target");
@@ -317,7 +268,7 @@ START_TEST(kl_reference_matches_finite_differences)
             double t = (flags & KL_LOG_TARGET) ? -4.0 + 4.0 * tt_rand_unit(&r) : 0.01 + 0.99 * tt_rand_unit(&r);
             double g = -2.0 + 4.0 * tt_rand_unit(&r);
             double dx, dt, mx, mt;
-            ref_kl_grad(xin, t, g, flags, &dx, &dt, &mx, &mt);
+            tally_ref_kl_grad(xin, t, g, flags, &dx, &dt, &mx, &mt);
             const double h = 1e-6;
             double fx = g * (ref_kl_loss(xin + h, t, flags) - ref_kl_loss(xin - h, t, flags)) / (2 * h);
             double ft = g * (ref_kl_loss(xin, t + h, flags) - ref_kl_loss(xin, t - h, flags)) / (2 * h);
@@ -442,33 +393,16 @@ typedef struct dm_case {
     int whole;      /* whole counts */
 } dm_case;
 
-/* The float64 gradient w.r.t. log_alpha ([1, V] or [B, V] into grad) and a
- * per-output magnitude for the tolerance. */
+/* The float64 gradient w.r.t. log_alpha ([1, V] or [B, V] into grad) and
+ * its tolerance magnitude (tools/reference_backward.c). */
 static void ref_dm_grad(const dm_case *c, const float *n, const float *la, const float *g, double *grad,
                         double *mag)
 {
-    const int64_t B = c->B, V = c->V, rows_out = c->per_row ? B : 1;
-    for (int64_t i = 0; i < rows_out * V; i++) grad[i] = 0.0, mag[i] = 0.0;
-    const double depth_col = 2.0 * (log2((double)(B > 1 ? B : 1)) + 64.0);
-    for (int64_t b = 0; b < B; b++) {
-        const float *lr = la + (c->per_row ? b * V : 0);
-        double A = 0, N = 0;
-        for (int64_t v = 0; v < V; v++) A += exp((double)lr[v]), N += n[b * V + v];
-        double gb = c->reduction == TALLY_REDUCTION_NONE ? g[b] : g[0] / (c->reduction == TALLY_REDUCTION_MEAN ? (double)B : 1.0);
-        double pA = ref_digamma(A), pNA = ref_digamma(N + A);
-        /* Row terms' rounding, and the trees' error in A and N moved through psi. */
-        double row_mag = fabs(pA) + fabs(pNA) + 70.0 * (A * trigamma_bound(A) + (N + A) * trigamma_bound(N + A));
-        for (int64_t v = 0; v < V; v++) {
-            double a = exp((double)lr[v]), nv = n[b * V + v];
-            double T = nv == 0 ? 0.0 : ref_digamma(nv + a) - ref_digamma(a);
-            double tm = nv == 0 ? 0.0 : fabs(ref_digamma(nv + a)) + fabs(ref_digamma(a)) + 2.0 * a * trigamma_bound(a);
-            int64_t o = (c->per_row ? b * V : 0) + v;
-            grad[o] += a * gb * ((pA - pNA) + T);
-            /* Each digamma is within 3 ulp (relative) or 4e-8 absolute,
-             * and each difference and product rounds once more. */
-            mag[o] += a * fabs(gb) * (6.0 * (row_mag + tm) + 4.0 * 4e-8 / U + depth_col * fabs((pA - pNA) + T));
-        }
-    }
+    const int64_t rows_out = c->per_row ? c->B : 1;
+    int rc = tally_ref_dirichlet_multinomial_backward(tally_ref_mat_make(n, c->B, c->V, c->V),
+                                                      tally_ref_mat_make(la, rows_out, c->V, c->V), g,
+                                                      (int)c->reduction, grad, mag);
+    ck_assert_int_ge(rc, 0);
 }
 
 static void dm_run(tally_context *ctx, const dm_case *c, const float *n, const float *la, const float *g,

@@ -99,6 +99,25 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         set_tensor(&job->out[0], "x", job->dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, R, C, 0);
         job->n_out = 1;
         break;
+    case CLI_OP_KL_BACKWARD:
+        set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
+        set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, C, 0);
+        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
+        set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
+        set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
+        job->n_in = 3;
+        job->n_out = 2;
+        break;
+    case CLI_OP_DM_BACKWARD:
+        set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
+        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, 1, 0);
+        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
+        set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
+        job->n_in = 3;
+        job->n_out = 1;
+        break;
     case CLI_OP_CATEGORICAL:
         set_tensor(&job->in[0], "weights", TALLY_F32, R, C, 0);
         set_tensor(&job->out[0], "index", TALLY_I32, R, 1, 0);
@@ -216,6 +235,10 @@ static tally_status run_op(tally_context *ctx, cli_job *job, const tally_view *i
                                 consumed);
     case CLI_OP_RNG: return tally_rng_fill(ctx, job->dist, job->rng, out[0], consumed);
     case CLI_OP_CATEGORICAL: return tally_categorical(ctx, in[0], job->flags, job->rng, out[0], consumed);
+    case CLI_OP_KL_BACKWARD:
+        return tally_kl_div_backward(ctx, in[0], in[1], in[2], job->reduction, job->flags, out[0], out[1]);
+    case CLI_OP_DM_BACKWARD:
+        return tally_dirichlet_multinomial_backward(ctx, in[0], in[1], in[2], job->reduction, job->flags, out[0]);
     }
     return TALLY_INVALID_ARGUMENT;
 }

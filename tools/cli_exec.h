@@ -19,7 +19,9 @@ typedef enum cli_op_kind {
     CLI_OP_GMM_LOG_PROB,
     CLI_OP_GMM_SAMPLE,
     CLI_OP_RNG,
-    CLI_OP_CATEGORICAL
+    CLI_OP_CATEGORICAL,
+    CLI_OP_KL_BACKWARD, /* inputs input, target, grad_out; outputs grad_input, grad_target */
+    CLI_OP_DM_BACKWARD  /* inputs counts, log_alpha, grad_out; output grad_log_alpha */
 } cli_op_kind;
 
 #define CLI_MAX_TENSORS 4

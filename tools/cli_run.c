@@ -38,6 +38,12 @@ const char cli_run_usage[] =
     "                                              --count N [RNG]\n"
     "  categorical       weights [R,C]             --rows R --cols C [RNG]       index: R int32\n"
     "                    (logits with --logits)    [--logits]\n"
+    "  kl_div_backward   input, target [R,C],      as kl_div                     grad_input,\n"
+    "                    grad_out [R,C] (none)                                   grad_target: [R,C]\n"
+    "                    or 1 value\n"
+    "  dirichlet_multinomial_backward              as dirichlet_multinomial      grad_log_alpha:\n"
+    "                    counts, log_alpha,                                      log_alpha's shape\n"
+    "                    grad_out B values (none) or 1 value\n"
     "\n"
     "  RNG: [--seed S] [--subsequence Q] [--offset O], each an unsigned 64-bit\n"
     "       integer in decimal or 0x-hex (default 0).\n"
@@ -141,6 +147,11 @@ static const run_op_desc ops[] = {
     {.name = "gmm_sample", .kind = CLI_OP_GMM_SAMPLE, .allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
     {.name = "rng", .kind = CLI_OP_RNG, .allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS,
      .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
+    {.name = "kl_div_backward", .kind = CLI_OP_KL_BACKWARD,
+     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
+    {.name = "dirichlet_multinomial_backward", .kind = CLI_OP_DM_BACKWARD,
+     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
+     .required = SHAPE_RC},
     {.name = "categorical", .kind = CLI_OP_CATEGORICAL, .allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS),
      .required = SHAPE_RC},
 };
@@ -213,7 +224,7 @@ int cli_run(int argc, char **argv)
     job.kind = op->kind;
     job.reduce_op = op->reduce_op;
     job.axis = TALLY_AXIS_ALL;
-    job.reduction = op->kind == CLI_OP_KL ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    job.reduction = op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
     file_arg ins[MAX_FILES], outs[MAX_FILES];
@@ -287,7 +298,7 @@ int cli_run(int argc, char **argv)
                                          TALLY_REDUCTION_BATCHMEAN};
             int v = 0;
             /* batchmean is KL's alone. */
-            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL ? 4 : 3, &v) != 0;
+            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? 4 : 3, &v) != 0;
             job.reduction = (tally_reduction)v;
             break;
         }
