@@ -454,6 +454,35 @@ TALLY_API tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, 
                                                             tally_reduction reduction, unsigned flags,
                                                             tally_view grad_log_alpha);
 
+/*
+ * Backward of tally_gmm_log_prob: given grad_log_q (B values, the gradient
+ * of each row's log density), the gradients with respect to z [B, D], mu
+ * and log_var [B, K*D] and logits (K values; ignored when K == 1). Each
+ * output may be a view with a NULL buffer (not wanted). Responsibilities
+ * come from the forward's own sums and logsumexp order. Queued.
+ */
+TALLY_API tally_status tally_gmm_log_prob_backward(tally_context *ctx, tally_view z, tally_view mu,
+                                                   tally_view log_var, tally_view logits, int64_t components,
+                                                   tally_view grad_log_q, tally_view grad_z,
+                                                   tally_view grad_mu, tally_view grad_log_var,
+                                                   tally_view grad_logits);
+
+/*
+ * Backward of tally_gmm_sample with the same parameters and rng: given the
+ * upstream gradients of z [B, D] and of log_q (B values; either may be a
+ * view with a NULL buffer, meaning zero), the gradients with respect to mu,
+ * log_var [B, K*D] and logits (K values; ignored when K == 1) through the
+ * reparameterisation z = mu_c + exp(0.5 log_var_c) eps and through log_q(z).
+ * The component draw is not differentiated (as torch's multinomial); the
+ * components and the noise are drawn again from (seed, subsequence, offset)
+ * exactly as the forward drew them, so nothing saved is read. A row whose
+ * component could not be drawn (invalid logits) gets NaN gradients. Queued.
+ */
+TALLY_API tally_status tally_gmm_sample_backward(tally_context *ctx, tally_view mu, tally_view log_var,
+                                                 tally_view logits, int64_t components, tally_rng rng,
+                                                 tally_view grad_z, tally_view grad_log_q, tally_view grad_mu,
+                                                 tally_view grad_log_var, tally_view grad_logits);
+
 #ifdef __cplusplus
 }
 #endif

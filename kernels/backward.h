@@ -7,11 +7,9 @@
 #define TALLY_KERNELS_BACKWARD_H
 
 #include "tree.h"
+#include "backward_abi.h"
 #include "tally/terms_backward.h"
 
-/* Which outputs tally_k_kl_backward writes. */
-#define TALLY_K_BW_WANT_A 1u
-#define TALLY_K_BW_WANT_B 2u
 
 /*
  * KL divergence backward: for each element (r, c), tally_kl_grad of
@@ -102,6 +100,88 @@ TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_GLOBAL const float *TALLY_RESTRICT l
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 v = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); v < V; v += step)
         out[out_off + v] = tally_canonical(tally_expf(la[la_off + v]) * s[s_off + v]);
+}
+
+
+/*
+ * The mixture's backward, one group per row b (host_backward.c's
+ * gmm_bw_rows, element for element): from the row's per-component sums
+ * s[s_off + b*K + k] (the forward's D-trees, already computed), the
+ * logits' logsumexp at scratch[lse_off] (K > 1) and, for the sample, the
+ * component picks (int32, at scratch + picks_off) and z as the forward drew
+ * it (in z), the gradients with respect to z (log_prob), mu and log_var,
+ * and each row's logit weights to scratch[w_off + b*K + k] for the column
+ * trees. The sample's std * eps is formed again from the row's normals.
+ */
+TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT scratch, tally_u64 scratch_off,
+                                      tally_u64 s_off, tally_u64 lse_off, tally_u64 picks_off, tally_u64 w_off,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT gq, tally_u64 gq_off, tally_u64 gq_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT gzi, tally_u64 gzi_off,
+                                      tally_u64 gzi_stride, tally_u64 B, tally_u64 K, tally_u64 D, tally_u64 seed,
+                                      tally_u64 subsequence, tally_u64 offset, tally_u32 flags,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gz, tally_u64 gz_off, tally_u64 gz_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gmu, tally_u64 gmu_off, tally_u64 gmu_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT glv, tally_u64 glv_off, tally_u64 glv_stride)
+{
+    TALLY_GLOBAL float *sc = scratch + scratch_off;
+    TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
+    TALLY_GLOBAL const float *lg = logits + logits_off;
+    const tally_u32 lid = TALLY_LID();
+    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    const float llse = K > 1u ? sc[lse_off] : 0.0f;
+    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
+    for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
+        TALLY_GLOBAL const float *s = sc + s_off + b * K;
+        TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride;
+        TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride;
+        const tally_i32 c = sample ? picks[b] : -1;
+        if (sample && c < 0) {
+            for (tally_u64 i = lid; i < K * D; i += TALLY_K_GROUP_SIZE) {
+                if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
+                if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
+            }
+            if (flags & TALLY_K_GMM_BW_WANT_W)
+                for (tally_u64 k = lid; k < K; k += TALLY_K_GROUP_SIZE) sc[w_off + b * K + k] = TALLY_F32_NAN;
+            continue;
+        }
+        const float L = tally_gmm_row_lse(s, lg, llse, K);
+        const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
+        if (flags & TALLY_K_GMM_BW_WANT_W)
+            for (tally_u64 k = lid; k < K; k += TALLY_K_GROUP_SIZE)
+                sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s[k], lg[k], llse, L);
+        for (tally_u64 d = lid; d < D; d += TALLY_K_GROUP_SIZE) {
+            const float zd = z[z_off + b * z_stride + d];
+            float acc = 0.0f;
+            for (tally_u64 k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
+                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
+                acc = k == 0u ? e.a : acc + e.a;
+            }
+            const float dz = -acc;
+            if (flags & TALLY_K_GMM_BW_WANT_GZ) gz[gz_off + b * gz_stride + d] = tally_canonical(dz);
+            if (!(flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV))) continue;
+            const float G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? gzi[gzi_off + b * gzi_stride + d] + dz : dz;
+            float t = 0.0f;
+            if (sample) {
+                const float eps = tally_stream_normal(seed, subsequence, offset + B4 + b * D2 + d);
+                t = tally_gauss_std(lr[(tally_u64)c * D + d]) * eps;
+            }
+            for (tally_u64 k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
+                tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
+                if (sample && (tally_u64)c == k) {
+                    e.a = e.a + G;
+                    e.b = e.b + G * (0.5f * t);
+                }
+                if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + k * D + d] = tally_canonical(e.a);
+                if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + k * D + d] = tally_canonical(e.b);
+            }
+        }
+    }
 }
 
 #endif /* TALLY_KERNELS_BACKWARD_H */

@@ -18,5 +18,13 @@ tally_status tally__check_vector(tally_context *ctx, const char *op, const char 
 /* out shares no element with in. */
 tally_status tally__check_disjoint(tally_context *ctx, const char *op, const char *out_name, const tally__array *out,
                                    const char *in_name, const tally__array *in);
+/* The mixture's parameters mu, log_var [B, K*D] and logits [1, K] (K > 1)
+ * into job, with K, D and the D-plan. */
+tally_status tally__check_gmm_params(tally_context *ctx, const char *name, tally_view mu, tally_view log_var,
+                                     tally_view logits, int64_t components, uint64_t B, uint64_t D,
+                                     tally__gmm_job *job);
+/* A random op that needs `consumed_count` stream elements from rng. */
+tally_status tally__check_rng(tally_context *ctx, const char *op, tally_rng rng, uint64_t consumed_count,
+                              int overflowed);
 
 #endif

@@ -179,6 +179,20 @@ typedef struct tally__dm_backward_job {
     tally__tree_plan col_plan;   /* over B: each column of a shared alpha's gradient */
 } tally__dm_backward_job;
 
+/* The mixture's backward passes. fwd holds the forward's validated job (z:
+ * log_prob's input; unused by the sample, which regenerates z from rng). */
+typedef struct tally__gmm_backward_job {
+    tally__gmm_job fwd;
+    int sample;
+    tally__array grad_log_q;   /* B values, or buffer NULL (zero) */
+    tally__array grad_z_in;    /* sample: upstream [B, D], or buffer NULL (zero) */
+    tally__array grad_z;       /* log_prob: output [B, D], or buffer NULL */
+    tally__array grad_mu;      /* [B, K*D], or buffer NULL */
+    tally__array grad_log_var; /* [B, K*D], or buffer NULL */
+    tally__array grad_logits;  /* K values (K > 1), or buffer NULL */
+    tally__tree_plan col_plan; /* over B: each logit's gradient */
+} tally__gmm_backward_job;
+
 /* ------------------------------------------------------------------------
  * The ops table. Every entry is required unless marked optional. Entries
  * return a status and report details with tally__error on the context (or on
@@ -234,6 +248,7 @@ struct tally__backend_ops {
      * with a message naming the backend. */
     tally_status (*kl_div_backward)(tally_context *ctx, const tally__kl_backward_job *job);
     tally_status (*dirichlet_multinomial_backward)(tally_context *ctx, const tally__dm_backward_job *job);
+    tally_status (*gmm_backward)(tally_context *ctx, const tally__gmm_backward_job *job);
 };
 
 /* The tables of the compiled-in backends (src/backends.c, generated from the

@@ -147,3 +147,99 @@ tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, tally_view
     job.col_plan = tally__plan_vector(B);
     return ctx->ops->dirichlet_multinomial_backward(ctx, &job);
 }
+
+/* Checks shared by the two mixture backward passes, after job->fwd holds
+ * the parameters: the upstream gradients and the outputs. */
+static tally_status check_gmm_grads(tally_context *ctx, const char *name, tally__gmm_backward_job *job,
+                                    tally_view grad_log_q, tally_view grad_z_in, tally_view grad_z,
+                                    tally_view grad_mu, tally_view grad_log_var, tally_view grad_logits)
+{
+    const tally__gmm_job *f = &job->fwd;
+    const uint64_t B = f->mu.rows, K = f->components, D = f->dim;
+    job->grad_log_q = (tally__array){.buffer = NULL};
+    if (grad_log_q.buffer != NULL)
+        CHECK(tally__check_vector(ctx, name, "grad_log_q", grad_log_q, TALLY_F32, B, &job->grad_log_q));
+    CHECK(check_grad_output(ctx, name, "grad_z", grad_z_in, B, D, &job->grad_z_in));
+    CHECK(check_grad_output(ctx, name, "grad_z", grad_z, B, D, &job->grad_z));
+    CHECK(check_grad_output(ctx, name, "grad_mu", grad_mu, B, K * D, &job->grad_mu));
+    CHECK(check_grad_output(ctx, name, "grad_log_var", grad_log_var, B, K * D, &job->grad_log_var));
+    job->grad_logits = (tally__array){.buffer = NULL};
+    if (K > 1 && grad_logits.buffer != NULL) {
+        CHECK(tally__check_vector(ctx, name, "grad_logits", grad_logits, TALLY_F32, K, &job->grad_logits));
+    }
+    const tally__array *outs[4] = {&job->grad_z, &job->grad_mu, &job->grad_log_var, &job->grad_logits};
+    const char *const out_names[4] = {"grad_z", "grad_mu", "grad_log_var", "grad_logits"};
+    const tally__array none = {.buffer = NULL};
+    const tally__array *ins[6] = {&f->z, &f->mu, &f->log_var, K > 1 ? &f->logits : &none, &job->grad_log_q,
+                                  &job->grad_z_in};
+    const char *const in_names[6] = {"z", "mu", "log_var", "logits", "grad_log_q", "grad_z"};
+    for (int o = 0; o < 4; o++) {
+        if (outs[o]->buffer == NULL) continue;
+        for (int i = 0; i < 6; i++)
+            if (ins[i]->buffer != NULL) CHECK(tally__check_disjoint(ctx, name, out_names[o], outs[o], in_names[i], ins[i]));
+        for (int p = o + 1; p < 4; p++)
+            if (outs[p]->buffer != NULL)
+                CHECK(tally__check_disjoint(ctx, name, out_names[o], outs[o], out_names[p], outs[p]));
+    }
+    job->col_plan = tally__plan_vector(B);
+    return TALLY_OK;
+}
+
+static int gmm_nothing_wanted(const tally__gmm_backward_job *job)
+{
+    return job->grad_z.buffer == NULL && job->grad_mu.buffer == NULL && job->grad_log_var.buffer == NULL &&
+           job->grad_logits.buffer == NULL;
+}
+
+tally_status tally_gmm_log_prob_backward(tally_context *ctx, tally_view z, tally_view mu, tally_view log_var,
+                                         tally_view logits, int64_t components, tally_view grad_log_q,
+                                         tally_view grad_z, tally_view grad_mu, tally_view grad_log_var,
+                                         tally_view grad_logits)
+{
+    static const char name[] = "tally_gmm_log_prob_backward";
+    BEGIN(name);
+    tally__gmm_backward_job job = {.sample = 0};
+    CHECK(tally__check_view(ctx, name, "z", z, TALLY_F32, &job.fwd.z));
+    const uint64_t B = job.fwd.z.rows, D = job.fwd.z.cols;
+    CHECK(tally__check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job.fwd));
+    if (grad_log_q.buffer == NULL)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: grad_log_q has no buffer", name);
+    CHECK(check_gmm_grads(ctx, name, &job, grad_log_q, (tally_view){.buffer = NULL}, grad_z, grad_mu, grad_log_var,
+                          grad_logits));
+    if (B == 0 || gmm_nothing_wanted(&job)) return TALLY_OK;
+    if (ctx->ops->gmm_backward == NULL) return no_kernels(ctx, name);
+    return ctx->ops->gmm_backward(ctx, &job);
+}
+
+tally_status tally_gmm_sample_backward(tally_context *ctx, tally_view mu, tally_view log_var, tally_view logits,
+                                       int64_t components, tally_rng rng, tally_view grad_z, tally_view grad_log_q,
+                                       tally_view grad_mu, tally_view grad_log_var, tally_view grad_logits)
+{
+    static const char name[] = "tally_gmm_sample_backward";
+    BEGIN(name);
+    tally__gmm_backward_job job = {.sample = 1};
+    job.fwd.rng = rng;
+    if (components < 1 || components > INT32_MAX)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "%s: components is %lld, must be in [1, 2^31 - 1] (indices are int32)", name,
+                            (long long)components);
+    /* B and D from mu [B, K*D]. */
+    tally__array m;
+    CHECK(tally__check_view(ctx, name, "mu", mu, TALLY_F32, &m));
+    if (m.cols % (uint64_t)components != 0)
+        return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: mu has %llu columns, not a multiple of K = %lld", name,
+                            (unsigned long long)m.cols, (long long)components);
+    const uint64_t B = m.rows, D = m.cols / (uint64_t)components;
+    CHECK(tally__check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job.fwd));
+    CHECK(check_gmm_grads(ctx, name, &job, grad_log_q, grad_z, (tally_view){.buffer = NULL}, grad_mu, grad_log_var,
+                          grad_logits));
+    /* The forward's draws: B4 component uniforms, then B rows of D2 normals. */
+    uint64_t B4 = tally__round_up4(B), D2 = D + (D & 1u), normals, need;
+    int overflow = (B != 0 && B4 == 0) || D2 < D || tally__mul_u64(B, D2, &normals);
+    uint64_t normals4 = overflow ? 0 : tally__round_up4(normals);
+    overflow = overflow || (normals != 0 && normals4 == 0) || tally__add_u64(B4, normals4, &need);
+    CHECK(tally__check_rng(ctx, name, rng, overflow ? 0 : need, overflow));
+    if (B == 0 || gmm_nothing_wanted(&job)) return TALLY_OK;
+    if (ctx->ops->gmm_backward == NULL) return no_kernels(ctx, name);
+    return ctx->ops->gmm_backward(ctx, &job);
+}

@@ -611,6 +611,255 @@ START_TEST(dm_training_loop)
 }
 END_TEST
 
+/* ---- Gaussian mixture backward ------------------------------------------ */
+
+typedef struct gmm_case {
+    int64_t B, K, D;
+    int check_ref; /* 0: bits against the host only (outside the reference's size limits) */
+} gmm_case;
+
+typedef struct gmm_data {
+    float *z, *mu, *lv, *logits, *gq, *gz;
+} gmm_data;
+
+static gmm_data gmm_inputs(const gmm_case *c, uint64_t seed)
+{
+    gmm_data d;
+    const size_t BD = (size_t)(c->B * c->D), BKD = (size_t)(c->B * c->K * c->D);
+    d.z = tt_alloc(BD * 4 + 4), d.gz = tt_alloc(BD * 4 + 4);
+    d.mu = tt_alloc(BKD * 4 + 4), d.lv = tt_alloc(BKD * 4 + 4);
+    d.logits = tt_alloc((size_t)c->K * 4), d.gq = tt_alloc((size_t)c->B * 4 + 4);
+    tt_fill_normal(d.z, BD, seed, 0.0, 1.0);
+    tt_fill_normal(d.gz, BD, seed + 1, 0.0, 1.0);
+    tt_fill_normal(d.mu, BKD, seed + 2, 0.0, 1.0);
+    tt_fill_uniform(d.lv, BKD, seed + 3, -1.0, 1.0);
+    tt_fill_normal(d.logits, (size_t)c->K, seed + 4, 0.0, 1.0);
+    tt_fill_uniform(d.gq, (size_t)c->B, seed + 5, -1.0, 1.0);
+    return d;
+}
+
+static void gmm_free(gmm_data *d)
+{
+    free(d->z), free(d->gz), free(d->mu), free(d->lv), free(d->logits), free(d->gq);
+}
+
+/* The outputs of one backward call, dense. */
+typedef struct gmm_grads {
+    float *gz, *gmu, *glv, *glogits;
+} gmm_grads;
+
+static gmm_grads gmm_grads_alloc(const gmm_case *c)
+{
+    gmm_grads g;
+    g.gz = tt_alloc((size_t)(c->B * c->D) * 4 + 4);
+    g.gmu = tt_alloc((size_t)(c->B * c->K * c->D) * 4 + 4);
+    g.glv = tt_alloc((size_t)(c->B * c->K * c->D) * 4 + 4);
+    g.glogits = tt_alloc((size_t)c->K * 4);
+    return g;
+}
+
+static void gmm_grads_free(gmm_grads *g)
+{
+    free(g->gz), free(g->gmu), free(g->glv), free(g->glogits);
+}
+
+/* log_prob backward (sample = 0) or sample backward (sample = 1, rng). */
+static void gmm_run(tally_context *ctx, const gmm_case *c, const gmm_data *d, int sample, tally_rng rng,
+                    gmm_grads *out)
+{
+    const int64_t KD = c->K * c->D;
+    tally_view z = put(ctx, d->z, c->B, c->D, 1), mu = put(ctx, d->mu, c->B, KD, 2), lv = put(ctx, d->lv, c->B, KD, 0);
+    tally_view lg = put(ctx, d->logits, 1, c->K, 0), gq = put(ctx, d->gq, c->B, 1, 0);
+    tally_view gzi = put(ctx, d->gz, c->B, c->D, 0);
+    tally_view gz = put(ctx, NULL, c->B, c->D, 3), gmu = put(ctx, NULL, c->B, KD, 1);
+    tally_view glv = put(ctx, NULL, c->B, KD, 0), glg = put(ctx, NULL, 1, c->K, 0);
+    if (sample)
+        tt_ok(tally_gmm_sample_backward(ctx, mu, lv, lg, c->K, rng, gzi, gq, gmu, glv, glg), ctx);
+    else
+        tt_ok(tally_gmm_log_prob_backward(ctx, z, mu, lv, lg, c->K, gq, gz, gmu, glv, glg), ctx);
+    if (!sample) get(gz, out->gz);
+    get(gmu, out->gmu);
+    get(glv, out->glv);
+    float lgv[64];
+    get(glg, c->K > 1 ? out->glogits : lgv);
+    tally_buffer_release(z.buffer), tally_buffer_release(mu.buffer), tally_buffer_release(lv.buffer);
+    tally_buffer_release(lg.buffer), tally_buffer_release(gq.buffer), tally_buffer_release(gzi.buffer);
+    tally_buffer_release(gz.buffer), tally_buffer_release(gmu.buffer), tally_buffer_release(glv.buffer);
+    tally_buffer_release(glg.buffer);
+}
+
+static const gmm_case gmm_cases[] = {
+    {3, 1, 5, 1}, {4, 3, 7, 1}, {17, 4, 33, 1}, {300, 8, 8, 1}, {2, 2, 20000, 0}, {20000, 2, 3, 0},
+};
+
+START_TEST(gmm_log_prob_backward_cases)
+{
+    tally_context *ctx = tt_context();
+    const tally_rng none = {0, 0, 0};
+    for (size_t ci = 0; ci < sizeof gmm_cases / sizeof gmm_cases[0]; ci++) {
+        const gmm_case *c = &gmm_cases[ci];
+        gmm_data d = gmm_inputs(c, 700 + 10 * ci);
+        gmm_grads got = gmm_grads_alloc(c), host = gmm_grads_alloc(c);
+        gmm_run(ctx, c, &d, 0, none, &got);
+        gmm_run(host_context(), c, &d, 0, none, &host);
+        const size_t BD = (size_t)(c->B * c->D), BKD = (size_t)(c->B * c->K * c->D);
+        assert_same_bits(got.gz, host.gz, BD, "grad_z");
+        assert_same_bits(got.gmu, host.gmu, BKD, "grad_mu");
+        assert_same_bits(got.glv, host.glv, BKD, "grad_log_var");
+        if (c->K > 1) assert_same_bits(got.glogits, host.glogits, (size_t)c->K, "grad_logits");
+        if (c->check_ref) {
+            double *rz = tt_alloc(BD * 8), *mz = tt_alloc(BD * 8), *rmu = tt_alloc(BKD * 8), *mmu = tt_alloc(BKD * 8);
+            double *rlv = tt_alloc(BKD * 8), *mlv = tt_alloc(BKD * 8), rl[64], ml[64];
+            ck_assert_int_eq(tally_ref_gmm_log_prob_backward(d.z, d.mu, d.lv, d.logits, c->B, c->K, c->D, d.gq, rz,
+                                                             mz, rmu, mmu, rlv, mlv, rl, ml),
+                             0);
+            for (size_t i = 0; i < BD; i++) tt_assert_close(got.gz[i], rz[i], U * mz[i] + 1e-30, "case %zu grad_z[%zu]", ci, i);
+            for (size_t i = 0; i < BKD; i++) {
+                tt_assert_close(got.gmu[i], rmu[i], U * mmu[i] + 1e-30, "case %zu grad_mu[%zu]", ci, i);
+                tt_assert_close(got.glv[i], rlv[i], U * mlv[i] + 1e-30, "case %zu grad_log_var[%zu]", ci, i);
+            }
+            for (int64_t k = 0; c->K > 1 && k < c->K; k++)
+                tt_assert_close(got.glogits[k], rl[k], U * ml[k] + 1e-30, "case %zu grad_logits[%lld]", ci, (long long)k);
+            free(rz), free(mz), free(rmu), free(mmu), free(rlv), free(mlv);
+        }
+        gmm_grads_free(&got), gmm_grads_free(&host);
+        gmm_free(&d);
+    }
+}
+END_TEST
+
+/* The float64 analytic gradients against central finite differences of the
+ * float64 log density. */
+START_TEST(gmm_reference_matches_finite_differences)
+{
+    enum { K = 3, D = 4 };
+    double z[D], mu[K * D], lv[K * D], lg[K], dz[D], dmu[K * D], dlv[K * D], dl[K] = {0};
+    tt_rand r = tt_rand_seed(99);
+    for (int i = 0; i < D; i++) z[i] = 2.0 * tt_rand_unit(&r) - 1.0;
+    for (int i = 0; i < K * D; i++) mu[i] = 2.0 * tt_rand_unit(&r) - 1.0, lv[i] = tt_rand_unit(&r) - 0.5;
+    for (int k = 0; k < K; k++) lg[k] = tt_rand_unit(&r);
+    const double g = 0.7, h = 1e-6;
+    tally_ref_gmm_row_backward(z, mu, lv, lg, K, D, g, dz, dmu, dlv, dl, NULL);
+    double *params[4] = {z, mu, lv, lg}, *grads[4] = {dz, dmu, dlv, dl};
+    const int sizes[4] = {D, K * D, K * D, K};
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < sizes[p]; i++) {
+            const double keep = params[p][i];
+            params[p][i] = keep + h;
+            double up = tally_ref_gmm_row_logq(z, mu, lv, lg, K, D);
+            params[p][i] = keep - h;
+            double dn = tally_ref_gmm_row_logq(z, mu, lv, lg, K, D);
+            params[p][i] = keep;
+            double fd = g * (up - dn) / (2 * h);
+            ck_assert_msg(fabs(fd - grads[p][i]) <= 1e-6 * (1 + fabs(fd)), "param %d [%d]: analytic %g fd %g", p, i,
+                          grads[p][i], fd);
+        }
+}
+END_TEST
+
+/* The sample's backward equals the log density's backward at the z the
+ * forward drew, plus the reparameterisation's terms in component c:
+ * d/dmu_c += G and d/dlog_var_c += G * 0.5 * std * eps, with G = dL/dz +
+ * dlogq/dz, eps the forward's normals (the float64 reference stream). */
+START_TEST(gmm_sample_backward_cases)
+{
+    tally_context *ctx = tt_context();
+    const tally_rng rng = {.seed = 0x1234abcdull, .subsequence = 5, .offset = 6};
+    for (size_t ci = 0; ci < sizeof gmm_cases / sizeof gmm_cases[0]; ci++) {
+        const gmm_case *c = &gmm_cases[ci];
+        const int64_t KD = c->K * c->D;
+        gmm_data d = gmm_inputs(c, 900 + 10 * ci);
+        gmm_grads got = gmm_grads_alloc(c), host = gmm_grads_alloc(c);
+        gmm_run(ctx, c, &d, 1, rng, &got);
+        gmm_run(host_context(), c, &d, 1, rng, &host);
+        const size_t BD = (size_t)(c->B * c->D), BKD = (size_t)(c->B * KD);
+        assert_same_bits(got.gmu, host.gmu, BKD, "grad_mu");
+        assert_same_bits(got.glv, host.glv, BKD, "grad_log_var");
+        if (c->K > 1) assert_same_bits(got.glogits, host.glogits, (size_t)c->K, "grad_logits");
+        if (c->check_ref) {
+            /* The forward's z and components, from the backend under test. */
+            tally_view mu = put(ctx, d.mu, c->B, KD, 0), lv = put(ctx, d.lv, c->B, KD, 0);
+            tally_view lg = put(ctx, d.logits, 1, c->K, 0), zv = put(ctx, NULL, c->B, c->D, 0);
+            tally_view lq = put(ctx, NULL, c->B, 1, 0);
+            tally_buffer *cb = tt_buffer(ctx, (size_t)c->B);
+            tt_ok(tally_gmm_sample(ctx, mu, lv, lg, c->K, rng, zv, lq, tally_view_typed(cb, TALLY_I32, 0, c->B, 1), NULL),
+                  ctx);
+            float *z = tt_alloc(BD * 4 + 4);
+            int32_t *comp = tt_alloc((size_t)c->B * 4);
+            get(zv, z);
+            tt_read(cb, 0, comp, (size_t)c->B);
+            double *rz = tt_alloc(BD * 8), *mz = tt_alloc(BD * 8), *rmu = tt_alloc(BKD * 8), *mmu = tt_alloc(BKD * 8);
+            double *rlv = tt_alloc(BKD * 8), *mlv = tt_alloc(BKD * 8), rl[64], ml[64];
+            ck_assert_int_eq(tally_ref_gmm_log_prob_backward(z, d.mu, d.lv, d.logits, c->B, c->K, c->D, d.gq, rz, mz,
+                                                             rmu, mmu, rlv, mlv, rl, ml),
+                             0);
+            for (int64_t b = 0; b < c->B; b++) {
+                ck_assert(comp[b] >= 0 && comp[b] < c->K);
+                for (int64_t dd = 0; dd < c->D; dd++) {
+                    const double G = (double)d.gz[b * c->D + dd] + rz[b * c->D + dd];
+                    const uint64_t si = tally_ref_gmm_eps_index(rng.offset, (uint64_t)c->B, (uint64_t)c->D,
+                                                                (uint64_t)b, (uint64_t)dd);
+                    const size_t i = (size_t)(b * KD + comp[b] * c->D + dd);
+                    const double t = exp(0.5 * (double)d.lv[i]) * tally_ref_rng_normal(rng.seed, rng.subsequence, si);
+                    const double gerr = mz[b * c->D + dd] + 32.0 * fabs(G);
+                    rmu[i] += G;
+                    mmu[i] += gerr;
+                    rlv[i] += G * 0.5 * t;
+                    mlv[i] += gerr * fabs(0.5 * t) + 32.0 * fabs(G * t);
+                }
+            }
+            for (size_t i = 0; i < BKD; i++) {
+                tt_assert_close(got.gmu[i], rmu[i], U * mmu[i] + 1e-30, "case %zu sample grad_mu[%zu]", ci, i);
+                tt_assert_close(got.glv[i], rlv[i], U * mlv[i] + 1e-30, "case %zu sample grad_log_var[%zu]", ci, i);
+            }
+            for (int64_t k = 0; c->K > 1 && k < c->K; k++)
+                tt_assert_close(got.glogits[k], rl[k], U * ml[k] + 1e-30, "case %zu sample grad_logits[%lld]", ci,
+                                (long long)k);
+            free(rz), free(mz), free(rmu), free(mmu), free(rlv), free(mlv), free(z), free(comp);
+            tally_buffer_release(mu.buffer), tally_buffer_release(lv.buffer), tally_buffer_release(lg.buffer);
+            tally_buffer_release(zv.buffer), tally_buffer_release(lq.buffer), tally_buffer_release(cb);
+        }
+        gmm_grads_free(&got), gmm_grads_free(&host);
+        gmm_free(&d);
+    }
+}
+END_TEST
+
+START_TEST(gmm_backward_edges_and_errors)
+{
+    tally_context *ctx = tt_context();
+    const gmm_case c = {3, 2, 4, 1};
+    gmm_data d = gmm_inputs(&c, 1234);
+    d.logits[1] = NAN; /* no component can be drawn: every row NaN */
+    tally_view mu = put(ctx, d.mu, 3, 8, 0), lv = put(ctx, d.lv, 3, 8, 0), lg = put(ctx, d.logits, 1, 2, 0);
+    tally_view gq = put(ctx, d.gq, 3, 1, 0), gmu = put(ctx, NULL, 3, 8, 0);
+    const tally_rng rng = {1, 2, 3};
+    tt_ok(tally_gmm_sample_backward(ctx, mu, lv, lg, 2, rng, absent(), gq, gmu, absent(), absent()), ctx);
+    float out[24];
+    get(gmu, out);
+    for (int i = 0; i < 24; i++) ck_assert_uint_eq(tt_bits(out[i]), 0x7fc00000u);
+    /* Errors: K not dividing mu's columns, a wrong output shape, an output
+     * over an input, a stream that would pass 2^64. */
+    tally_view bad = put(ctx, NULL, 3, 7, 0);
+    tt_assert_status(tally_gmm_sample_backward(ctx, mu, lv, lg, 3, rng, absent(), gq, gmu, absent(), absent()),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_gmm_sample_backward(ctx, mu, lv, lg, 2, rng, absent(), gq, bad, absent(), absent()),
+                     TALLY_SHAPE_MISMATCH, ctx);
+    tt_assert_status(tally_gmm_sample_backward(ctx, mu, lv, lg, 2, rng, absent(), gq, mu, absent(), absent()),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    const tally_rng late = {1, 2, UINT64_MAX - 4};
+    tt_assert_status(tally_gmm_sample_backward(ctx, mu, lv, lg, 2, late, absent(), gq, gmu, absent(), absent()),
+                     TALLY_RNG_EXHAUSTED, ctx);
+    tally_view z = put(ctx, d.z, 3, 4, 0);
+    tt_assert_status(tally_gmm_log_prob_backward(ctx, z, mu, lv, lg, 2, absent(), absent(), gmu, absent(), absent()),
+                     TALLY_INVALID_ARGUMENT, ctx);
+    tally_buffer_release(mu.buffer), tally_buffer_release(lv.buffer), tally_buffer_release(lg.buffer);
+    tally_buffer_release(gq.buffer), tally_buffer_release(gmu.buffer), tally_buffer_release(bad.buffer);
+    tally_buffer_release(z.buffer);
+    gmm_free(&d);
+}
+END_TEST
+
 Suite *tally_test_suite(void)
 {
     Suite *s = suite_create("backward");
@@ -625,6 +874,9 @@ Suite *tally_test_suite(void)
         {"dm",
          {dm_backward_cases, dm_reference_matches_finite_differences, dm_backward_edges_and_errors,
           dm_training_loop, NULL}},
+        {"gmm",
+         {gmm_log_prob_backward_cases, gmm_reference_matches_finite_differences, gmm_sample_backward_cases,
+          gmm_backward_edges_and_errors, NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         TCase *tc = tcase_create(cases[c].name);

@@ -113,3 +113,110 @@ int tally_ref_dirichlet_multinomial_backward(tally_ref_mat counts, tally_ref_mat
     }
     return (int)(rows_out * V);
 }
+
+/* ---- Diagonal Gaussian mixture ---- */
+
+static double lse_d(const double *v, int64_t n)
+{
+    double m = v[0];
+    for (int64_t k = 1; k < n; k++) m = v[k] > m ? v[k] : m;
+    if (!isfinite(m)) return m;
+    double s = 0;
+    for (int64_t k = 0; k < n; k++) s += exp(v[k] - m);
+    return m + log(s);
+}
+
+#define HALF_LOG_2PI 0.91893853320467274178
+
+/* v_k = log w_k + s_k into v[K] (K doubles of scratch); returns L. */
+static double row_v(const double *z, const double *mu, const double *lv, const double *logits, int64_t K, int64_t D,
+                    double *v, double *lw, double *terms)
+{
+    double llse = K > 1 ? lse_d(logits, K) : 0.0, t = 0.0;
+    for (int64_t k = 0; k < K; k++) {
+        double s = 0.0;
+        for (int64_t d = 0; d < D; d++) {
+            double y = (z[d] - mu[k * D + d]) * exp(-0.5 * lv[k * D + d]);
+            double term = (-0.5 * y * y - 0.5 * lv[k * D + d]) - HALF_LOG_2PI;
+            s += term;
+            t += fabs(y * y) * 0.5 + fabs(0.5 * lv[k * D + d]) + HALF_LOG_2PI;
+        }
+        lw[k] = K > 1 ? logits[k] - llse : 0.0;
+        v[k] = lw[k] + s;
+    }
+    if (terms != NULL) *terms = t;
+    return K > 1 ? lse_d(v, K) : v[0];
+}
+
+double tally_ref_gmm_row_logq(const double *z, const double *mu, const double *lv, const double *logits, int64_t K,
+                              int64_t D)
+{
+    double v[64], lw[64];
+    if (K > 64) return NAN;
+    return row_v(z, mu, lv, logits, K, D, v, lw, NULL);
+}
+
+void tally_ref_gmm_row_backward(const double *z, const double *mu, const double *lv, const double *logits,
+                                int64_t K, int64_t D, double g, double *dz, double *dmu, double *dlv,
+                                double *dlogit, double *terms)
+{
+    double v[64], lw[64];
+    if (K > 64) return;
+    const double L = row_v(z, mu, lv, logits, K, D, v, lw, terms);
+    for (int64_t d = 0; d < D; d++) dz[d] = 0.0;
+    for (int64_t k = 0; k < K; k++) {
+        const double r = K > 1 ? exp(v[k] - L) : 1.0;
+        for (int64_t d = 0; d < D; d++) {
+            const double is = exp(-0.5 * lv[k * D + d]), y = (z[d] - mu[k * D + d]) * is;
+            dmu[k * D + d] = g * r * y * is;
+            dlv[k * D + d] = g * r * (0.5 * y * y - 0.5);
+            dz[d] -= g * r * y * is;
+        }
+        if (K > 1 && dlogit != NULL) dlogit[k] += g * (r - exp(lw[k]));
+    }
+}
+
+int tally_ref_gmm_log_prob_backward(const float *z, const float *mu, const float *lv, const float *logits,
+                                    int64_t B, int64_t K, int64_t D, const float *grad_log_q, double *gz,
+                                    double *gz_mag, double *gmu, double *gmu_mag, double *glv, double *glv_mag,
+                                    double *glogits, double *glogits_mag)
+{
+    if (K < 1 || K > 64 || D > 4096 || K * D > 64 * 64) return -1;
+    static double zd[4096], mud[64 * 64], lvd[64 * 64];
+    double lg[64], v[64], lw[64];
+    for (int64_t k = 0; k < K; k++) lg[k] = K > 1 ? logits[k] : 0.0;
+    if (K > 1)
+        for (int64_t k = 0; k < K; k++) glogits[k] = 0.0, glogits_mag[k] = 0.0;
+    /* Depth bounds of the trees over B and over D (docs/reduction-tree.md), doubled. */
+    const double depth_col = 2.0 * (log2((double)(B > 1 ? B : 1)) + 64.0);
+    const double depth_d = 2.0 * (log2((double)(D > 1 ? D : 1)) + 64.0);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t d = 0; d < D; d++) zd[d] = z[b * D + d];
+        for (int64_t i = 0; i < K * D; i++) mud[i] = mu[b * K * D + i], lvd[i] = lv[b * K * D + i];
+        const double g = grad_log_q[b];
+        double *dz = gz + b * D, *dmu = gmu + b * K * D, *dlv = glv + b * K * D, terms = 0.0;
+        double dl[64];
+        for (int64_t k = 0; k < K; k++) dl[k] = 0.0;
+        tally_ref_gmm_row_backward(zd, mud, lvd, lg, K, D, g, dz, dmu, dlv, dl, &terms);
+        const double L = row_v(zd, mud, lvd, lg, K, D, v, lw, NULL);
+        /* Relative error of a responsibility: the trees' error in v_k - L
+         * (twice the D-tree bound over the row's terms) plus a few ulps. */
+        const double rel = 8.0 + (K > 1 ? 2.0 * depth_d * terms : 0.0);
+        for (int64_t d = 0; d < D; d++) gz_mag[b * D + d] = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            const double r = K > 1 ? exp(v[k] - L) : 1.0;
+            for (int64_t d = 0; d < D; d++) {
+                const int64_t i = k * D + d;
+                const double is = exp(-0.5 * lvd[i]), y = (zd[d] - mud[i]) * is;
+                gmu_mag[b * K * D + i] = fabs(dmu[i]) * rel;
+                glv_mag[b * K * D + i] = fabs(g) * r * (0.5 * y * y + 0.5) * rel;
+                gz_mag[b * D + d] += fabs(dmu[i]) * (rel + 2.0 * (double)K);
+            }
+            if (K > 1) {
+                glogits[k] += dl[k];
+                glogits_mag[k] += fabs(g) * (r + exp(lw[k])) * rel + depth_col * fabs(dl[k]);
+            }
+        }
+    }
+    return 0;
+}

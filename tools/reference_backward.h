@@ -36,3 +36,27 @@ int tally_ref_dirichlet_multinomial_backward(tally_ref_mat counts, tally_ref_mat
                                              int reduction, double *grad, double *mag);
 
 #endif
+
+/* ---- Diagonal Gaussian mixture ---- */
+
+/* log q of one row in double: z [D], mu and lv [K*D], logits [K] (unused
+ * when K == 1). */
+double tally_ref_gmm_row_logq(const double *z, const double *mu, const double *lv, const double *logits, int64_t K,
+                              int64_t D);
+
+/* The gradients of g * log q of one row: dz [D], dmu and dlv [K*D], and
+ * dlogit [K] added to (K > 1). Optionally *terms gets the sum over k and d
+ * of |the density's terms|, the scale of the forward's rounding. */
+void tally_ref_gmm_row_backward(const double *z, const double *mu, const double *lv, const double *logits,
+                                int64_t K, int64_t D, double g, double *dz, double *dmu, double *dlv,
+                                double *dlogit, double *terms);
+
+/*
+ * tally_gmm_log_prob_backward in double over B rows, with mags (units of
+ * 2^-24) for every output: gz [B*D], gmu, glv [B*K*D], glogits [K] (K > 1).
+ * grad_log_q: B values. Inputs are dense row-major floats.
+ */
+int tally_ref_gmm_log_prob_backward(const float *z, const float *mu, const float *lv, const float *logits,
+                                    int64_t B, int64_t K, int64_t D, const float *grad_log_q, double *gz,
+                                    double *gz_mag, double *gmu, double *gmu_mag, double *glv, double *glv_mag,
+                                    double *glogits, double *glogits_mag);

@@ -48,6 +48,10 @@
  * tally_k_dm_bw_elements counts buf, c_stride u64, la buf, la_stride u64, rg buf, B u64, V u64, per_row u32,
  *                       out buf, out_stride u64
  * tally_k_dm_bw_scale   la buf, s buf, V u64, out buf
+ * tally_k_gmm_bw_rows   z buf, z_stride u64, mu buf, mu_stride u64, lv buf, lv_stride u64, logits buf,
+ *                       scratch buf, s_off u64, lse_off u64, picks_off u64, w_off u64, gq buf, gq_stride u64,
+ *                       gzi buf, gzi_stride u64, B u64, K u64, D u64, seed u64, subsequence u64, offset u64,
+ *                       flags u32, gz buf, gz_stride u64, gmu buf, gmu_stride u64, glv buf, glv_stride u64
  */
 TALLY__KERNEL(tally_k_fill)
 TALLY__KERNEL(tally_k_reduce_tiles)
@@ -70,3 +74,4 @@ TALLY__KERNEL(tally_k_kl_backward)
 TALLY__KERNEL(tally_k_dm_bw_rows)
 TALLY__KERNEL(tally_k_dm_bw_elements)
 TALLY__KERNEL(tally_k_dm_bw_scale)
+TALLY__KERNEL(tally_k_gmm_bw_rows)

@@ -135,4 +135,5 @@ const tally__backend_ops tally__host_ops = {
     .categorical = tally__host_categorical,
     .kl_div_backward = tally__host_kl_div_backward,
     .dirichlet_multinomial_backward = tally__host_dirichlet_multinomial_backward,
+    .gmm_backward = tally__host_gmm_backward,
 };

@@ -29,5 +29,6 @@ tally_status tally__host_categorical(tally_context *ctx, const tally__categorica
 /* Gradients (host_backward.c). */
 tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
 tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
+tally_status tally__host_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job);
 
 #endif

@@ -174,3 +174,148 @@ tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, cons
     if (t.failed) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial_backward: out of memory");
     return TALLY_OK;
 }
+
+/* ---- Gaussian mixture --------------------------------------------------- */
+
+typedef struct gmm_bw_task {
+    const tally__gmm_backward_job *job;
+    const float *logits;
+    float llse;        /* tally_lse_seq of the logits (K > 1) */
+    float *weights;    /* B*K logit weights, or NULL when grad_logits is not wanted */
+    int failed;
+} gmm_bw_task;
+
+typedef struct gauss_bw_state {
+    const float *z, *mu, *lv;
+} gauss_bw_state;
+
+static float term_gauss_bw(const void *st, uint64_t d)
+{
+    const gauss_bw_state *s = st;
+    return tally_gauss_term(s->z[d], s->mu[d], s->lv[d]);
+}
+
+static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    gmm_bw_task *t = arg;
+    const tally__gmm_backward_job *job = t->job;
+    const tally__gmm_job *f = &job->fwd;
+    const uint64_t K = f->components, D = f->dim, B = f->mu.rows;
+    const uint64_t B4 = tally__round_up4(B), D2 = D + (D & 1u);
+    float *s = malloc(K * sizeof *s);
+    float *zs = malloc((D > 0 ? D : 1) * sizeof *zs); /* the sample's z */
+    float *ts = malloc((D > 0 ? D : 1) * sizeof *ts); /* the sample's std * eps */
+    if (s == NULL || zs == NULL || ts == NULL) {
+        t->failed = 1;
+        free(s), free(zs), free(ts);
+        return;
+    }
+    const float *gq = host_ptr(&job->grad_log_q), *gzi = host_ptr(&job->grad_z_in);
+    float *gz = host_ptr(&job->grad_z), *gmu = host_ptr(&job->grad_mu), *glv = host_ptr(&job->grad_log_var);
+    for (uint64_t b = begin; b < end; b++) {
+        const float *mu = host_ptr(&f->mu) + b * f->mu.stride, *lv = host_ptr(&f->log_var) + b * f->log_var.stride;
+        const float *z = NULL;
+        int32_t c = -1;
+        if (job->sample) {
+            /* The forward's draws, bit for bit (host_ops.c's gmm_rows). */
+            const tally_rng r = f->rng;
+            const float u = tally_stream_uniform(r.seed, r.subsequence, r.offset + b);
+            c = K > 1 ? tally_categorical_row(t->logits, K, 1, u) : 0;
+            if (c < 0) {
+                for (uint64_t i = 0; i < K * D; i++) {
+                    if (gmu != NULL) gmu[b * job->grad_mu.stride + i] = TALLY_F32_NAN;
+                    if (glv != NULL) glv[b * job->grad_log_var.stride + i] = TALLY_F32_NAN;
+                }
+                if (t->weights != NULL)
+                    for (uint64_t k = 0; k < K; k++) t->weights[b * K + k] = TALLY_F32_NAN;
+                continue;
+            }
+            const float *mc = mu + (uint64_t)c * D, *lc = lv + (uint64_t)c * D;
+            for (uint64_t d = 0; d < D; d++) {
+                const float eps = tally_stream_normal(r.seed, r.subsequence, r.offset + B4 + b * D2 + d);
+                ts[d] = tally_gauss_std(lc[d]) * eps;
+                zs[d] = tally_canonical(mc[d] + ts[d]);
+            }
+            z = zs;
+        } else {
+            z = host_ptr(&f->z) + b * f->z.stride;
+        }
+        for (uint64_t k = 0; k < K; k++) {
+            gauss_bw_state gs = {.z = z, .mu = mu + k * D, .lv = lv + k * D};
+            if (tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, term_gauss_bw, &gs, 0, 0.0f, &s[k]) !=
+                TALLY_OK)
+                t->failed = 1;
+        }
+        const float L = tally_gmm_row_lse(s, t->logits, t->llse, K);
+        const float g = gq != NULL ? gq[b * job->grad_log_q.stride] : 0.0f;
+        if (t->weights != NULL)
+            for (uint64_t k = 0; k < K; k++)
+                t->weights[b * K + k] = tally_gmm_logit_weight(g, s[k], t->logits[k], t->llse, L);
+        for (uint64_t d = 0; d < D; d++) {
+            /* d/dz of the density: minus the k-ordered sum of d/dmu. */
+            float acc = 0.0f;
+            for (uint64_t k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
+                const tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck);
+                acc = k == 0 ? e.a : acc + e.a;
+            }
+            const float dz = -acc;
+            if (gz != NULL) gz[b * job->grad_z.stride + d] = tally_canonical(dz);
+            if (gmu == NULL && glv == NULL) continue;
+            /* The sample: the whole gradient of z flows into component c. */
+            const float G = gzi != NULL ? gzi[b * job->grad_z_in.stride + d] + dz : dz;
+            for (uint64_t k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
+                tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck);
+                if (job->sample && (uint64_t)c == k) {
+                    e.a = e.a + G;
+                    e.b = e.b + G * (0.5f * ts[d]);
+                }
+                if (gmu != NULL) gmu[b * job->grad_mu.stride + k * D + d] = tally_canonical(e.a);
+                if (glv != NULL) glv[b * job->grad_log_var.stride + k * D + d] = tally_canonical(e.b);
+            }
+        }
+    }
+    free(s), free(zs), free(ts);
+}
+
+typedef struct gmm_col {
+    const float *w;
+    uint64_t K, k;
+} gmm_col;
+
+static float term_gmm_col(const void *st, uint64_t b)
+{
+    const gmm_col *c = st;
+    return c->w[b * c->K + c->k];
+}
+
+tally_status tally__host_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job)
+{
+    const tally__gmm_job *f = &job->fwd;
+    const uint64_t B = f->mu.rows, K = f->components;
+    gmm_bw_task t = {.job = job, .logits = NULL, .llse = 0.0f, .weights = NULL, .failed = 0};
+    if (K > 1) {
+        t.logits = host_ptr(&f->logits);
+        t.llse = tally_lse_seq(t.logits, K);
+    }
+    if (job->grad_logits.buffer != NULL) {
+        uint64_t BK;
+        if (tally__mul_u64(B, K, &BK) || (t.weights = malloc(BK * sizeof *t.weights)) == NULL)
+            return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host gmm backward: out of memory");
+    }
+    tally__host_parallel_for(B, K * f->dim * 120 + 1, gmm_bw_rows, &t);
+    if (t.weights != NULL) {
+        float *out = host_ptr(&job->grad_logits);
+        for (uint64_t k = 0; k < K && !t.failed; k++) {
+            gmm_col col = {.w = t.weights, .K = K, .k = k};
+            float v;
+            if (tally__host_tree_reduce(&job->col_plan, TALLY_COMBINE_SUM, term_gmm_col, &col, 1, 0.0f, &v) != TALLY_OK)
+                t.failed = 1;
+            out[k * job->grad_logits.stride] = tally_canonical(v);
+        }
+        free(t.weights);
+    }
+    if (t.failed) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host gmm backward: out of memory");
+    return TALLY_OK;
+}

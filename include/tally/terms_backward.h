@@ -85,4 +85,58 @@ TALLY_FN float tally_dm_grad_weight(float g, float R, float n, float a)
     return g * (R + tally_dm_grad_term(n, a));
 }
 
+/* ---- Diagonal Gaussian mixture ---- */
+
+/*
+ * The log density's value L of one row from its per-component sums s_k
+ * (the forward's D-trees) and the logits: v_k = (logit_k - llse) + s_k
+ * (llse = tally_lse_seq of the logits), L = the sequential logsumexp of the
+ * v_k; for K == 1, L = s_0. The same operations as the forward, so the
+ * same bits. Stamped out per address space of s, as tally_lse_seq.
+ */
+#define TALLY_DEFINE_GMM_ROW_LSE(fn_name, address_space)                                        \
+    TALLY_FN float fn_name(address_space const float *s, TALLY_GLOBAL const float *logits, float llse, \
+                           tally_u64 K)                                                         \
+    {                                                                                           \
+        if (K == 1u) return s[0];                                                               \
+        float m = (logits[0] - llse) + s[0];                                                    \
+        for (tally_u64 k = 1; k < K; k++) m = tally_max_nan(m, (logits[k] - llse) + s[k]);      \
+        if (!tally_isfinite(m)) return m;                                                       \
+        float sum = 0.0f;                                                                       \
+        for (tally_u64 k = 0; k < K; k++) sum = sum + tally_expf(((logits[k] - llse) + s[k]) - m); \
+        return tally_lse_finish(m, sum);                                                        \
+    }
+TALLY_DEFINE_GMM_ROW_LSE(tally_gmm_row_lse, TALLY_GLOBAL)
+
+/* The responsibility-weighted upstream gradient of component k of a row:
+ * c_k = g * r_k with r_k = exp(v_k - L) (1 for K == 1). */
+TALLY_FN float tally_gmm_grad_weight(float g, float s_k, float logit_k, float llse, float L, tally_u64 K)
+{
+    if (K == 1u) return g;
+    return g * tally_expf(((logit_k - llse) + s_k) - L);
+}
+
+/* d/dlogit_k of the row's log density, times g: g * (r_k - w_k), with
+ * w_k = exp(logit_k - llse). */
+TALLY_FN float tally_gmm_logit_weight(float g, float s_k, float logit_k, float llse, float L)
+{
+    return g * (tally_expf(((logit_k - llse) + s_k) - L) - tally_expf(logit_k - llse));
+}
+
+/*
+ * One (component, dimension) element's gradients of c * tally_gauss_term(z,
+ * mu, lv), with is = exp(-0.5 lv) and y = (z - mu) * is as in the forward:
+ * d/dmu = c * (y * is) (a), d/dlv = c * (0.5 * (y * y) - 0.5) (b);
+ * d/dz is -(d/dmu).
+ */
+TALLY_FN tally_grad2 tally_gmm_grad_elem(float z, float mu, float lv, float c)
+{
+    const float is = tally_expf(-0.5f * lv);
+    const float y = (z - mu) * is;
+    tally_grad2 r;
+    r.a = c * (y * is);
+    r.b = c * (0.5f * (y * y) - 0.5f);
+    return r;
+}
+
 #endif /* TALLY_TERMS_BACKWARD_H */
