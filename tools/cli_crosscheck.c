@@ -24,7 +24,8 @@ const char cli_crosscheck_usage[] =
     "and without the coefficient, under each reduction, gmm_log_prob, gmm_sample,\n"
     "rng raw/uniform/normal, categorical on weights and on logits, and the\n"
     "gradients kl_div_backward (every reduction and flag) and\n"
-    "dirichlet_multinomial_backward (shared and per-row alpha, each reduction) -\n"
+    "dirichlet_multinomial_backward (shared and per-row alpha, each reduction),\n"
+    "gmm_log_prob_backward and gmm_sample_backward -\n"
     "on tiny, odd\n"
     "(rows and cols not multiples of 4), strided (stride > cols, non-zero offset),\n"
     "two-level-tree and large shapes (KL over 4096x4096; --quick shrinks the large\n"
@@ -39,7 +40,8 @@ const char cli_crosscheck_usage[] =
     "  --ops LIST       only these ops (sum, mean, min, max, logsumexp, sumsq, kl_div,\n"
     "                   dirichlet_multinomial, gmm_log_prob, gmm_sample, rng,\n"
     "                   categorical, kl_div_backward,\n"
-    "                   dirichlet_multinomial_backward).\n"
+    "                   dirichlet_multinomial_backward, gmm_log_prob_backward,\n"
+    "                   gmm_sample_backward).\n"
     "  --quick          smaller large shapes.\n"
     "  --json           results as one JSON object on stdout instead of a table.\n"
     "\n"
@@ -295,6 +297,15 @@ static int gen_inputs(xc_case *c)
         gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
         break;
     case CLI_OP_GMM_SAMPLE: gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r); break;
+    case CLI_OP_GMM_LOG_PROB_BACKWARD:
+        gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
+        cli_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
+        break;
+    case CLI_OP_GMM_SAMPLE_BACKWARD:
+        gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r);
+        cli_fill_normal(job->in[3].data, cli_tensor_count(&job->in[3]), &r, 0.0, 1.0);
+        cli_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
+        break;
     case CLI_OP_CATEGORICAL: gen_categorical(c, job->in[0].data, &r); break;
     case CLI_OP_RNG: break;
     }
@@ -437,6 +448,22 @@ static int prepare_expect(const xc_case *c, xc_expect *e)
             return -1;
         for (int k = 0; k < 2; k++)
             for (uint64_t i = 0; i < n_out; i++) e->tol[k][i] *= U;
+        return 0;
+    }
+    case CLI_OP_GMM_SAMPLE_BACKWARD: return 0; /* bits against the host; float64 in tests/check_backward.c */
+    case CLI_OP_GMM_LOG_PROB_BACKWARD: {
+        const int64_t B = job->batch, K = job->components, D = job->dim;
+        if (K > 64 || D > 4096 || K * D > 4096) return 0; /* beyond the reference's sizes: bits only */
+        for (int k = 0; k < job->n_out; k++)
+            if (alloc_expect(e, k, cli_tensor_count(&job->out[k])) != 0) return -1;
+        double dummy[2];
+        if (tally_ref_gmm_log_prob_backward(job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, B, K,
+                                            D, job->in[4].data, e->ref[0], e->tol[0], e->ref[1], e->tol[1],
+                                            e->ref[2], e->tol[2], K > 1 ? e->ref[3] : dummy,
+                                            K > 1 ? e->tol[3] : dummy + 1) != 0)
+            return -1;
+        for (int k = 0; k < job->n_out; k++)
+            for (uint64_t i = 0; i < cli_tensor_count(&job->out[k]); i++) e->tol[k][i] *= U;
         return 0;
     }
     case CLI_OP_DM_BACKWARD: {
@@ -959,6 +986,11 @@ static void catalogue(xc_state *st)
                 snprintf(c.variant, sizeof c.variant, "-");
             }
             run_case(st, &c);
+            /* The same shape through both backward passes. */
+            c.op = sample ? "gmm_sample_backward" : "gmm_log_prob_backward";
+            c.job.kind = sample ? CLI_OP_GMM_SAMPLE_BACKWARD : CLI_OP_GMM_LOG_PROB_BACKWARD;
+            c.data_seed = seed++;
+            run_case(st, &c);
         }
 
     /* Random fills. */
@@ -1252,7 +1284,8 @@ int cli_crosscheck(int argc, char **argv)
     if (st.ops_filter != NULL) {
         static const char *const known[] = {"sum", "mean", "min", "max", "logsumexp", "sumsq", "kl_div",
                                             "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "rng",
-                                            "categorical", "kl_div_backward", "dirichlet_multinomial_backward"};
+                                            "categorical", "kl_div_backward", "dirichlet_multinomial_backward",
+                                            "gmm_log_prob_backward", "gmm_sample_backward"};
         for (const char *p = st.ops_filter;;) {
             const char *comma = strchr(p, ',');
             size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);

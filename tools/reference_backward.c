@@ -208,13 +208,17 @@ int tally_ref_gmm_log_prob_backward(const float *z, const float *mu, const float
             for (int64_t d = 0; d < D; d++) {
                 const int64_t i = k * D + d;
                 const double is = exp(-0.5 * lvd[i]), y = (zd[d] - mud[i]) * is;
-                gmu_mag[b * K * D + i] = fabs(dmu[i]) * rel;
-                glv_mag[b * K * D + i] = fabs(g) * r * (0.5 * y * y + 0.5) * rel;
-                gz_mag[b * D + d] += fabs(dmu[i]) * (rel + 2.0 * (double)K);
+                /* A responsibility below the float range is subnormal or 0:
+                 * an absolute error of a subnormal ulp (2^-149), times the
+                 * factors after it, in units of 2^-24. */
+                const double tiny = 0x1p-124 * fabs(g);
+                gmu_mag[b * K * D + i] = fabs(dmu[i]) * rel + tiny * (fabs(y * is) + 1.0);
+                glv_mag[b * K * D + i] = fabs(g) * r * (0.5 * y * y + 0.5) * rel + tiny * (0.5 * y * y + 1.0);
+                gz_mag[b * D + d] += fabs(dmu[i]) * (rel + 2.0 * (double)K) + tiny * (fabs(y * is) + 1.0);
             }
             if (K > 1) {
                 glogits[k] += dl[k];
-                glogits_mag[k] += fabs(g) * (r + exp(lw[k])) * rel + depth_col * fabs(dl[k]);
+                glogits_mag[k] += fabs(g) * (r + exp(lw[k])) * rel + depth_col * fabs(dl[k]) + 0x1p-124 * fabs(g);
             }
         }
     }
