@@ -71,8 +71,12 @@ TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT su
  * Dirichlet-multinomial backward, per element (b, v): the weight
  * w = tally_dm_grad_weight(G[b], R[b], n[b, v], a) with a = exp(log_alpha of
  * the row, or of the shared row when la_stride == 0). per_row: out[b, v] =
- * a * w. Otherwise w goes to out[out_off + b * V + v] (scratch), whose
- * columns a tree then sums. Groups walk rows, work-items a row's columns.
+ * a * w, groups walking rows and work-items a row's columns. Otherwise w
+ * goes to out[out_off + v * B + b] (scratch, transposed, so that the column
+ * trees then read each column as one contiguous vector): groups walk blocks
+ * of TALLY_K_DM_BW_ROWS rows and each work-item writes its column's run of
+ * that many consecutive values, whole 32-byte sectors, while the counts are
+ * still read row by row across the work-items.
  */
 TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
                                          tally_u64 c_stride, TALLY_GLOBAL const float *TALLY_RESTRICT la,
@@ -81,12 +85,28 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRIC
                                          tally_u64 V, tally_u32 per_row, TALLY_GLOBAL float *TALLY_RESTRICT out,
                                          tally_u64 out_off, tally_u64 out_stride)
 {
-    for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
-        const float R = rg[rg_off + b], G = rg[rg_off + B + b];
+    if (per_row) {
+        for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
+            const float R = rg[rg_off + b], G = rg[rg_off + B + b];
+            for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
+                const float a = tally_expf(la[la_off + b * la_stride + v]);
+                const float w = tally_dm_grad_weight(G, R, counts[c_off + b * c_stride + v], a);
+                out[out_off + b * out_stride + v] = tally_canonical(a * w);
+            }
+        }
+        return;
+    }
+    const tally_u64 blocks = (B + (TALLY_K_DM_BW_ROWS - 1u)) / TALLY_K_DM_BW_ROWS;
+    for (tally_u64 blk = TALLY_GROUP_ID(); blk < blocks; blk += TALLY_GROUP_COUNT()) {
+        const tally_u64 b0 = blk * TALLY_K_DM_BW_ROWS;
         for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
-            const float a = tally_expf(la[la_off + b * la_stride + v]);
-            const float w = tally_dm_grad_weight(G, R, counts[c_off + b * c_stride + v], a);
-            out[out_off + b * out_stride + v] = per_row ? tally_canonical(a * w) : w;
+            const float a = tally_expf(la[la_off + v]);
+            for (tally_u32 i = 0; i < TALLY_K_DM_BW_ROWS; i++) {
+                const tally_u64 b = b0 + i;
+                if (b < B)
+                    out[out_off + v * B + b] =
+                        tally_dm_grad_weight(rg[rg_off + B + b], rg[rg_off + b], counts[c_off + b * c_stride + v], a);
+            }
         }
     }
 }

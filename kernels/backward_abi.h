@@ -19,4 +19,8 @@
 #define TALLY_K_GMM_BW_WANT_LV 32u
 #define TALLY_K_GMM_BW_WANT_W 64u
 
+/* Rows per block of tally_k_dm_bw_elements's transposed (shared alpha) mode:
+ * 8 floats, one 32-byte sector per column. */
+#define TALLY_K_DM_BW_ROWS 8u
+
 #endif /* TALLY_KERNEL_BACKWARD_ABI_H */

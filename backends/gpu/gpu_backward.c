@@ -58,9 +58,9 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
  *    since x - 0 == x) and N = sum n per row.
  * 2. tally_k_dm_bw_rows: R_b and g_b per row.
  * 3. tally_k_dm_bw_elements: per-row alpha writes the gradient; a shared
- *    alpha writes the weights w[b, v] to scratch,
- * 4. whose V columns the planner's tree over B sums (one vector per column,
- *    read with stride V), and tally_k_dm_bw_scale multiplies by a_v. */
+ *    alpha writes the weights w[b, v] to scratch, transposed ([V, B]),
+ * 4. whose V columns the planner's tree over B sums (one contiguous vector
+ *    per column), and tally_k_dm_bw_scale multiplies by a_v. */
 
 tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job)
 {
@@ -138,18 +138,22 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
             tally__gpu_arg_u64(&l, out->stride);
         } else {
             tally__gpu_arg_buf(&l, scratch, w_off);
-            tally__gpu_arg_u64(&l, V);
+            tally__gpu_arg_u64(&l, 0);
         }
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_bw_elements, B, &l);
+        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_bw_elements,
+                            job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS), &l);
         if (st != TALLY_OK || job->per_row_alpha) return st;
     }
 
-    /* Shared alpha: column v is the vector w[v], w[V + v], ... of B values. */
+    /* Shared alpha: column v is the contiguous vector w[v * B .. v * B + B - 1]
+     * (stored transposed), read 16 bytes at a time when B is a multiple of 4
+     * (scratch regions start 256-byte aligned). */
     if (job->col_plan.levels == 0) {
         st = tally__gpu_fill(ctx, scratch, s_off, 1, V, 0u); /* the empty sum, as the host's tree gives */
     } else {
-        tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = 1, .stride = V,
-                                    .mode = TALLY_K_LOAD_STRIDED, .nvec = V, .vec_stride = 1};
+        tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = B, .stride = B,
+                                    .mode = B % 4u == 0 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS, .nvec = V,
+                                    .vec_stride = B};
         tally__gpu_result s_res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
                                    .divisor = 0.0f, .shift = NULL, .shift_off = 0};
         st = tally__gpu_tree(ctx, &w_src, &job->col_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &s_res, scratch,
