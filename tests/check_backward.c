@@ -14,8 +14,11 @@
  *   conventions of docs/ops.md, absent outputs left untouched);
  * - the same bits as the host backend, compared element by element, for
  *   every case (a second context on the host backend in the same process).
- * A training loop (Dirichlet-multinomial, 100 gradient steps) must end with
- * the host's parameters bit for bit and near a float64 run of the same loop.
+ * Two training loops of 100 gradient steps (the Dirichlet-multinomial model
+ * fitting log_alpha, and a VAE-style objective on the mixture sample) must
+ * end with the host's parameters bit for bit; the first also near a float64
+ * run of the same loop. TALLY_TEST_BACKEND=cuda (or opencl with
+ * TALLY_DEVICE) runs them on a GPU: scripts/gpu_backward.sh.
  */
 #include <math.h>
 #include <stdio.h>
@@ -860,6 +863,84 @@ START_TEST(gmm_backward_edges_and_errors)
 }
 END_TEST
 
+/* A VAE-style objective on the mixture: 100 steps of gradient descent on
+ * the Monte-Carlo estimate mean_b(0.5 |z_b|^2 + log q(z_b)) (KL(q || N(0, I))
+ * up to a constant) with respect to mu, log_var and the logits, z drawn by
+ * tally_gmm_sample and the gradients from tally_gmm_sample_backward with the
+ * same stream position (grad_z = z / B, grad_log_q = 1 / B). The backend's
+ * final parameters must equal the host's bit for bit, and the objective
+ * must fall. */
+#define VAE_B 16
+#define VAE_K 3
+#define VAE_D 4
+#define VAE_KD (VAE_K * VAE_D)
+
+static void vae_train(tally_context *ctx, float *mu, float *lv, float *lg, float *first, float *last)
+{
+    tally_view vmu = put(ctx, mu, VAE_B, VAE_KD, 0), vlv = put(ctx, lv, VAE_B, VAE_KD, 0);
+    tally_view vlg = put(ctx, lg, 1, VAE_K, 0), vz = put(ctx, NULL, VAE_B, VAE_D, 0), vq = put(ctx, NULL, VAE_B, 1, 0);
+    tally_view vgz = put(ctx, NULL, VAE_B, VAE_D, 0), vgq = put(ctx, NULL, VAE_B, 1, 0);
+    tally_view gmu = put(ctx, NULL, VAE_B, VAE_KD, 0), glv = put(ctx, NULL, VAE_B, VAE_KD, 0), glg = put(ctx, NULL, 1, VAE_K, 0);
+    tally_rng rng = {.seed = 77, .subsequence = 1, .offset = 0};
+    float gq[VAE_B];
+    for (int b = 0; b < VAE_B; b++) gq[b] = 1.0f / VAE_B;
+    tt_write(vgq.buffer, (size_t)vgq.offset, gq, VAE_B);
+    const float lr = 0.05f;
+    for (int s = 0; s < 100; s++) {
+        tt_write(vmu.buffer, (size_t)vmu.offset, mu, VAE_B * VAE_KD);
+        tt_write(vlv.buffer, (size_t)vlv.offset, lv, VAE_B * VAE_KD);
+        tt_write(vlg.buffer, (size_t)vlg.offset, lg, VAE_K);
+        uint64_t used = 0;
+        tt_ok(tally_gmm_sample(ctx, vmu, vlv, vlg, VAE_K, rng, vz, vq, absent(), &used), ctx);
+        float z[VAE_B * VAE_D], q[VAE_B], gz[VAE_B * VAE_D];
+        get(vz, z);
+        get(vq, q);
+        float loss = 0.0f;
+        for (int b = 0; b < VAE_B; b++) {
+            float zz = 0.0f;
+            for (int d = 0; d < VAE_D; d++) zz = zz + z[b * VAE_D + d] * z[b * VAE_D + d];
+            loss = loss + (0.5f * zz + q[b]) / VAE_B;
+        }
+        for (int i = 0; i < VAE_B * VAE_D; i++) gz[i] = z[i] / VAE_B;
+        tt_write(vgz.buffer, (size_t)vgz.offset, gz, VAE_B * VAE_D);
+        tt_ok(tally_gmm_sample_backward(ctx, vmu, vlv, vlg, VAE_K, rng, vgz, vgq, gmu, glv, glg), ctx);
+        float dmu[VAE_B * VAE_KD], dlv[VAE_B * VAE_KD], dlg[VAE_K];
+        get(gmu, dmu);
+        get(glv, dlv);
+        get(glg, dlg);
+        /* Per-row parameters get the per-row gradient times B (each row is
+         * its own posterior); the shared logits the mean's gradient. */
+        for (int i = 0; i < VAE_B * VAE_KD; i++) {
+            mu[i] = mu[i] - lr * VAE_B * dmu[i];
+            lv[i] = lv[i] - lr * VAE_B * dlv[i];
+        }
+        for (int k = 0; k < VAE_K; k++) lg[k] = lg[k] - lr * dlg[k];
+        tt_ok(tally_rng_advance(&rng, used), ctx);
+        if (s < 10) *first = (s == 0 ? 0.0f : *first) + loss / 10;
+        if (s >= 90) *last = (s == 90 ? 0.0f : *last) + loss / 10;
+    }
+    tally_view all[] = {vmu, vlv, vlg, vz, vq, vgz, vgq, gmu, glv, glg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tally_buffer_release(all[i].buffer);
+}
+
+START_TEST(gmm_training_loop)
+{
+    float mu[VAE_B * VAE_KD], lv[VAE_B * VAE_KD], lg[VAE_K] = {0.3f, -0.2f, 0.1f};
+    tt_fill_normal(mu, VAE_B * VAE_KD, 4242, 0.0, 2.0);
+    tt_fill_uniform(lv, VAE_B * VAE_KD, 4243, -1.0, 1.0);
+    float mu_h[VAE_B * VAE_KD], lv_h[VAE_B * VAE_KD], lg_h[VAE_K];
+    memcpy(mu_h, mu, sizeof mu), memcpy(lv_h, lv, sizeof lv), memcpy(lg_h, lg, sizeof lg);
+    float first = 0, last = 0, first_h = 0, last_h = 0;
+    vae_train(tt_context(), mu, lv, lg, &first, &last);
+    vae_train(host_context(), mu_h, lv_h, lg_h, &first_h, &last_h);
+    assert_same_bits(mu, mu_h, VAE_B * VAE_KD, "trained mu");
+    assert_same_bits(lv, lv_h, VAE_B * VAE_KD, "trained log_var");
+    assert_same_bits(lg, lg_h, VAE_K, "trained logits");
+    ck_assert_msg(isfinite(last) && last < first - 1.0f, "objective fell only from %g to %g", (double)first,
+                  (double)last);
+}
+END_TEST
+
 Suite *tally_test_suite(void)
 {
     Suite *s = suite_create("backward");
@@ -876,7 +957,7 @@ Suite *tally_test_suite(void)
           dm_training_loop, NULL}},
         {"gmm",
          {gmm_log_prob_backward_cases, gmm_reference_matches_finite_differences, gmm_sample_backward_cases,
-          gmm_backward_edges_and_errors, NULL}},
+          gmm_backward_edges_and_errors, gmm_training_loop, NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         TCase *tc = tcase_create(cases[c].name);
