@@ -434,7 +434,9 @@ TALLY_API tally_status tally_categorical(tally_context *ctx, tally_view weights,
  * with a NULL buffer when that gradient is not wanted (both NULL is allowed
  * and does nothing after the checks). With INPUT_IS_PROB grad_input is the
  * gradient with respect to p. torch's formulas; the conventions at
- * target == 0 are in docs/ops.md. Elementwise, one pass. Queued.
+ * target == 0 are in docs/ops.md. Elementwise, one pass. The views are
+ * borrowed (releasing a buffer waits for queued work on it); queued (may return
+ * before the device finishes); one thread at a time per context.
  */
 TALLY_API tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_view target,
                                              tally_view grad_out, tally_reduction reduction,
@@ -447,7 +449,8 @@ TALLY_API tally_status tally_kl_div_backward(tally_context *ctx, tally_view inpu
  * log_alpha's shape: [B, V] per-row (elementwise) or [1, V] shared (each
  * column summed over the B rows by the planner's tree). flags as in the
  * forward (the coefficient does not depend on alpha). The gradient with
- * respect to the counts is not computed. Queued.
+ * respect to the counts is not computed. The views are borrowed; queued;
+ * one thread at a time per context.
  */
 TALLY_API tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, tally_view counts,
                                                             tally_view log_alpha, tally_view grad_out,
@@ -459,7 +462,8 @@ TALLY_API tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, 
  * of each row's log density), the gradients with respect to z [B, D], mu
  * and log_var [B, K*D] and logits (K values; ignored when K == 1). Each
  * output may be a view with a NULL buffer (not wanted). Responsibilities
- * come from the forward's own sums and logsumexp order. Queued.
+ * come from the forward's own sums and logsumexp order. The views are
+ * borrowed; queued; one thread at a time per context.
  */
 TALLY_API tally_status tally_gmm_log_prob_backward(tally_context *ctx, tally_view z, tally_view mu,
                                                    tally_view log_var, tally_view logits, int64_t components,
@@ -476,7 +480,10 @@ TALLY_API tally_status tally_gmm_log_prob_backward(tally_context *ctx, tally_vie
  * The component draw is not differentiated (as torch's multinomial); the
  * components and the noise are drawn again from (seed, subsequence, offset)
  * exactly as the forward drew them, so nothing saved is read. A row whose
- * component could not be drawn (invalid logits) gets NaN gradients. Queued.
+ * component could not be drawn (invalid logits) gets NaN gradients. The
+ * views are borrowed and rng is read, not advanced (pass the rng the forward
+ * used, before its tally_rng_advance); queued; one thread at a time per
+ * context.
  */
 TALLY_API tally_status tally_gmm_sample_backward(tally_context *ctx, tally_view mu, tally_view log_var,
                                                  tally_view logits, int64_t components, tally_rng rng,
