@@ -123,8 +123,17 @@ TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_GLOBAL const float *TALLY_RESTRICT l
 }
 
 
+/* Work-items per row in tally_k_gmm_bw_rows: the smallest power of two
+ * >= D, 1 .. the group size (the launcher sizes its grid with the same). */
+TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
+{
+    tally_u32 w = 1u;
+    while (w < TALLY_K_GROUP_SIZE && (tally_u64)w < D) w <<= 1;
+    return w;
+}
+
 /*
- * The mixture's backward, one group per row b (host_backward.c's
+ * The mixture's backward, one segment of work-items per row b (host_backward.c's
  * gmm_bw_rows, element for element): from the row's per-component sums
  * s[s_off + b*K + k] (the forward's D-trees, already computed), the
  * logits' logsumexp at scratch[lse_off] (K > 1) and, for the sample, the
@@ -154,26 +163,35 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT z
     const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
     const float llse = K > 1u ? sc[lse_off] : 0.0f;
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
-    for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
+    /* A segment of `width` work-items per row (the smallest power of two
+     * >= D, at most the group), so that short rows do not leave most of a
+     * group idle; nothing is shared between work-items. */
+    const tally_u32 width = tally_k_gmm_bw_width(D);
+    const tally_u32 rows_per_group = TALLY_K_GROUP_SIZE / width;
+    const tally_u32 seg = lid / width, j = lid - seg * width;
+    for (tally_u64 first = TALLY_GROUP_ID() * rows_per_group; first < B;
+         first += TALLY_GROUP_COUNT() * rows_per_group) {
+        const tally_u64 b = first + seg;
+        if (b >= B) continue;
         TALLY_GLOBAL const float *s = sc + s_off + b * K;
         TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride;
         TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride;
         const tally_i32 c = sample ? picks[b] : -1;
         if (sample && c < 0) {
-            for (tally_u64 i = lid; i < K * D; i += TALLY_K_GROUP_SIZE) {
+            for (tally_u64 i = j; i < K * D; i += width) {
                 if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
                 if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
             }
             if (flags & TALLY_K_GMM_BW_WANT_W)
-                for (tally_u64 k = lid; k < K; k += TALLY_K_GROUP_SIZE) sc[w_off + b * K + k] = TALLY_F32_NAN;
+                for (tally_u64 k = j; k < K; k += width) sc[w_off + b * K + k] = TALLY_F32_NAN;
             continue;
         }
         const float L = tally_gmm_row_lse(s, lg, llse, K);
         const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
         if (flags & TALLY_K_GMM_BW_WANT_W)
-            for (tally_u64 k = lid; k < K; k += TALLY_K_GROUP_SIZE)
+            for (tally_u64 k = j; k < K; k += width)
                 sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s[k], lg[k], llse, L);
-        for (tally_u64 d = lid; d < D; d += TALLY_K_GROUP_SIZE) {
+        for (tally_u64 d = j; d < D; d += width) {
             const float zd = z[z_off + b * z_stride + d];
             float acc = 0.0f;
             for (tally_u64 k = 0; k < K; k++) {

@@ -319,7 +319,9 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
     tally__gpu_arg_u64(&r, job->grad_mu.stride);
     tally__gpu_arg_buf(&r, job->grad_log_var.buffer, job->grad_log_var.offset);
     tally__gpu_arg_u64(&r, job->grad_log_var.stride);
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_bw_rows, B, &r);
+    uint32_t width = 1u; /* as tally_k_gmm_bw_width: the smallest power of two >= D, at most a group */
+    while (width < TALLY_GPU_GROUP_SIZE && width < D) width <<= 1;
+    st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_bw_rows, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / width), &r);
     if (st != TALLY_OK || !want_w) return st;
 
     tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = 1, .stride = K, .mode = TALLY_K_LOAD_STRIDED,
