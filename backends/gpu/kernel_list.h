@@ -46,7 +46,7 @@
  * tally_k_dm_bw_rows    sums buf, a_step u64, n_off u64, g buf, g_stride u64, per_row_grad u32, divide u32,
  *                       divisor f32, B u64, rg buf  (sums' offset is where A is)
  * tally_k_dm_bw_elements counts buf, c_stride u64, la buf, la_stride u64, rg buf, B u64, V u64, per_row u32,
- *                       out buf, out_stride u64
+ *                       out buf, out_stride u64 (per_row; else out is [V, B] scratch, out_stride unused)
  * tally_k_dm_bw_scale   la buf, s buf, V u64, out buf
  * tally_k_gmm_bw_rows   z buf, z_stride u64, mu buf, mu_stride u64, lv buf, lv_stride u64, logits buf,
  *                       scratch buf, s_off u64, lse_off u64, picks_off u64, w_off u64, gq buf, gq_stride u64,
