@@ -1147,6 +1147,194 @@ static int run_sum_rows_bf16(bench *b, result *r) { return run_half(b, r, HALF_S
 static int run_sum_rows_f32(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_F32, 65536, 1024); }
 
 /* ------------------------------------------------------------------------
+ * Gradients: kl_bw (KL batchmean INPUT_IS_PROB backward over [16384,
+ * 16384]: reads p and t, writes both gradients), dm_bw (Dirichlet-
+ * multinomial backward, shared alpha, 65536x1024: reads the counts, writes
+ * V values; the per-row weights go through a [B, V] scratch) and gmm_bw
+ * (mixture sample backward, 65536x8x128: reads mu, log_var, grad_z and
+ * grad_log_q, writes grad_mu and grad_log_var).
+ * ------------------------------------------------------------------------ */
+typedef struct bw_state {
+    tally_buffer *a, *b, *g, *o1, *o2, *extra;
+    int64_t rows, cols, K, D;
+} bw_state;
+
+static int kl_bw_call(bench *b, void *arg, int64_t i)
+{
+    bw_state *s = arg;
+    (void)i;
+    TCHK(b, "tally_kl_div_backward",
+         tally_kl_div_backward(b->ctx, tally_view_f32(s->a, 0, s->rows, s->cols), tally_view_f32(s->b, 0, s->rows, s->cols),
+                               tally_view_f32(s->g, 0, 1, 1), TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB,
+                               tally_view_f32(s->o1, 0, s->rows, s->cols), tally_view_f32(s->o2, 0, s->rows, s->cols)));
+    return 0;
+}
+
+static int run_kl_bw(bench *b, result *r)
+{
+    bw_state s = {.rows = scaled(b, 16384), .cols = 16384};
+    const int64_t n = s.rows * s.cols;
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
+    r->bytes_read = 2.0 * (double)n * 4.0;
+    r->bytes_written = 2.0 * (double)n * 4.0;
+    r->ceiling = "copy";
+    wl_bufs bufs = {.n = 0};
+    float one = 1.0f, host[2 * 1024], got[2 * 1024];
+    int rc = make_buffer(b, &bufs, (uint64_t)n, "p", &s.a) || make_buffer(b, &bufs, (uint64_t)n, "t", &s.b) ||
+             make_buffer(b, &bufs, 1, "grad_out", &s.g) || make_buffer(b, &bufs, (uint64_t)n, "grad_p", &s.o1) ||
+             make_buffer(b, &bufs, (uint64_t)n, "grad_t", &s.o2) ||
+             fill_device(b, TALLY_DIST_UNIFORM, 505, s.a, n) || fill_device(b, TALLY_DIST_UNIFORM, 606, s.b, n);
+    if (rc == 0 && tally_buffer_upload(s.g, 0, &one, 4) != TALLY_OK) rc = bench_fail(b, "upload grad_out");
+    if (rc == 0) rc = bench_measure(b, kl_bw_call, &s, 0, &r->t);
+    /* Check: the first 1024 elements of both gradients against float64. */
+    const int64_t m = n < 1024 ? n : 1024;
+    if (rc == 0) rc = poison(b, s.o1, 0, m) || poison(b, s.o2, 0, m) || kl_bw_call(b, &s, 0) ||
+                      download(b, s.a, 0, m, host) || download(b, s.b, 0, m, host + 1024) ||
+                      download(b, s.o1, 0, m, got) || download(b, s.o2, 0, m, got + 1024);
+    if (rc == 0) {
+        double worst = 0.0;
+        for (int64_t i = 0; i < m; i++) {
+            double p = host[i], t = host[1024 + i], g = 1.0 / (double)s.rows;
+            double rp = -(t / p) * g, rt = g * (log(t) - log(p) + 1.0);
+            double e1 = fabs(got[i] - rp) / (1e-5 * fabs(rp) + 1e-30);
+            double e2 = fabs(got[1024 + i] - rt) / (1e-5 * g * (fabs(log(t)) + fabs(log(p)) + 1.0) + 1e-30);
+            if (!(e1 <= worst)) worst = e1;
+            if (!(e2 <= worst)) worst = e2;
+        }
+        r->ok = worst <= 1.0;
+        r->value = got[0];
+        snprintf(r->check, sizeof r->check, "%s: first %lld elements of both gradients vs float64, worst %.3f of tolerance",
+                 r->ok ? "ok" : "WRONG", (long long)m, worst);
+    }
+    release_buffers(&bufs);
+    return rc;
+}
+
+static double bench_digamma(double x)
+{
+    double acc = 0.0;
+    while (x < 20.0) acc += 1.0 / x, x += 1.0;
+    double w = 1.0 / x, w2 = w * w;
+    return log(x) - 0.5 * w - w2 * (1.0 / 12 - w2 * (1.0 / 120 - w2 * (1.0 / 252 - w2 / 240))) - acc;
+}
+
+static int dm_bw_call(bench *b, void *arg, int64_t i)
+{
+    bw_state *s = arg;
+    (void)i;
+    TCHK(b, "tally_dirichlet_multinomial_backward",
+         tally_dirichlet_multinomial_backward(b->ctx, tally_view_f32(s->a, 0, s->rows, s->cols),
+                                              tally_view_f32(s->b, 0, 1, s->cols), tally_view_f32(s->g, 0, 1, 1),
+                                              TALLY_REDUCTION_MEAN, 0, tally_view_f32(s->o1, 0, 1, s->cols)));
+    return 0;
+}
+
+static int run_dm_bw(bench *b, result *r)
+{
+    bw_state s = {.rows = scaled(b, 65536), .cols = 1024};
+    const int64_t B = s.rows, V = s.cols, BV = B * V;
+    snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)B, (long long)V);
+    r->bytes_read = ((double)BV + (double)V) * 4.0;
+    r->bytes_written = (double)V * 4.0;
+    r->ceiling = "read";
+    float *host = malloc(sizeof(float) * (size_t)(BV + 2 * V));
+    if (host == NULL) return bench_fail(b, "out of host memory");
+    float *la = host + BV, *got = la + V, one = 1.0f;
+    uint64_t state = 78;
+    for (int64_t v = 0; v < V; v++) la[v] = (float)(-2.0 + 3.0 * host_uniform(&state));
+    dm_make_counts(host, BV, 0);
+    wl_bufs bufs = {.n = 0};
+    int rc = make_buffer(b, &bufs, (uint64_t)BV, "counts", &s.a) || make_buffer(b, &bufs, (uint64_t)V, "log_alpha", &s.b) ||
+             make_buffer(b, &bufs, 1, "grad_out", &s.g) || make_buffer(b, &bufs, (uint64_t)V, "grad", &s.o1);
+    if (rc == 0 && (tally_buffer_upload(s.a, 0, host, (size_t)BV * 4u) != TALLY_OK ||
+                    tally_buffer_upload(s.b, 0, la, (size_t)V * 4u) != TALLY_OK ||
+                    tally_buffer_upload(s.g, 0, &one, 4) != TALLY_OK))
+        rc = bench_fail(b, "upload: %s", tally_last_error(b->ctx));
+    if (rc == 0) rc = bench_measure(b, dm_bw_call, &s, 0, &r->t);
+    if (rc == 0) rc = poison(b, s.o1, 0, V) || dm_bw_call(b, &s, 0) || download(b, s.o1, 0, V, got);
+    if (rc == 0) {
+        /* Check: the first 8 columns against float64 over every row. */
+        double A = 0.0, worst = 0.0;
+        for (int64_t v = 0; v < V; v++) A += exp((double)la[v]);
+        const double pA = bench_digamma(A);
+        double col[8] = {0}, mag[8] = {0};
+        for (int64_t i = 0; i < B; i++) {
+            double N = 0.0;
+            for (int64_t v = 0; v < V; v++) N += host[i * V + v];
+            const double R = pA - bench_digamma(N + A);
+            for (int v = 0; v < 8; v++) {
+                const double a = exp((double)la[v]), n = host[i * V + v];
+                const double T = n == 0 ? 0.0 : bench_digamma(n + a) - bench_digamma(a);
+                col[v] += (R + T) / (double)B;
+                mag[v] += (fabs(pA) + fabs(bench_digamma(N + A)) + fabs(T) + 1.0) / (double)B;
+            }
+        }
+        for (int v = 0; v < 8; v++) {
+            const double a = exp((double)la[v]), ref = a * col[v], err = fabs(got[v] - ref) / (1e-4 * a * mag[v]);
+            if (!(err <= worst)) worst = err;
+        }
+        int64_t bad = -1;
+        r->ok = worst <= 1.0 && all_finite(got, V, &bad);
+        r->value = got[0];
+        snprintf(r->check, sizeof r->check, "%s: first 8 columns vs float64 over all rows, worst %.3f of tolerance",
+                 r->ok ? "ok" : "WRONG", worst);
+    }
+    release_buffers(&bufs);
+    free(host);
+    return rc;
+}
+
+static int gmm_bw_call(bench *b, void *arg, int64_t i)
+{
+    bw_state *s = arg;
+    (void)i;
+    const int64_t B = s->rows, KD = s->K * s->D;
+    const tally_rng rng = {.seed = 303, .subsequence = 0, .offset = 0};
+    TCHK(b, "tally_gmm_sample_backward",
+         tally_gmm_sample_backward(b->ctx, tally_view_f32(s->a, 0, B, KD), tally_view_f32(s->b, 0, B, KD),
+                                   tally_view_f32(s->extra, 0, 1, s->K), s->K, rng,
+                                   tally_view_f32(s->g, 0, B, s->D), tally_view_f32(s->g, B * s->D, 1, B),
+                                   tally_view_f32(s->o1, 0, B, KD), tally_view_f32(s->o2, 0, B, KD),
+                                   (tally_view){.buffer = NULL}));
+    return 0;
+}
+
+static int run_gmm_bw(bench *b, result *r)
+{
+    bw_state s = {.rows = scaled(b, 65536), .K = 8, .D = 128};
+    const int64_t B = s.rows, KD = s.K * s.D;
+    snprintf(r->shape, sizeof r->shape, "%lldx%lldx%lld", (long long)B, (long long)s.K, (long long)s.D);
+    r->bytes_read = (2.0 * (double)(B * KD) + (double)(B * s.D) + (double)B) * 4.0;
+    r->bytes_written = 2.0 * (double)(B * KD) * 4.0;
+    r->ceiling = "copy";
+    wl_bufs bufs = {.n = 0};
+    float logits[8] = {0.1f, -0.3f, 0.5f, 0.0f, -1.0f, 0.2f, 0.7f, -0.4f};
+    int rc = make_buffer(b, &bufs, (uint64_t)(B * KD), "mu", &s.a) || make_buffer(b, &bufs, (uint64_t)(B * KD), "log_var", &s.b) ||
+             make_buffer(b, &bufs, (uint64_t)(B * s.D + B), "upstream", &s.g) ||
+             make_buffer(b, &bufs, (uint64_t)(B * KD), "grad_mu", &s.o1) ||
+             make_buffer(b, &bufs, (uint64_t)(B * KD), "grad_log_var", &s.o2) ||
+             make_buffer(b, &bufs, 8, "logits", &s.extra) || fill_device(b, TALLY_DIST_NORMAL, 707, s.a, B * KD) ||
+             fill_device(b, TALLY_DIST_UNIFORM, 808, s.b, B * KD) || fill_device(b, TALLY_DIST_NORMAL, 909, s.g, B * s.D + B);
+    if (rc == 0 && tally_buffer_upload(s.extra, 0, logits, sizeof logits) != TALLY_OK) rc = bench_fail(b, "upload logits");
+    if (rc == 0) rc = bench_measure(b, gmm_bw_call, &s, 0, &r->t);
+    /* Check: every gradient finite (bits are checked by tests and crosscheck). */
+    if (rc == 0) {
+        float *got = malloc(sizeof(float) * (size_t)(B * KD));
+        if (got == NULL) rc = bench_fail(b, "out of host memory");
+        if (rc == 0) rc = poison(b, s.o1, 0, B * KD) || gmm_bw_call(b, &s, 0) || download(b, s.o1, 0, B * KD, got);
+        if (rc == 0) {
+            int64_t bad = -1;
+            r->ok = all_finite(got, B * KD, &bad);
+            r->value = got[0];
+            snprintf(r->check, sizeof r->check, "%s: grad_mu all finite%s", r->ok ? "ok" : "WRONG", r->ok ? "" : " (NOT)");
+        }
+        free(got);
+    }
+    release_buffers(&bufs);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
  * main
  * ------------------------------------------------------------------------ */
 typedef struct workload {
@@ -1173,6 +1361,9 @@ static const workload workloads[] = {
     {.name = "dm_large_bf16", .run = run_dm_large_bf16},
     {.name = "sum_rows_bf16", .run = run_sum_rows_bf16},
     {.name = "sum_rows_f32", .run = run_sum_rows_f32},
+    {.name = "kl_bw", .run = run_kl_bw},
+    {.name = "dm_bw", .run = run_dm_bw},
+    {.name = "gmm_bw", .run = run_gmm_bw},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -1186,6 +1377,7 @@ static void usage(FILE *f)
             "  --only A,B,...              workloads: uniform_fill raw_fill normal_fill categorical gmm_small\n"
             "                              gmm_large dm_small dm_large dm_large_row kl kl_log sum_n1 sum_1n sum_rc\n"
             "                              kl_bf16 dm_large_bf16 sum_rows_bf16 sum_rows_f32\n"
+            "                              kl_bw dm_bw gmm_bw\n"
             "  --no-ceilings               skip the ceiling measurements\n"
             "  --scale F                   multiply batch sizes and element counts by F (e.g. 0.01 to smoke-test)\n"
             "  --scales F,G,...            run every workload at each of these scales in turn (time against size);\n"

@@ -20,6 +20,11 @@ workload names match bench/bench_ops.c:
   kl_log       F.kl_div(x, t, reduction='batchmean') with x = log p given (tally's log-input form)
   sum_n1, sum_1n, sum_rc  torch.sum over 2^30 floats viewed as [n, 1], [1, n], [32768, 32768]
   ceil_read    torch.sum over 2^30 floats, 4 GiB (the read ceiling)
+  kl_bw        autograd of kl's loss w.r.t. p and t (forward + backward: torch needs the forward's
+               graph; tally's backward op needs nothing saved)
+  dm_bw        autograd of dm_large's mean w.r.t. a shared log_alpha (forward + backward)
+  gmm_bw       autograd of gmm_large's (z, log_q) w.r.t. mu and log_var, given upstream gradients
+               of both (forward + backward)
   ceil_copy    a 4 GiB device-to-device copy (bytes read + written)
   ceil_write   Tensor.fill_ over 4 GiB (write-only)
 
@@ -44,7 +49,7 @@ GIB = 1024.0 ** 3
 CEILINGS = ["ceil_write", "ceil_read", "ceil_copy"]
 WORKLOADS = ["uniform_fill", "raw_fill", "normal_fill", "categorical", "gmm_small", "gmm_large",
              "dm_small", "dm_large", "dm_large_row", "kl", "kl_log", "sum_n1", "sum_1n", "sum_rc",
-             "kl_bf16", "dm_large_bf16", "sum_rows_bf16", "sum_rows_f32"]
+             "kl_bf16", "dm_large_bf16", "sum_rows_bf16", "sum_rows_f32", "kl_bw", "dm_bw", "gmm_bw"]
 
 
 # ---------------------------------------------------------------------------
@@ -480,6 +485,72 @@ def w_ceil_write(ctx):
                           what="Tensor.fill_, bytes written")
 
 
+def w_kl_bw(ctx):
+    args, dev = ctx["args"], ctx["device"]
+    R, C = scaled(args, 16384), 16384
+    g = torch.Generator(device=dev).manual_seed(11)
+    p = torch.softmax(torch.randn(R, C, device=dev, generator=g), dim=-1).requires_grad_()
+    t = torch.softmax(torch.randn(R, C, device=dev, generator=g), dim=-1).requires_grad_()
+    p64, t64 = p.detach().double().requires_grad_(), t.detach().double().requires_grad_()
+    ref_p, ref_t = torch.autograd.grad(kl_fn(p64, t64), (p64, t64))
+    del p64, t64
+    ctx["clock"].sync()
+
+    def check(impl):
+        gp, gt = torch.autograd.grad(impl(p, t), (p, t))
+        err_p = ((gp.double() - ref_p).abs() / (ref_p.abs() + 1e-30)).max().item()
+        err_t = ((gt.double() - ref_t).abs() / (ref_t.abs().max() + 1e-30)).max().item()
+        ok = err_p <= 1e-4 and err_t <= 1e-4
+        return gp[0, 0].item(), ok, f"{'ok' if ok else 'WRONG'}: max rel err grad_p {err_p:.3g}, grad_t {err_t:.3g}"
+
+    yield from run_variants(ctx, "kl_bw", f"{R}x{C}", kl_fn,
+                            lambda impl, i: torch.autograd.grad(impl(p, t), (p, t)),
+                            2.0 * R * C * 4, 2.0 * R * C * 4, False, check)
+
+
+def w_dm_bw(ctx):
+    args, dev = ctx["args"], ctx["device"]
+    B, V = scaled(args, 65536), 1024
+    g = torch.Generator(device=dev).manual_seed(13)
+    counts = torch.floor(4.0 * torch.rand(B, V, device=dev, generator=g))
+    log_alpha = (-2.0 + 3.0 * torch.rand(V, device=dev, generator=g)).requires_grad_()
+    la64 = log_alpha.detach().double().requires_grad_()
+    (ref,) = torch.autograd.grad(dm_fn(counts.double(), la64).mean(), (la64,))
+
+    def loss(c, la):
+        return dm_fn(c, la).mean()
+
+    def check(impl):
+        (gl,) = torch.autograd.grad(impl(counts, log_alpha), (log_alpha,))
+        err = (gl.double() - ref).abs().max().item()
+        ok = bool(torch.isfinite(gl).all().item()) and err <= 1e-4 * (1.0 + ref.abs().max().item())
+        return gl[0].item(), ok, f"{'ok' if ok else 'WRONG'}: max |grad - float64| {err:.3g}"
+
+    yield from run_variants(ctx, "dm_bw", f"{B}x{V}", loss,
+                            lambda impl, i: torch.autograd.grad(impl(counts, log_alpha), (log_alpha,)),
+                            (B * V + V) * 4.0, V * 4.0, False, check)
+
+
+def w_gmm_bw(ctx):
+    args, dev = ctx["args"], ctx["device"]
+    B, K, D = scaled(args, 65536), 8, 128
+    g = torch.Generator(device=dev).manual_seed(17)
+    mu = torch.randn(B, K, D, device=dev, generator=g).requires_grad_()
+    lv = torch.rand(B, K, D, device=dev, generator=g).requires_grad_()
+    logits = torch.randn(K, device=dev, generator=g)
+    gz = torch.randn(B, D, device=dev, generator=g)
+    gq = torch.randn(B, device=dev, generator=g)
+
+    def check(impl):
+        gmu, glv = torch.autograd.grad(impl(mu, lv, logits), (mu, lv), (gz, gq))
+        ok = bool(torch.isfinite(gmu).all().item() and torch.isfinite(glv).all().item())
+        return gmu.double().abs().mean().item(), ok, f"{'ok' if ok else 'WRONG'}: gradients finite"
+
+    yield from run_variants(ctx, "gmm_bw", f"{B}x{K}x{D}", gmm_sample_fn,
+                            lambda impl, i: torch.autograd.grad(impl(mu, lv, logits), (mu, lv), (gz, gq)),
+                            (2.0 * B * K * D + B * D + B) * 4, 2.0 * B * K * D * 4, False, check)
+
+
 RUNNERS = {
     "kl_bf16": lambda ctx: w_kl_bf16(ctx),
     "dm_large_bf16": lambda ctx: w_dm_half(ctx, "dm_large_bf16", 65536, 1024),
@@ -502,6 +573,9 @@ RUNNERS = {
     "sum_n1": lambda ctx: w_sum(ctx, "sum_n1"),
     "sum_1n": lambda ctx: w_sum(ctx, "sum_1n"),
     "sum_rc": lambda ctx: w_sum(ctx, "sum_rc"),
+    "kl_bw": w_kl_bw,
+    "dm_bw": w_dm_bw,
+    "gmm_bw": w_gmm_bw,
 }
 
 

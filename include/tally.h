@@ -432,6 +432,80 @@ TALLY_API tally_status tally_rng_fill(tally_context *ctx, tally_distribution dis
 TALLY_API tally_status tally_categorical(tally_context *ctx, tally_view weights, unsigned flags,
                                          tally_rng rng, tally_view out, uint64_t *consumed);
 
+/* ------------------------------------------------------------------------
+ * Gradients: the backward passes of the ops above, with the same bits on
+ * every backend (docs/ops.md, "Gradients"). Each takes the forward's inputs
+ * again and the upstream gradient grad_out, and writes the gradients with
+ * respect to the inputs; nothing saved by the forward is needed. The rules
+ * of every op apply: views do not own their buffers, outputs may not
+ * overlap inputs or each other, every argument is checked before anything
+ * runs, calls are queued (they may return before the device finishes;
+ * downloads and tally_sync wait), one thread at a time per context.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Backward of tally_kl_div with the same reduction and flags. grad_out: 1x1
+ * for SUM, MEAN and BATCHMEAN (the gradient of the scalar loss), the input's
+ * shape for NONE. grad_input and grad_target: the input's shape, or a view
+ * with a NULL buffer when that gradient is not wanted (both NULL is allowed
+ * and does nothing after the checks). With INPUT_IS_PROB grad_input is the
+ * gradient with respect to p. torch's formulas; the conventions at
+ * target == 0 are in docs/ops.md. Elementwise, one pass. The views are
+ * borrowed (releasing a buffer waits for queued work on it); queued (may return
+ * before the device finishes); one thread at a time per context.
+ */
+TALLY_API tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_view target,
+                                             tally_view grad_out, tally_reduction reduction,
+                                             unsigned flags, tally_view grad_input,
+                                             tally_view grad_target);
+
+/*
+ * Backward of tally_dirichlet_multinomial with respect to log_alpha.
+ * grad_out: B values for NONE, 1x1 for SUM and MEAN. grad_log_alpha has
+ * log_alpha's shape: [B, V] per-row (elementwise) or [1, V] shared (each
+ * column summed over the B rows by the planner's tree). flags as in the
+ * forward (the coefficient does not depend on alpha). The gradient with
+ * respect to the counts is not computed. The views are borrowed; queued;
+ * one thread at a time per context.
+ */
+TALLY_API tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, tally_view counts,
+                                                            tally_view log_alpha, tally_view grad_out,
+                                                            tally_reduction reduction, unsigned flags,
+                                                            tally_view grad_log_alpha);
+
+/*
+ * Backward of tally_gmm_log_prob: given grad_log_q (B values, the gradient
+ * of each row's log density), the gradients with respect to z [B, D], mu
+ * and log_var [B, K*D] and logits (K values; ignored when K == 1). Each
+ * output may be a view with a NULL buffer (not wanted). Responsibilities
+ * come from the forward's own sums and logsumexp order. The views are
+ * borrowed; queued; one thread at a time per context.
+ */
+TALLY_API tally_status tally_gmm_log_prob_backward(tally_context *ctx, tally_view z, tally_view mu,
+                                                   tally_view log_var, tally_view logits, int64_t components,
+                                                   tally_view grad_log_q, tally_view grad_z,
+                                                   tally_view grad_mu, tally_view grad_log_var,
+                                                   tally_view grad_logits);
+
+/*
+ * Backward of tally_gmm_sample with the same parameters and rng: given the
+ * upstream gradients of z [B, D] and of log_q (B values; either may be a
+ * view with a NULL buffer, meaning zero), the gradients with respect to mu,
+ * log_var [B, K*D] and logits (K values; ignored when K == 1) through the
+ * reparameterisation z = mu_c + exp(0.5 log_var_c) eps and through log_q(z).
+ * The component draw is not differentiated (as torch's multinomial); the
+ * components and the noise are drawn again from (seed, subsequence, offset)
+ * exactly as the forward drew them, so nothing saved is read. A row whose
+ * component could not be drawn (invalid logits) gets NaN gradients. The
+ * views are borrowed and rng is read, not advanced (pass the rng the forward
+ * used, before its tally_rng_advance); queued; one thread at a time per
+ * context.
+ */
+TALLY_API tally_status tally_gmm_sample_backward(tally_context *ctx, tally_view mu, tally_view log_var,
+                                                 tally_view logits, int64_t components, tally_rng rng,
+                                                 tally_view grad_z, tally_view grad_log_q, tally_view grad_mu,
+                                                 tally_view grad_log_var, tally_view grad_logits);
+
 #ifdef __cplusplus
 }
 #endif

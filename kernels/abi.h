@@ -90,6 +90,7 @@
 #define TALLY_K_MATH_SINPI 7u
 #define TALLY_K_MATH_COSPI 8u
 #define TALLY_K_MATH_DIV 9u /* in[k] / in[n - 1 - k] */
+#define TALLY_K_MATH_DIGAMMA 10u
 
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
  * three tree arrays, the lgamma(n + 1) table and two alpha tables;

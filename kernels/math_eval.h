@@ -30,6 +30,7 @@ TALLY_KERNEL void tally_k_math_eval(TALLY_GLOBAL const float *TALLY_RESTRICT in,
         case TALLY_K_MATH_SINPI: r = tally_sinpif(v); break;
         case TALLY_K_MATH_COSPI: r = tally_cospif(v); break;
         case TALLY_K_MATH_DIV: r = tally_divf(v, x[n - 1u - k]); break;
+        case TALLY_K_MATH_DIGAMMA: r = tally_digammaf(v); break;
         default: r = TALLY_F32_NAN; break;
         }
         y[k] = r;

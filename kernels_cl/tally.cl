@@ -9,3 +9,4 @@
  * fast math, mad contraction and denormal flushing options are never used.
  */
 #include "tally_kernels.h"
+#include "backward.h"

@@ -13,6 +13,7 @@
  * with cuModuleLoadData; kernels are found by their extern "C" names.
  */
 #include "../kernels/tally_kernels.h"
+#include "../kernels/backward.h"
 
 /* Every kernel that backends/gpu/kernel_list.h names must exist here: a
  * missing or misspelt one fails this compilation (on any machine with nvcc)

@@ -151,6 +151,49 @@ typedef struct tally__categorical_job {
     tally__array out; /* rows int32 elements */
 } tally__categorical_job;
 
+/* Gradients (src/ops_backward.c; docs/ops.md, "Gradients"). An output whose
+ * buffer is NULL is not wanted. `divide` says whether the upstream scalar
+ * gradient is divided by `divisor` (mean, batchmean) before use, with
+ * tally_divf, by every backend in the same way. */
+typedef struct tally__kl_backward_job {
+    tally__array input;
+    tally__array target;
+    tally__array grad_out;    /* input's shape (NONE) or 1 element */
+    tally_reduction reduction;
+    uint32_t flags;           /* TALLY_KL_FLAG_* */
+    int divide;
+    float divisor;
+    tally__array grad_input;  /* input's shape, or buffer NULL */
+    tally__array grad_target; /* input's shape, or buffer NULL */
+} tally__kl_backward_job;
+
+typedef struct tally__dm_backward_job {
+    tally__array counts;         /* [B, V] */
+    tally__array log_alpha;      /* [1, V] or [B, V] */
+    int per_row_alpha;
+    tally__array grad_out;       /* B elements (NONE) or 1 */
+    int per_row_grad;            /* grad_out holds B values */
+    int divide;
+    float divisor;
+    tally__array grad_log_alpha; /* log_alpha's shape */
+    tally__tree_plan row_plan;   /* over V: A and N of a row, as the forward */
+    tally__tree_plan col_plan;   /* over B: each column of a shared alpha's gradient */
+} tally__dm_backward_job;
+
+/* The mixture's backward passes. fwd holds the forward's validated job (z:
+ * log_prob's input; unused by the sample, which regenerates z from rng). */
+typedef struct tally__gmm_backward_job {
+    tally__gmm_job fwd;
+    int sample;
+    tally__array grad_log_q;   /* B values, or buffer NULL (zero) */
+    tally__array grad_z_in;    /* sample: upstream [B, D], or buffer NULL (zero) */
+    tally__array grad_z;       /* log_prob: output [B, D], or buffer NULL */
+    tally__array grad_mu;      /* [B, K*D], or buffer NULL */
+    tally__array grad_log_var; /* [B, K*D], or buffer NULL */
+    tally__array grad_logits;  /* K values (K > 1), or buffer NULL */
+    tally__tree_plan col_plan; /* over B: each logit's gradient */
+} tally__gmm_backward_job;
+
 /* ------------------------------------------------------------------------
  * The ops table. Every entry is required unless marked optional. Entries
  * return a status and report details with tally__error on the context (or on
@@ -212,6 +255,11 @@ struct tally__backend_ops {
      * inputs themselves (with tally/half.h, so the bits are those of the
      * widened path); src/half.c widens the others' half inputs first. */
     unsigned half_native;
+    /* Gradients, optional: NULL makes the op return TALLY_BACKEND_ERROR
+     * with a message naming the backend. */
+    tally_status (*kl_div_backward)(tally_context *ctx, const tally__kl_backward_job *job);
+    tally_status (*dirichlet_multinomial_backward)(tally_context *ctx, const tally__dm_backward_job *job);
+    tally_status (*gmm_backward)(tally_context *ctx, const tally__gmm_backward_job *job);
 };
 
 #define TALLY__HALF_NATIVE_REDUCE 1u

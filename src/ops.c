@@ -384,3 +384,4 @@ tally_status tally_read_scalar(tally_context *ctx, tally_view view, float *out)
     CHECK(check_vector(ctx, name, "view", view, TALLY_F32, 1, &a));
     return ctx->ops->buffer_download(a.buffer, (size_t)a.offset * sizeof(float), out, sizeof *out);
 }
+#include "check_export.inc" /* ops_backward.c reaches the checks above through src/check.h */

@@ -40,6 +40,7 @@ static void make_inputs(float *x, uint32_t fn, uint64_t seed)
     case TALLY_K_MATH_SINPI:
     case TALLY_K_MATH_COSPI: lo = -4.0, hi = 4.0; break;
     case TALLY_K_MATH_DIV: lo = -100.0, hi = 100.0; break;
+    case TALLY_K_MATH_DIGAMMA: lo = 0.0, hi = 12.0; break;
     }
     for (uint32_t k = 0; k < COUNT; k++) {
         if (k & 1u)
@@ -62,6 +63,7 @@ static float host_eval(uint32_t fn, const float *x, uint32_t k)
     case TALLY_K_MATH_SINPI: return tally_sinpif(v);
     case TALLY_K_MATH_COSPI: return tally_cospif(v);
     case TALLY_K_MATH_DIV: return tally_divf(v, x[COUNT - 1u - k]);
+    case TALLY_K_MATH_DIGAMMA: return tally_digammaf(v);
     }
     return TALLY_F32_NAN;
 }
@@ -114,6 +116,8 @@ START_TEST(cospi_bits) { check_function(TALLY_K_MATH_COSPI, "cospi"); }
 END_TEST
 START_TEST(div_bits) { check_function(TALLY_K_MATH_DIV, "div"); }
 END_TEST
+START_TEST(digamma_bits) { check_function(TALLY_K_MATH_DIGAMMA, "digamma"); }
+END_TEST
 
 /* 2^24 raw, uniform and normal draws of one stream from an offset that is
  * not a multiple of 4, against the header evaluated on the host. */
@@ -165,6 +169,7 @@ Suite *tally_test_suite(void)
     tcase_add_test(tc, sinpi_bits);
     tcase_add_test(tc, cospi_bits);
     tcase_add_test(tc, div_bits);
+    tcase_add_test(tc, digamma_bits);
     tcase_add_test(tc, philox_stream_bits);
     suite_add_tcase(s, tc);
     return s;

@@ -14,6 +14,7 @@
 #include "cli_exec.h"
 #include "cli_gen.h"
 #include "reference.h"
+#include "reference_backward.h"
 
 const char cli_crosscheck_usage[] =
     "usage: tally crosscheck [--backends LIST] [--ops LIST] [--quick] [--json]\n"
@@ -21,7 +22,11 @@ const char cli_crosscheck_usage[] =
     "Runs every op - each reduction on both axes, kl_div with every reduction and\n"
     "flag combination, dirichlet_multinomial with shared and per-row alpha, with\n"
     "and without the coefficient, under each reduction, gmm_log_prob, gmm_sample,\n"
-    "rng raw/uniform/normal, categorical on weights and on logits - on tiny, odd\n"
+    "rng raw/uniform/normal, categorical on weights and on logits, and the\n"
+    "gradients kl_div_backward (every reduction and flag) and\n"
+    "dirichlet_multinomial_backward (shared and per-row alpha, each reduction),\n"
+    "gmm_log_prob_backward and gmm_sample_backward -\n"
+    "on tiny, odd\n"
     "(rows and cols not multiples of 4), strided (stride > cols, non-zero offset),\n"
     "two-level-tree and large shapes (KL over 4096x4096; --quick shrinks the large\n"
     "ones), with deterministic realistic inputs (softmaxed rows, integer counts...).\n"
@@ -34,7 +39,9 @@ const char cli_crosscheck_usage[] =
     "                   (shown as backend:index when it has several).\n"
     "  --ops LIST       only these ops (sum, mean, min, max, logsumexp, sumsq, kl_div,\n"
     "                   dirichlet_multinomial, gmm_log_prob, gmm_sample, rng,\n"
-    "                   categorical).\n"
+    "                   categorical, kl_div_backward,\n"
+    "                   dirichlet_multinomial_backward, gmm_log_prob_backward,\n"
+    "                   gmm_sample_backward).\n"
     "  --quick          smaller large shapes.\n"
     "  --dtype LIST     types of the floating inputs, comma-separated among f32, bf16,\n"
     "                   f16, or all (default f32). Each case runs once per type on\n"
@@ -268,7 +275,8 @@ static int gen_inputs(xc_case *c)
     }
     switch (job->kind) {
     case CLI_OP_REDUCE: gen_reduce(c, job->in[0].data, &r); break;
-    case CLI_OP_KL: {
+    case CLI_OP_KL:
+    case CLI_OP_KL_BACKWARD: {
         int prob = (job->flags & TALLY_KL_INPUT_IS_PROB) != 0, logt = (job->flags & TALLY_KL_LOG_TARGET) != 0;
         unsigned char *mask = NULL;
         /* Shared zeros make 0 * log 0 terms; log targets cannot hold zeros
@@ -280,16 +288,29 @@ static int gen_inputs(xc_case *c)
         cli_fill_softmax_rows(job->in[0].data, job->rows, job->cols, &r, 1.0, 0.2, !prob, mask, 1);
         cli_fill_softmax_rows(job->in[1].data, job->rows, job->cols, &r, 1.0, 0.2, logt, mask, 0);
         free(mask);
+        /* The upstream gradient of a backward case. */
+        if (job->kind == CLI_OP_KL_BACKWARD) cli_fill_normal(job->in[2].data, cli_tensor_count(&job->in[2]), &r, 0.0, 1.0);
         break;
     }
     case CLI_OP_DM:
+    case CLI_OP_DM_BACKWARD:
         cli_fill_counts(job->in[0].data, cli_tensor_count(&job->in[0]), &r);
         cli_fill_normal(job->in[1].data, cli_tensor_count(&job->in[1]), &r, -0.5, 0.8);
+        if (job->kind == CLI_OP_DM_BACKWARD) cli_fill_normal(job->in[2].data, cli_tensor_count(&job->in[2]), &r, 0.0, 1.0);
         break;
     case CLI_OP_GMM_LOG_PROB:
         gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
         break;
     case CLI_OP_GMM_SAMPLE: gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r); break;
+    case CLI_OP_GMM_LOG_PROB_BACKWARD:
+        gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
+        cli_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
+        break;
+    case CLI_OP_GMM_SAMPLE_BACKWARD:
+        gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r);
+        cli_fill_normal(job->in[3].data, cli_tensor_count(&job->in[3]), &r, 0.0, 1.0);
+        cli_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
+        break;
     case CLI_OP_CATEGORICAL: gen_categorical(c, job->in[0].data, &r); break;
     case CLI_OP_RNG: break;
     }
@@ -423,6 +444,41 @@ static int prepare_expect(const xc_case *c, xc_expect *e)
     }
     case CLI_OP_GMM_SAMPLE:
     case CLI_OP_CATEGORICAL: return 0; /* checked against each backend's own draws */
+    case CLI_OP_KL_BACKWARD: {
+        /* tools/reference_backward.c gives magnitudes already in units of
+         * 2^-24: the tolerance is that many float ulps. */
+        if (alloc_expect(e, 0, n_out) != 0 || alloc_expect(e, 1, n_out) != 0) return -1;
+        if (tally_ref_kl_div_backward(dense(&job->in[0]), dense(&job->in[1]), job->in[2].data, (int)job->reduction,
+                                      job->flags, e->ref[0], e->tol[0], e->ref[1], e->tol[1]) < 0)
+            return -1;
+        for (int k = 0; k < 2; k++)
+            for (uint64_t i = 0; i < n_out; i++) e->tol[k][i] *= U;
+        return 0;
+    }
+    case CLI_OP_GMM_SAMPLE_BACKWARD: return 0; /* bits against the host; float64 in tests/check_backward.c */
+    case CLI_OP_GMM_LOG_PROB_BACKWARD: {
+        const int64_t B = job->batch, K = job->components, D = job->dim;
+        if (K > 64 || D > 4096 || K * D > 4096) return 0; /* beyond the reference's sizes: bits only */
+        for (int k = 0; k < job->n_out; k++)
+            if (alloc_expect(e, k, cli_tensor_count(&job->out[k])) != 0) return -1;
+        double dummy[2];
+        if (tally_ref_gmm_log_prob_backward(job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, B, K,
+                                            D, job->in[4].data, e->ref[0], e->tol[0], e->ref[1], e->tol[1],
+                                            e->ref[2], e->tol[2], K > 1 ? e->ref[3] : dummy,
+                                            K > 1 ? e->tol[3] : dummy + 1) != 0)
+            return -1;
+        for (int k = 0; k < job->n_out; k++)
+            for (uint64_t i = 0; i < cli_tensor_count(&job->out[k]); i++) e->tol[k][i] *= U;
+        return 0;
+    }
+    case CLI_OP_DM_BACKWARD: {
+        if (alloc_expect(e, 0, n_out) != 0) return -1;
+        if (tally_ref_dirichlet_multinomial_backward(dense(&job->in[0]), dense(&job->in[1]), job->in[2].data,
+                                                     (int)job->reduction, e->ref[0], e->tol[0]) < 0)
+            return -1;
+        for (uint64_t i = 0; i < n_out; i++) e->tol[0][i] *= U;
+        return 0;
+    }
     }
     return -1;
 }
@@ -596,8 +652,10 @@ static void check_run(const xc_case *c, const xc_expect *e, const cli_job *ran, 
             res->ran = 0;
         }
     } else {
-        compare_float(res, ran->out[0].name, ran->out[0].data, e->ref[0], e->tol[0],
-                      cli_tensor_count(&ran->out[0]));
+        for (int k = 0; k < ran->n_out; k++)
+            if (e->ref[k] != NULL)
+                compare_float(res, ran->out[k].name, ran->out[k].data, e->ref[k], e->tol[k],
+                              cli_tensor_count(&ran->out[k]));
     }
     res->pass = res->ran && res->bit_mismatches == 0 && res->tree != 0 && !res->wrote_outside &&
                 res->out_of_tolerance == 0 && !(res->max_ratio > 1.0);
@@ -888,6 +946,53 @@ static void catalogue(xc_state *st)
                 }
     }
 
+    /* Gradients: KL backward over the KL shapes, every reduction and flag
+     * set (the large shape: the same four combinations as the forward); DM
+     * backward over the DM shapes, shared and per-row alpha, every
+     * reduction. */
+    for (size_t s = 1; s < n_shapes - 1; s++) {
+        const shape_rc sh = shapes[s];
+        int large = strcmp(sh.label, "large") == 0;
+        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
+            for (unsigned flags = 0; flags < 4; flags++) {
+                if (large && flags != large_flags[red]) continue;
+                memset(&c, 0, sizeof c);
+                c.op = "kl_div_backward";
+                c.job.kind = CLI_OP_KL_BACKWARD;
+                c.job.reduction = (tally_reduction)red;
+                c.job.flags = flags;
+                c.job.rows = sh.rows;
+                c.job.cols = sh.cols;
+                c.strided = sh.strided;
+                c.zeros = strcmp(sh.label, "odd") == 0;
+                c.data_seed = seed++;
+                snprintf(c.variant, sizeof c.variant, "%s%s%s", reduction_name((tally_reduction)red),
+                         (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "", (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
+                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                if (c.zeros && !(flags & TALLY_KL_LOG_TARGET)) strncat(c.shape, " zeros", sizeof c.shape - strlen(c.shape) - 1);
+                run_case(st, &c);
+            }
+    }
+    for (size_t s = 0; s < sizeof dm_shapes / sizeof dm_shapes[0]; s++) {
+        const shape_rc sh = dm_shapes[s];
+        for (int per_row = 0; per_row < 2; per_row++)
+            for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
+                memset(&c, 0, sizeof c);
+                c.op = "dirichlet_multinomial_backward";
+                c.job.kind = CLI_OP_DM_BACKWARD;
+                c.job.reduction = (tally_reduction)red;
+                c.job.per_row_alpha = per_row;
+                c.job.rows = sh.rows;
+                c.job.cols = sh.cols;
+                c.strided = sh.strided;
+                c.data_seed = seed++;
+                snprintf(c.variant, sizeof c.variant, "%s %s", reduction_name((tally_reduction)red),
+                         per_row ? "per-row" : "shared");
+                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                run_case(st, &c);
+            }
+    }
+
     /* Gaussian mixtures (B, K, D). */
     typedef struct shape_gmm {
         int64_t B, K, D;
@@ -923,6 +1028,11 @@ static void catalogue(xc_state *st)
             } else {
                 snprintf(c.variant, sizeof c.variant, "-");
             }
+            run_case(st, &c);
+            /* The same shape through both backward passes. */
+            c.op = sample ? "gmm_sample_backward" : "gmm_log_prob_backward";
+            c.job.kind = sample ? CLI_OP_GMM_SAMPLE_BACKWARD : CLI_OP_GMM_LOG_PROB_BACKWARD;
+            c.data_seed = seed++;
             run_case(st, &c);
         }
 
@@ -1234,7 +1344,8 @@ int cli_crosscheck(int argc, char **argv)
     if (st.ops_filter != NULL) {
         static const char *const known[] = {"sum", "mean", "min", "max", "logsumexp", "sumsq", "kl_div",
                                             "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "rng",
-                                            "categorical"};
+                                            "categorical", "kl_div_backward", "dirichlet_multinomial_backward",
+                                            "gmm_log_prob_backward", "gmm_sample_backward"};
         for (const char *p = st.ops_filter;;) {
             const char *comma = strchr(p, ',');
             size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);

@@ -82,6 +82,32 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         job->n_in = 2;
         job->n_out = 1;
         break;
+    case CLI_OP_GMM_LOG_PROB_BACKWARD:
+    case CLI_OP_GMM_SAMPLE_BACKWARD: {
+        if (!count_fits(K, D)) {
+            snprintf(err, err_size, "components x dim = %lld x %lld is too large", (long long)K, (long long)D);
+            return -1;
+        }
+        KD = K * D;
+        const int lp = job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD;
+        cli_tensor *in = job->in;
+        if (lp) set_tensor(in++, "z", TALLY_F32, B, D, 0);
+        set_tensor(in++, "mu", TALLY_F32, B, KD, 0);
+        set_tensor(in++, "log_var", TALLY_F32, B, KD, 0);
+        set_tensor(in, "logits", TALLY_F32, 1, K, 0);
+        in->present = K > 1;
+        in++;
+        if (!lp) set_tensor(in++, "grad_z", TALLY_F32, B, D, 0);
+        set_tensor(in++, "grad_log_q", TALLY_F32, B, 1, 0);
+        job->n_in = (int)(in - job->in);
+        cli_tensor *out = job->out;
+        if (lp) set_tensor(out++, "grad_z", TALLY_F32, B, D, 0);
+        set_tensor(out++, "grad_mu", TALLY_F32, B, KD, 0);
+        set_tensor(out++, "grad_log_var", TALLY_F32, B, KD, 0);
+        if (K > 1) set_tensor(out++, "grad_logits", TALLY_F32, 1, K, 0); /* none when K == 1 */
+        job->n_out = (int)(out - job->out);
+        break;
+    }
     case CLI_OP_GMM_LOG_PROB:
     case CLI_OP_GMM_SAMPLE: {
         if (!count_fits(K, D)) {
@@ -110,6 +136,25 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
     }
     case CLI_OP_RNG:
         set_tensor(&job->out[0], "x", job->dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, R, C, 0);
+        job->n_out = 1;
+        break;
+    case CLI_OP_KL_BACKWARD:
+        set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
+        set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, C, 0);
+        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
+        set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
+        set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
+        job->n_in = 3;
+        job->n_out = 2;
+        break;
+    case CLI_OP_DM_BACKWARD:
+        set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
+        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, 1, 0);
+        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
+        set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
+        job->n_in = 3;
         job->n_out = 1;
         break;
     case CLI_OP_CATEGORICAL:
@@ -253,6 +298,16 @@ static tally_status run_op(tally_context *ctx, cli_job *job, const tally_view *i
                                 consumed);
     case CLI_OP_RNG: return tally_rng_fill(ctx, job->dist, job->rng, out[0], consumed);
     case CLI_OP_CATEGORICAL: return tally_categorical(ctx, in[0], job->flags, job->rng, out[0], consumed);
+    case CLI_OP_KL_BACKWARD:
+        return tally_kl_div_backward(ctx, in[0], in[1], in[2], job->reduction, job->flags, out[0], out[1]);
+    case CLI_OP_DM_BACKWARD:
+        return tally_dirichlet_multinomial_backward(ctx, in[0], in[1], in[2], job->reduction, job->flags, out[0]);
+    case CLI_OP_GMM_LOG_PROB_BACKWARD:
+        return tally_gmm_log_prob_backward(ctx, in[0], in[1], in[2], in[3], job->components, in[4], out[0], out[1],
+                                           out[2], out[3]);
+    case CLI_OP_GMM_SAMPLE_BACKWARD:
+        return tally_gmm_sample_backward(ctx, in[0], in[1], in[2], job->components, job->rng, in[3], in[4], out[0],
+                                         out[1], out[2]);
     }
     return TALLY_INVALID_ARGUMENT;
 }

@@ -19,10 +19,14 @@ typedef enum cli_op_kind {
     CLI_OP_GMM_LOG_PROB,
     CLI_OP_GMM_SAMPLE,
     CLI_OP_RNG,
-    CLI_OP_CATEGORICAL
+    CLI_OP_CATEGORICAL,
+    CLI_OP_KL_BACKWARD, /* inputs input, target, grad_out; outputs grad_input, grad_target */
+    CLI_OP_DM_BACKWARD, /* inputs counts, log_alpha, grad_out; output grad_log_alpha */
+    CLI_OP_GMM_LOG_PROB_BACKWARD, /* z, mu, log_var, logits, grad_log_q -> grad_z, grad_mu, grad_log_var, grad_logits */
+    CLI_OP_GMM_SAMPLE_BACKWARD    /* mu, log_var, logits, grad_z, grad_log_q -> grad_mu, grad_log_var, grad_logits */
 } cli_op_kind;
 
-#define CLI_MAX_TENSORS 4
+#define CLI_MAX_TENSORS 6
 
 /*
  * A host tensor: `data` holds rows*cols dense row-major elements of 4 bytes

@@ -225,6 +225,9 @@ static tally_status run_sharded(tally_context *ctx, MPI_Comm w, const cli_job *j
     case CLI_OP_CATEGORICAL:
         return tally_mpi_categorical(ctx, w, g, f, view_of(&in[0], TALLY_F32), job->flags, job->rng,
                                      view_of(&out[0], TALLY_I32), consumed);
+    default:
+        /* The gradients are not sharded (op_names above does not offer them). */
+        break;
     }
     return TALLY_INVALID_ARGUMENT;
 }

@@ -41,6 +41,19 @@ const char cli_run_usage[] =
     "                                              --count N [RNG]\n"
     "  categorical       weights [R,C]             --rows R --cols C [RNG]       index: R int32\n"
     "                    (logits with --logits)    [--logits]\n"
+    "  kl_div_backward   input, target [R,C],      as kl_div                     grad_input,\n"
+    "                    grad_out [R,C] (none)                                   grad_target: [R,C]\n"
+    "                    or 1 value\n"
+    "  dirichlet_multinomial_backward              as dirichlet_multinomial      grad_log_alpha:\n"
+    "                    counts, log_alpha,                                      log_alpha's shape\n"
+    "                    grad_out B values (none) or 1 value\n"
+    "  gmm_log_prob_backward                       as gmm_log_prob               grad_z [B,D],\n"
+    "                    z, mu, log_var, logits,                                 grad_mu, grad_log_var\n"
+    "                    grad_log_q [B]                                          [B,K*D], grad_logits\n"
+    "                                                                            [K] (K > 1)\n"
+    "  gmm_sample_backward                         as gmm_sample (same RNG)      grad_mu, grad_log_var,\n"
+    "                    mu, log_var, logits,                                    grad_logits\n"
+    "                    grad_z [B,D], grad_log_q [B]\n"
     "\n"
     "  RNG: [--seed S] [--subsequence Q] [--offset O], each an unsigned 64-bit\n"
     "       integer in decimal or 0x-hex (default 0).\n"
@@ -146,6 +159,15 @@ static const run_op_desc ops[] = {
     {.name = "gmm_sample", .kind = CLI_OP_GMM_SAMPLE, .allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
     {.name = "rng", .kind = CLI_OP_RNG, .allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS,
      .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
+    {.name = "kl_div_backward", .kind = CLI_OP_KL_BACKWARD,
+     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
+    {.name = "dirichlet_multinomial_backward", .kind = CLI_OP_DM_BACKWARD,
+     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
+     .required = SHAPE_RC},
+    {.name = "gmm_log_prob_backward", .kind = CLI_OP_GMM_LOG_PROB_BACKWARD, .allowed = SHAPE_GMM,
+     .required = SHAPE_GMM},
+    {.name = "gmm_sample_backward", .kind = CLI_OP_GMM_SAMPLE_BACKWARD, .allowed = SHAPE_GMM | RNG_OPTS,
+     .required = SHAPE_GMM},
     {.name = "categorical", .kind = CLI_OP_CATEGORICAL, .allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS),
      .required = SHAPE_RC},
 };
@@ -218,7 +240,7 @@ int cli_run(int argc, char **argv)
     job.kind = op->kind;
     job.reduce_op = op->reduce_op;
     job.axis = TALLY_AXIS_ALL;
-    job.reduction = op->kind == CLI_OP_KL ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    job.reduction = op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
     file_arg ins[MAX_FILES], outs[MAX_FILES];
@@ -292,7 +314,7 @@ int cli_run(int argc, char **argv)
                                          TALLY_REDUCTION_BATCHMEAN};
             int v = 0;
             /* batchmean is KL's alone. */
-            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL ? 4 : 3, &v) != 0;
+            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? 4 : 3, &v) != 0;
             job.reduction = (tally_reduction)v;
             break;
         }
@@ -336,6 +358,10 @@ int cli_run(int argc, char **argv)
     if (op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE)
         for (int i = 0; i < n_ins; i++)
             if (strcmp(ins[i].name, "logits") == 0) job.in[job.n_in - 1].present = 1;
+    if (op->kind == CLI_OP_GMM_LOG_PROB_BACKWARD || op->kind == CLI_OP_GMM_SAMPLE_BACKWARD)
+        for (int i = 0; i < n_ins; i++)
+            for (int k = 0; k < job.n_in; k++)
+                if (strcmp(ins[i].name, "logits") == 0 && strcmp(job.in[k].name, "logits") == 0) job.in[k].present = 1;
 
     /* Match --in and --out with the op's tensors. */
     const char *in_path[CLI_MAX_TENSORS] = {NULL}, *out_path[CLI_MAX_TENSORS] = {NULL};

@@ -55,7 +55,7 @@ typedef struct tally__gpu_arg {
     } v;
 } tally__gpu_arg;
 
-#define TALLY__GPU_MAX_ARGS 32
+#define TALLY__GPU_MAX_ARGS 48 /* tally_k_gmm_bw_rows takes 39 */
 
 typedef struct tally__gpu_device_ops {
     /* Enqueues `kernel` on `groups` work-groups of TALLY_GPU_GROUP_SIZE
@@ -104,6 +104,10 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
  * table's half_native); the others' half inputs are widened first. */
 #define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
 tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
+/* Gradients (gpu_backward.c). */
+tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
+tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
+tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job);
 
 /* Test hook (internal, reached through the static library): out[k] =
  * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from

@@ -10,7 +10,7 @@ tally_status tally__gpu_math_eval(tally_context *ctx, uint32_t fn, const tally_b
 {
     if (ctx->ops->kind != TALLY_BACKEND_OPENCL && ctx->ops->kind != TALLY_BACKEND_CUDA)
         return tally__error(ctx, TALLY_WRONG_CONTEXT, "math_eval: the %s backend has no kernels", ctx->ops->name);
-    if (fn < TALLY_K_MATH_EXP || fn > TALLY_K_MATH_DIV)
+    if (fn < TALLY_K_MATH_EXP || fn > TALLY_K_MATH_DIGAMMA)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "math_eval: unknown function %u", fn);
     if (in->ctx != ctx || out->ctx != ctx)
         return tally__error(ctx, TALLY_WRONG_CONTEXT, "math_eval: buffers of another context");

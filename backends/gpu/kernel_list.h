@@ -46,6 +46,19 @@
  * tally_k_widen         x buf (u16, offset in halves), x_stride u64, rows u64, cols u64, dtype u32, o buf
  * tally_k_reduce_tiles_half, tally_k_kl_tiles_half: the arguments of tally_k_reduce_tiles and
  *                       tally_k_kl_tiles, for inputs with a half dtype (those two read fp32 only)
+ * Gradients (kernels/backward.h):
+ * tally_k_kl_backward   x buf, x_stride u64, t buf, t_stride u64, g buf, g_stride u64, gx buf, gx_stride u64,
+ *                       gt buf, gt_stride u64, rows u64, cols u64, mode u32, flags u32, pointwise u32,
+ *                       divide u32, divisor f32, want u32
+ * tally_k_dm_bw_rows    sums buf, a_step u64, n_off u64, g buf, g_stride u64, per_row_grad u32, divide u32,
+ *                       divisor f32, B u64, rg buf  (sums' offset is where A is)
+ * tally_k_dm_bw_elements counts buf, c_stride u64, la buf, la_stride u64, rg buf, B u64, V u64, per_row u32,
+ *                       out buf, out_stride u64 (per_row; else out is [V, B] scratch, out_stride unused)
+ * tally_k_dm_bw_scale   la buf, s buf, V u64, out buf
+ * tally_k_gmm_bw_rows   z buf, z_stride u64, mu buf, mu_stride u64, lv buf, lv_stride u64, logits buf,
+ *                       scratch buf, s_off u64, lse_off u64, picks_off u64, w_off u64, gq buf, gq_stride u64,
+ *                       gzi buf, gzi_stride u64, B u64, K u64, D u64, seed u64, subsequence u64, offset u64,
+ *                       flags u32, gz buf, gz_stride u64, gmu buf, gmu_stride u64, glv buf, glv_stride u64
  */
 TALLY__KERNEL(tally_k_fill)
 TALLY__KERNEL(tally_k_reduce_tiles)
@@ -68,3 +81,8 @@ TALLY__KERNEL(tally_k_dm_rows_table)
 TALLY__KERNEL(tally_k_widen)
 TALLY__KERNEL(tally_k_reduce_tiles_half)
 TALLY__KERNEL(tally_k_kl_tiles_half)
+TALLY__KERNEL(tally_k_kl_backward)
+TALLY__KERNEL(tally_k_dm_bw_rows)
+TALLY__KERNEL(tally_k_dm_bw_elements)
+TALLY__KERNEL(tally_k_dm_bw_scale)
+TALLY__KERNEL(tally_k_gmm_bw_rows)

@@ -134,4 +134,7 @@ const tally__backend_ops tally__host_ops = {
     .rng_fill = tally__host_rng_fill,
     .categorical = tally__host_categorical,
     .widen = tally__host_widen,
+    .kl_div_backward = tally__host_kl_div_backward,
+    .dirichlet_multinomial_backward = tally__host_dirichlet_multinomial_backward,
+    .gmm_backward = tally__host_gmm_backward,
 };

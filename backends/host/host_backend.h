@@ -28,4 +28,9 @@ tally_status tally__host_categorical(tally_context *ctx, const tally__categorica
 /* host_half.c: BF16/F16 views widened to fp32 (the ops table's `widen`). */
 tally_status tally__host_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 
+/* Gradients (host_backward.c). */
+tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
+tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
+tally_status tally__host_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job);
+
 #endif

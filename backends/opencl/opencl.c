@@ -713,4 +713,7 @@ const tally__backend_ops tally__opencl_ops = {
     .categorical = tally__gpu_categorical,
     .widen = tally__gpu_widen,
     .half_native = TALLY__GPU_HALF_NATIVE,
+    .kl_div_backward = tally__gpu_kl_div_backward,
+    .dirichlet_multinomial_backward = tally__gpu_dirichlet_multinomial_backward,
+    .gmm_backward = tally__gpu_gmm_backward,
 };

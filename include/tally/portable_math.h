@@ -21,6 +21,8 @@
  *   tally_logf(x)        <= 1 ulp, subnormal inputs included.
  *   tally_log1pf(x)      <= 1 ulp.
  *   tally_lgammaf(x)     log|Gamma(x)| for x > 0 only: see its comment.
+ *   tally_digammaf(x)    psi(x) for x > 0: about 1 ulp, 2.5 ulp on [1, 6), 2e-8 absolute
+ *                        next to its root (docs/accuracy.md).
  *   tally_sqrtf(x)       correctly rounded.
  *   tally_recipf(x)      1/x correctly rounded.
  *   tally_divf(a, b)     a/b correctly rounded, subnormal quotients included.
@@ -663,6 +665,72 @@ TALLY_FN float tally_lgammaf(float x)
     r = ok ? r : x;                            /* +inf, NaN */
     r = (x == 0.0f) ? TALLY_F32_INF : r;
     return (x < 0.0f) ? TALLY_F32_NAN : r;
+}
+
+/* ---------------------------------------------------------------------
+ * digamma (psi), the derivative of lgamma, for the gradients
+ * ------------------------------------------------------------------- */
+
+/*
+ * psi(x) for x > 0 (the domain of tally_lgammaf and of every gradient that
+ * needs it). Below 6 the recurrence psi(x) = psi(x + 1) - 1/x is applied
+ * six times under selects (a fixed loop, so GPU lanes whose x differ do not
+ * diverge); from y >= 6 on the asymptotic series
+ *   psi(y) = log y - 1/(2y) - 1/(12y^2) + 1/(120y^4) - 1/(252y^6) + 1/(240y^8) - 1/(132y^10)
+ * whose first omitted term, 691/(32760 y^12) <= 1e-11 at y = 6, is far
+ * below a float ulp. The coefficients are the Bernoulli terms B_2k/(2k)
+ * rounded to float (hexadecimal, so no decimal conversion can change a bit).
+ *
+ * Below 6 the result is a difference of two terms near 2 (log y and the sum
+ * of the reciprocals), so both are carried to about twice float precision:
+ * the steps y + 1 keep their rounding errors (TwoSum) in ylo, each
+ * reciprocal 1/(y + ylo) is r plus its residual r (1 - y r - ylo r) (the fma
+ * gives 1 - y r exactly), the reciprocals are summed smallest first with
+ * TwoSum, log y comes as hi + lo (tally_pm_log_parts), and psi(y + ylo) is
+ * psi(y) + ylo / y to first order. Accuracy against a float64 digamma
+ * (tools/digamma_accuracy.c) is in docs/accuracy.md.
+ * Special values: psi(+-0) = -inf (torch's convention), psi(x) below about
+ * 3e-39 overflows to -inf, psi(+inf) = +inf, x < 0 gives the quiet NaN (no
+ * reflection: no op of tally reads one), a NaN input is returned unchanged.
+ */
+TALLY_FN float tally_digammaf(float x)
+{
+    float y = x, ylo = 0.0f;
+    float r[6], c[6];
+    for (int i = 0; i < 6; i++) {
+        const int step = y < 6.0f;
+        const float ri = tally_recipf(y);
+        r[i] = step ? ri : 0.0f;
+        c[i] = step ? ri * (tally_fma(-y, ri, 1.0f) - ylo * ri) : 0.0f;
+        const float s = y + 1.0f;
+        const float bp = s - y;
+        const float err = (y - (s - bp)) + (1.0f - bp);
+        ylo = step ? ylo + err : ylo;
+        y = step ? s : y;
+    }
+    /* The reciprocals, smallest (last) first, as shi + slo. */
+    float shi = r[5], slo = c[5];
+    for (int i = 4; i >= 0; i--) {
+        const float t = shi + r[i];
+        const float bp = t - shi;
+        slo = slo + (((shi - (t - bp)) + (r[i] - bp)) + c[i]);
+        shi = t;
+    }
+    const float w = tally_recipf(y);
+    const float w2 = w * w;
+    float p = -0x1.f07c20p-8f;                 /* -1/132 */
+    p = 0x1.111112p-8f + w2 * p;               /*  1/240 */
+    p = -0x1.041042p-8f + w2 * p;              /* -1/252 */
+    p = 0x1.111112p-7f + w2 * p;               /*  1/120 */
+    p = -0x1.555556p-4f + w2 * p;              /* -1/12 */
+    const float series = (0.5f * w) - w2 * p;  /* 1/(2y) + 1/(12y^2) - ... */
+    const tally_pm_f2 lg = tally_pm_log_parts(y);
+    float res = (lg.hi - shi) + (((lg.lo - slo) - series) + ylo * w);
+    res = (shi == TALLY_F32_INF) ? -TALLY_F32_INF : res;
+    res = (x == TALLY_F32_INF) ? x : res;
+    res = (x == 0.0f) ? -TALLY_F32_INF : res;
+    res = (x < 0.0f) ? TALLY_F32_NAN : res;
+    return (x != x) ? x : res;
 }
 
 #endif /* TALLY_PORTABLE_MATH_H */

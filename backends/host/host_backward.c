@@ -1,0 +1,321 @@
+/*
+ * backends/host/host_backward.c - the gradient ops on the host, written from
+ * the definitions in docs/ops.md ("Gradients") with the shared terms of
+ * tally/terms_backward.h and the shared tree (host_tree.c). These are the
+ * reference bits that every other backend reproduces.
+ */
+#include <stdlib.h>
+
+#include "host_backend.h"
+#include "host_parallel.h"
+#include "host_tree.h"
+#include "tally/terms_backward.h"
+
+static float *host_ptr(const tally__array *a)
+{
+    return a->buffer == NULL ? NULL : (float *)((tally__host_buffer *)a->buffer)->data + a->offset;
+}
+
+/* ---- KL divergence ----------------------------------------------------- */
+
+typedef struct kl_bw_task {
+    const tally__kl_backward_job *job;
+    const float *x, *t, *g;
+    float *gx, *gt;
+    float g_scalar; /* the scaled upstream gradient of a reduced loss */
+} kl_bw_task;
+
+static void kl_bw_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    const kl_bw_task *s = arg;
+    const tally__kl_backward_job *job = s->job;
+    const int pointwise = job->reduction == TALLY_REDUCTION_NONE;
+    for (uint64_t r = begin; r < end; r++) {
+        const float *x = s->x + r * job->input.stride, *t = s->t + r * job->target.stride;
+        const float *g = pointwise ? s->g + r * job->grad_out.stride : NULL;
+        float *gx = s->gx != NULL ? s->gx + r * job->grad_input.stride : NULL;
+        float *gt = s->gt != NULL ? s->gt + r * job->grad_target.stride : NULL;
+        for (uint64_t c = 0; c < job->input.cols; c++) {
+            const tally_grad2 d = tally_kl_grad(x[c], t[c], pointwise ? g[c] : s->g_scalar, job->flags);
+            if (gx != NULL) gx[c] = tally_canonical(d.a);
+            if (gt != NULL) gt[c] = tally_canonical(d.b);
+        }
+    }
+}
+
+tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job)
+{
+    (void)ctx;
+    kl_bw_task s = {.job = job, .x = host_ptr(&job->input), .t = host_ptr(&job->target),
+                    .g = host_ptr(&job->grad_out), .gx = host_ptr(&job->grad_input),
+                    .gt = host_ptr(&job->grad_target), .g_scalar = 0.0f};
+    if (job->reduction != TALLY_REDUCTION_NONE) s.g_scalar = tally_grad_scale(s.g[0], (tally_u32)job->divide, job->divisor);
+    tally__host_parallel_for(job->input.rows, job->input.cols * 60 + 1, kl_bw_rows, &s);
+    return TALLY_OK;
+}
+
+/* ---- Dirichlet-multinomial ------------------------------------------- */
+
+typedef struct dm_bw_task {
+    const tally__dm_backward_job *job;
+    const float *counts, *log_alpha, *grad_out;
+    float *grad;
+    float shared_A;
+    float g_scalar;
+    float *row_g; /* B values: g_b */
+    float *row_R; /* B values: psi(A_b) - psi(N_b + A_b) */
+    int failed;
+} dm_bw_task;
+
+typedef struct dm_bw_vec {
+    const float *p;  /* the vector's first element */
+    uint64_t step;   /* distance between its elements */
+    int exp;         /* 1: the term is exp(p[k]) */
+} dm_bw_vec;
+
+static float term_vec(const void *st, uint64_t k)
+{
+    const dm_bw_vec *s = st;
+    const float v = s->p[k * s->step];
+    return s->exp ? tally_expf(v) : v;
+}
+
+/* Per row: g_b and R_b, from the trees of A (per-row alpha) and N over V,
+ * the forward's trees. */
+static void dm_bw_row_terms(void *arg, uint64_t begin, uint64_t end)
+{
+    dm_bw_task *t = arg;
+    const tally__dm_backward_job *job = t->job;
+    for (uint64_t b = begin; b < end; b++) {
+        float A = t->shared_A, N;
+        if (job->per_row_alpha) {
+            dm_bw_vec va = {.p = t->log_alpha + b * job->log_alpha.stride, .step = 1, .exp = 1};
+            if (tally__host_tree_reduce(&job->row_plan, TALLY_COMBINE_SUM, term_vec, &va, 0, 0.0f, &A) != TALLY_OK)
+                t->failed = 1;
+        }
+        dm_bw_vec vn = {.p = t->counts + b * job->counts.stride, .step = 1, .exp = 0};
+        if (tally__host_tree_reduce(&job->row_plan, TALLY_COMBINE_SUM, term_vec, &vn, 0, 0.0f, &N) != TALLY_OK)
+            t->failed = 1;
+        t->row_R[b] = tally_dm_grad_row(A, N);
+        t->row_g[b] = job->per_row_grad ? t->grad_out[b * job->grad_out.stride] : t->g_scalar;
+    }
+}
+
+/* Per-row alpha: every element on its own. */
+static void dm_bw_elements(void *arg, uint64_t begin, uint64_t end)
+{
+    dm_bw_task *t = arg;
+    const tally__dm_backward_job *job = t->job;
+    for (uint64_t b = begin; b < end; b++) {
+        const float *n = t->counts + b * job->counts.stride, *la = t->log_alpha + b * job->log_alpha.stride;
+        float *o = t->grad + b * job->grad_log_alpha.stride;
+        for (uint64_t v = 0; v < job->counts.cols; v++) {
+            const float a = tally_expf(la[v]);
+            o[v] = tally_canonical(a * tally_dm_grad_weight(t->row_g[b], t->row_R[b], n[v], a));
+        }
+    }
+}
+
+/* Shared alpha: column v is a_v times the tree over b of the weights. */
+typedef struct dm_bw_col {
+    const dm_bw_task *t;
+    uint64_t v;
+    float a;
+} dm_bw_col;
+
+static float term_col_weight(const void *st, uint64_t b)
+{
+    const dm_bw_col *c = st;
+    const dm_bw_task *t = c->t;
+    const float n = t->counts[b * t->job->counts.stride + c->v];
+    return tally_dm_grad_weight(t->row_g[b], t->row_R[b], n, c->a);
+}
+
+static void dm_bw_columns(void *arg, uint64_t begin, uint64_t end)
+{
+    dm_bw_task *t = arg;
+    for (uint64_t v = begin; v < end; v++) {
+        dm_bw_col c = {.t = t, .v = v, .a = tally_expf(t->log_alpha[v])};
+        float s;
+        if (tally__host_tree_reduce(&t->job->col_plan, TALLY_COMBINE_SUM, term_col_weight, &c, 0, 0.0f, &s) !=
+            TALLY_OK)
+            t->failed = 1;
+        t->grad[v] = tally_canonical(c.a * s);
+    }
+}
+
+tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job)
+{
+    const uint64_t B = job->counts.rows, V = job->counts.cols;
+    dm_bw_task t = {.job = job, .counts = host_ptr(&job->counts), .log_alpha = host_ptr(&job->log_alpha),
+                    .grad_out = host_ptr(&job->grad_out), .grad = host_ptr(&job->grad_log_alpha),
+                    .shared_A = 0.0f, .g_scalar = 0.0f, .failed = 0};
+    if (!job->per_row_grad) t.g_scalar = tally_grad_scale(t.grad_out[0], (tally_u32)job->divide, job->divisor);
+    t.row_g = malloc((B > 0 ? B : 1) * sizeof *t.row_g);
+    t.row_R = malloc((B > 0 ? B : 1) * sizeof *t.row_R);
+    if (t.row_g == NULL || t.row_R == NULL) {
+        free(t.row_g);
+        free(t.row_R);
+        return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial_backward: out of memory");
+    }
+    if (!job->per_row_alpha) {
+        dm_bw_vec va = {.p = t.log_alpha, .step = 1, .exp = 1};
+        if (tally__host_tree_reduce(&job->row_plan, TALLY_COMBINE_SUM, term_vec, &va, 0, 0.0f, &t.shared_A) !=
+            TALLY_OK)
+            t.failed = 1;
+    }
+    tally__host_parallel_for(B, V * 2 + 60, dm_bw_row_terms, &t);
+    if (job->per_row_alpha)
+        tally__host_parallel_for(B, V * 90 + 1, dm_bw_elements, &t);
+    else
+        tally__host_parallel_for(V, B * 90 + 1, dm_bw_columns, &t);
+    free(t.row_g);
+    free(t.row_R);
+    if (t.failed) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial_backward: out of memory");
+    return TALLY_OK;
+}
+
+/* ---- Gaussian mixture --------------------------------------------------- */
+
+typedef struct gmm_bw_task {
+    const tally__gmm_backward_job *job;
+    const float *logits;
+    float llse;        /* tally_lse_seq of the logits (K > 1) */
+    float *weights;    /* B*K logit weights, or NULL when grad_logits is not wanted */
+    int failed;
+} gmm_bw_task;
+
+typedef struct gauss_bw_state {
+    const float *z, *mu, *lv;
+} gauss_bw_state;
+
+static float term_gauss_bw(const void *st, uint64_t d)
+{
+    const gauss_bw_state *s = st;
+    return tally_gauss_term(s->z[d], s->mu[d], s->lv[d]);
+}
+
+static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    gmm_bw_task *t = arg;
+    const tally__gmm_backward_job *job = t->job;
+    const tally__gmm_job *f = &job->fwd;
+    const uint64_t K = f->components, D = f->dim, B = f->mu.rows;
+    const uint64_t B4 = tally__round_up4(B), D2 = D + (D & 1u);
+    float *s = malloc(K * sizeof *s);
+    float *zs = malloc((D > 0 ? D : 1) * sizeof *zs); /* the sample's z */
+    float *ts = malloc((D > 0 ? D : 1) * sizeof *ts); /* the sample's std * eps */
+    if (s == NULL || zs == NULL || ts == NULL) {
+        t->failed = 1;
+        free(s), free(zs), free(ts);
+        return;
+    }
+    const float *gq = host_ptr(&job->grad_log_q), *gzi = host_ptr(&job->grad_z_in);
+    float *gz = host_ptr(&job->grad_z), *gmu = host_ptr(&job->grad_mu), *glv = host_ptr(&job->grad_log_var);
+    for (uint64_t b = begin; b < end; b++) {
+        const float *mu = host_ptr(&f->mu) + b * f->mu.stride, *lv = host_ptr(&f->log_var) + b * f->log_var.stride;
+        const float *z = NULL;
+        int32_t c = -1;
+        if (job->sample) {
+            /* The forward's draws, bit for bit (host_ops.c's gmm_rows). */
+            const tally_rng r = f->rng;
+            const float u = tally_stream_uniform(r.seed, r.subsequence, r.offset + b);
+            c = K > 1 ? tally_categorical_row(t->logits, K, 1, u) : 0;
+            if (c < 0) {
+                for (uint64_t i = 0; i < K * D; i++) {
+                    if (gmu != NULL) gmu[b * job->grad_mu.stride + i] = TALLY_F32_NAN;
+                    if (glv != NULL) glv[b * job->grad_log_var.stride + i] = TALLY_F32_NAN;
+                }
+                if (t->weights != NULL)
+                    for (uint64_t k = 0; k < K; k++) t->weights[b * K + k] = TALLY_F32_NAN;
+                continue;
+            }
+            const float *mc = mu + (uint64_t)c * D, *lc = lv + (uint64_t)c * D;
+            for (uint64_t d = 0; d < D; d++) {
+                const float eps = tally_stream_normal(r.seed, r.subsequence, r.offset + B4 + b * D2 + d);
+                ts[d] = tally_gauss_std(lc[d]) * eps;
+                zs[d] = tally_canonical(mc[d] + ts[d]);
+            }
+            z = zs;
+        } else {
+            z = host_ptr(&f->z) + b * f->z.stride;
+        }
+        for (uint64_t k = 0; k < K; k++) {
+            gauss_bw_state gs = {.z = z, .mu = mu + k * D, .lv = lv + k * D};
+            if (tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, term_gauss_bw, &gs, 0, 0.0f, &s[k]) !=
+                TALLY_OK)
+                t->failed = 1;
+        }
+        const float L = tally_gmm_row_lse(s, t->logits, t->llse, K);
+        const float g = gq != NULL ? gq[b * job->grad_log_q.stride] : 0.0f;
+        if (t->weights != NULL)
+            for (uint64_t k = 0; k < K; k++)
+                t->weights[b * K + k] = tally_gmm_logit_weight(g, s[k], t->logits[k], t->llse, L);
+        for (uint64_t d = 0; d < D; d++) {
+            /* d/dz of the density: minus the k-ordered sum of d/dmu. */
+            float acc = 0.0f;
+            for (uint64_t k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
+                const tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck);
+                acc = k == 0 ? e.a : acc + e.a;
+            }
+            const float dz = -acc;
+            if (gz != NULL) gz[b * job->grad_z.stride + d] = tally_canonical(dz);
+            if (gmu == NULL && glv == NULL) continue;
+            /* The sample: the whole gradient of z flows into component c. */
+            const float G = gzi != NULL ? gzi[b * job->grad_z_in.stride + d] + dz : dz;
+            for (uint64_t k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
+                tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck);
+                if (job->sample && (uint64_t)c == k) {
+                    e.a = e.a + G;
+                    e.b = e.b + G * (0.5f * ts[d]);
+                }
+                if (gmu != NULL) gmu[b * job->grad_mu.stride + k * D + d] = tally_canonical(e.a);
+                if (glv != NULL) glv[b * job->grad_log_var.stride + k * D + d] = tally_canonical(e.b);
+            }
+        }
+    }
+    free(s), free(zs), free(ts);
+}
+
+typedef struct gmm_col {
+    const float *w;
+    uint64_t K, k;
+} gmm_col;
+
+static float term_gmm_col(const void *st, uint64_t b)
+{
+    const gmm_col *c = st;
+    return c->w[b * c->K + c->k];
+}
+
+tally_status tally__host_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job)
+{
+    const tally__gmm_job *f = &job->fwd;
+    const uint64_t B = f->mu.rows, K = f->components;
+    gmm_bw_task t = {.job = job, .logits = NULL, .llse = 0.0f, .weights = NULL, .failed = 0};
+    if (K > 1) {
+        t.logits = host_ptr(&f->logits);
+        t.llse = tally_lse_seq(t.logits, K);
+    }
+    if (job->grad_logits.buffer != NULL) {
+        uint64_t BK;
+        if (tally__mul_u64(B, K, &BK) || (t.weights = malloc(BK * sizeof *t.weights)) == NULL)
+            return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host gmm backward: out of memory");
+    }
+    tally__host_parallel_for(B, K * f->dim * 120 + 1, gmm_bw_rows, &t);
+    if (t.weights != NULL) {
+        float *out = host_ptr(&job->grad_logits);
+        for (uint64_t k = 0; k < K && !t.failed; k++) {
+            gmm_col col = {.w = t.weights, .K = K, .k = k};
+            float v;
+            if (tally__host_tree_reduce(&job->col_plan, TALLY_COMBINE_SUM, term_gmm_col, &col, 1, 0.0f, &v) != TALLY_OK)
+                t.failed = 1;
+            out[k * job->grad_logits.stride] = tally_canonical(v);
+        }
+        free(t.weights);
+    }
+    if (t.failed) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host gmm backward: out of memory");
+    return TALLY_OK;
+}

@@ -1,0 +1,146 @@
+/*
+ * tally/terms_backward.h - the per-element terms of the gradients, written
+ * once for C11, CUDA and OpenCL C like tally/terms.h. The host backend
+ * (backends/host/host_backward.c) and the kernels (kernels/backward.h)
+ * evaluate exactly these functions, so every backend stores the same bits.
+ * The formulas and their conventions are in docs/ops.md, "Gradients".
+ */
+#ifndef TALLY_TERMS_BACKWARD_H
+#define TALLY_TERMS_BACKWARD_H
+
+#include "terms.h"
+
+/* Two gradients of one element. */
+typedef struct tally_grad2 {
+    float a;
+    float b;
+} tally_grad2;
+
+/* The upstream gradient of one element of a reduced loss: grad_out itself
+ * (sum), or divided by the element or row count (mean, batchmean). */
+TALLY_FN float tally_grad_scale(float g, tally_u32 divide, float divisor)
+{
+    return divide ? tally_divf(g, divisor) : g;
+}
+
+/*
+ * KL divergence: the gradients with respect to the input (a) and the target
+ * (b) of the pointwise loss tally_kl_term(xin, t, flags), times g. With x the
+ * log-input (tally_logf(xin) under INPUT_IS_PROB, else xin):
+ * - default: d/dx = -(t * g), d/dt = g * ((log t - x) + 1);
+ * - LOG_TARGET: with e = exp(t), d/dx = -(e * g), d/dt = (e * g) * ((t - x) + 1);
+ * - INPUT_IS_PROB: d/dp = -((t / p) * g) (default) or -((e / p) * g), the
+ *   quotient correctly rounded; where t == 0 (default targets) the quotient
+ *   is taken as 0 unless p is NaN, because the forward term is then the
+ *   constant 0 whatever p is (p = 0 included).
+ * torch's formulas (xlogy(t, t) - t * x, or exp(t) * (t - x), through
+ * autograd); at t == 0 the target gradient is g * (-inf), the one-sided
+ * derivative of t log t, where torch's xlogy backward gives 0/0 = NaN.
+ */
+TALLY_FN tally_grad2 tally_kl_grad(float xin, float t, float g, tally_u32 flags)
+{
+    const int prob = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) != 0u;
+    /* The forward's short path (tally/terms.h): where the logarithms'
+     * arguments are positive normal floats, tally_pm_logf_normal gives
+     * tally_logf's bits with fewer instructions. */
+    const int fast = tally_kl_fast_ok(xin, t, flags);
+    const float x = prob ? (fast ? tally_pm_logf_normal(xin) : tally_logf(xin)) : xin;
+    tally_grad2 r;
+    if (flags & TALLY_KL_FLAG_LOG_TARGET) {
+        const float e = tally_expf(t);
+        const float eg = e * g;
+        r.a = prob ? -(tally_divf(e, xin) * g) : -eg;
+        r.b = eg * ((t - x) + 1.0f);
+    } else {
+        r.a = -(t * g);
+        if (prob) {
+            const float ratio = (t == 0.0f && xin == xin) ? 0.0f : tally_divf(t, xin);
+            r.a = -(ratio * g);
+        }
+        r.b = g * (((fast ? tally_pm_logf_normal(t) : tally_logf(t)) - x) + 1.0f);
+    }
+    return r;
+}
+
+/*
+ * Dirichlet-multinomial, with respect to a = exp(log_alpha):
+ * d(row value)/da_v = R + T_v, with the row part R = psi(A) - psi(N + A)
+ * and the element part T_v = psi(n_v + a_v) - psi(a_v) (exactly 0 for a
+ * zero count, NaN for a negative count, as the forward's term).
+ */
+TALLY_FN float tally_dm_grad_row(float A, float N)
+{
+    return tally_digammaf(A) - tally_digammaf(N + A);
+}
+
+TALLY_FN float tally_dm_grad_term(float n, float a)
+{
+    if (n == 0.0f) return 0.0f;
+    float v = tally_digammaf(n + a) - tally_digammaf(a);
+    if (n < 0.0f) v = TALLY_F32_NAN;
+    return v;
+}
+
+/* The weight of element (b, v): g_b * (R_b + T_bv). The gradient with
+ * respect to log_alpha is a_v times it (per-row alpha) or a_v times the tree
+ * sum of it over the rows b (shared alpha). */
+TALLY_FN float tally_dm_grad_weight(float g, float R, float n, float a)
+{
+    return g * (R + tally_dm_grad_term(n, a));
+}
+
+/* ---- Diagonal Gaussian mixture ---- */
+
+/*
+ * The log density's value L of one row from its per-component sums s_k
+ * (the forward's D-trees) and the logits: v_k = (logit_k - llse) + s_k
+ * (llse = tally_lse_seq of the logits), L = the sequential logsumexp of the
+ * v_k; for K == 1, L = s_0. The same operations as the forward, so the
+ * same bits. Stamped out per address space of s, as tally_lse_seq.
+ */
+#define TALLY_DEFINE_GMM_ROW_LSE(fn_name, address_space)                                        \
+    TALLY_FN float fn_name(address_space const float *s, TALLY_GLOBAL const float *logits, float llse, \
+                           tally_u64 K)                                                         \
+    {                                                                                           \
+        if (K == 1u) return s[0];                                                               \
+        float m = (logits[0] - llse) + s[0];                                                    \
+        for (tally_u64 k = 1; k < K; k++) m = tally_max_nan(m, (logits[k] - llse) + s[k]);      \
+        if (!tally_isfinite(m)) return m;                                                       \
+        float sum = 0.0f;                                                                       \
+        for (tally_u64 k = 0; k < K; k++) sum = sum + tally_expf(((logits[k] - llse) + s[k]) - m); \
+        return tally_lse_finish(m, sum);                                                        \
+    }
+TALLY_DEFINE_GMM_ROW_LSE(tally_gmm_row_lse, TALLY_GLOBAL)
+
+/* The responsibility-weighted upstream gradient of component k of a row:
+ * c_k = g * r_k with r_k = exp(v_k - L) (1 for K == 1). */
+TALLY_FN float tally_gmm_grad_weight(float g, float s_k, float logit_k, float llse, float L, tally_u64 K)
+{
+    if (K == 1u) return g;
+    return g * tally_expf(((logit_k - llse) + s_k) - L);
+}
+
+/* d/dlogit_k of the row's log density, times g: g * (r_k - w_k), with
+ * w_k = exp(logit_k - llse). */
+TALLY_FN float tally_gmm_logit_weight(float g, float s_k, float logit_k, float llse, float L)
+{
+    return g * (tally_expf(((logit_k - llse) + s_k) - L) - tally_expf(logit_k - llse));
+}
+
+/*
+ * One (component, dimension) element's gradients of c * tally_gauss_term(z,
+ * mu, lv), with is = exp(-0.5 lv) and y = (z - mu) * is as in the forward:
+ * d/dmu = c * (y * is) (a), d/dlv = c * (0.5 * (y * y) - 0.5) (b);
+ * d/dz is -(d/dmu).
+ */
+TALLY_FN tally_grad2 tally_gmm_grad_elem(float z, float mu, float lv, float c)
+{
+    const float is = tally_expf(-0.5f * lv);
+    const float y = (z - mu) * is;
+    tally_grad2 r;
+    r.a = c * (y * is);
+    r.b = c * (0.5f * (y * y) - 0.5f);
+    return r;
+}
+
+#endif /* TALLY_TERMS_BACKWARD_H */

@@ -1,0 +1,225 @@
+/*
+ * kernels/backward.h - the gradient kernels (launched by
+ * backends/gpu/gpu_backward.c), with the terms of tally/terms_backward.h so
+ * that every element's bits are the host's (backends/host/host_backward.c).
+ */
+#ifndef TALLY_KERNELS_BACKWARD_H
+#define TALLY_KERNELS_BACKWARD_H
+
+#include "tree.h"
+#include "backward_abi.h"
+#include "tally/terms_backward.h"
+
+
+/*
+ * KL divergence backward: for each element (r, c), tally_kl_grad of
+ * x[r, c], t[r, c] and the upstream gradient (g[r, c] when pointwise, else
+ * g[0] scaled by tally_grad_scale), stored to gx and gt as `want` says.
+ * CONTIGUOUS (every view one run of rows*cols elements): a flat grid-stride
+ * loop. STRIDED: groups walk rows, work-items walk a row's columns.
+ */
+TALLY_KERNEL void tally_k_kl_backward(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT g, tally_u64 g_off, tally_u64 g_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gx, tally_u64 gx_off, tally_u64 gx_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gt, tally_u64 gt_off, tally_u64 gt_stride,
+                                      tally_u64 rows, tally_u64 cols, tally_u32 mode, tally_u32 flags,
+                                      tally_u32 pointwise, tally_u32 divide, float divisor, tally_u32 want)
+{
+    const tally_u32 lid = TALLY_LID();
+    const float gs = pointwise ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
+    if (mode == TALLY_K_LOAD_STRIDED) {
+        for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT()) {
+            for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE) {
+                const float gv = pointwise ? g[g_off + r * g_stride + c] : gs;
+                const tally_grad2 d = tally_kl_grad(x[x_off + r * x_stride + c], t[t_off + r * t_stride + c], gv, flags);
+                if (want & TALLY_K_BW_WANT_A) gx[gx_off + r * gx_stride + c] = tally_canonical(d.a);
+                if (want & TALLY_K_BW_WANT_B) gt[gt_off + r * gt_stride + c] = tally_canonical(d.b);
+            }
+        }
+        return;
+    }
+    const tally_u64 n = rows * cols;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step) {
+        const float gv = pointwise ? g[g_off + k] : gs;
+        const tally_grad2 d = tally_kl_grad(x[x_off + k], t[t_off + k], gv, flags);
+        if (want & TALLY_K_BW_WANT_A) gx[gx_off + k] = tally_canonical(d.a);
+        if (want & TALLY_K_BW_WANT_B) gt[gt_off + k] = tally_canonical(d.b);
+    }
+}
+
+/*
+ * Dirichlet-multinomial backward, per row b < B: R[b] = tally_dm_grad_row of
+ * the row's A (sums[a_off + b * a_step]) and N (sums[n_off + b]), and the
+ * row's upstream gradient G[b] (g[g_off + b * g_stride] per row, else g[g_off]
+ * scaled). R at rg[rg_off + b], G at rg[rg_off + B + b].
+ */
+TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT sums, tally_u64 a_off, tally_u64 a_step,
+                                     tally_u64 n_off, TALLY_GLOBAL const float *TALLY_RESTRICT g, tally_u64 g_off,
+                                     tally_u64 g_stride, tally_u32 per_row_grad, tally_u32 divide, float divisor,
+                                     tally_u64 B, TALLY_GLOBAL float *TALLY_RESTRICT rg, tally_u64 rg_off)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {
+        rg[rg_off + b] = tally_dm_grad_row(sums[a_off + b * a_step], sums[n_off + b]);
+        rg[rg_off + B + b] = per_row_grad ? g[g_off + b * g_stride] : tally_grad_scale(g[g_off], divide, divisor);
+    }
+}
+
+/*
+ * Dirichlet-multinomial backward, per element (b, v): the weight
+ * w = tally_dm_grad_weight(G[b], R[b], n[b, v], a) with a = exp(log_alpha of
+ * the row, or of the shared row when la_stride == 0). per_row: out[b, v] =
+ * a * w, groups walking rows and work-items a row's columns. Otherwise w
+ * goes to out[out_off + v * B + b] (scratch, transposed, so that the column
+ * trees then read each column as one contiguous vector): groups walk blocks
+ * of TALLY_K_DM_BW_ROWS rows and each work-item writes its column's run of
+ * that many consecutive values, whole 32-byte sectors, while the counts are
+ * still read row by row across the work-items.
+ */
+TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
+                                         tally_u64 c_stride, TALLY_GLOBAL const float *TALLY_RESTRICT la,
+                                         tally_u64 la_off, tally_u64 la_stride,
+                                         TALLY_GLOBAL const float *TALLY_RESTRICT rg, tally_u64 rg_off, tally_u64 B,
+                                         tally_u64 V, tally_u32 per_row, TALLY_GLOBAL float *TALLY_RESTRICT out,
+                                         tally_u64 out_off, tally_u64 out_stride)
+{
+    if (per_row) {
+        for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
+            const float R = rg[rg_off + b], G = rg[rg_off + B + b];
+            for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
+                const float a = tally_expf(la[la_off + b * la_stride + v]);
+                const float w = tally_dm_grad_weight(G, R, counts[c_off + b * c_stride + v], a);
+                out[out_off + b * out_stride + v] = tally_canonical(a * w);
+            }
+        }
+        return;
+    }
+    const tally_u64 blocks = (B + (TALLY_K_DM_BW_ROWS - 1u)) / TALLY_K_DM_BW_ROWS;
+    for (tally_u64 blk = TALLY_GROUP_ID(); blk < blocks; blk += TALLY_GROUP_COUNT()) {
+        const tally_u64 b0 = blk * TALLY_K_DM_BW_ROWS;
+        for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
+            const float a = tally_expf(la[la_off + v]);
+            for (tally_u32 i = 0; i < TALLY_K_DM_BW_ROWS; i++) {
+                const tally_u64 b = b0 + i;
+                if (b < B)
+                    out[out_off + v * B + b] =
+                        tally_dm_grad_weight(rg[rg_off + B + b], rg[rg_off + b], counts[c_off + b * c_stride + v], a);
+            }
+        }
+    }
+}
+
+/* out[v] = exp(log_alpha[v]) * s[v]: a shared alpha's gradient from the
+ * column sums of the weights. */
+TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT s, tally_u64 s_off, tally_u64 V,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+{
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 v = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); v < V; v += step)
+        out[out_off + v] = tally_canonical(tally_expf(la[la_off + v]) * s[s_off + v]);
+}
+
+
+/* Work-items per row in tally_k_gmm_bw_rows: the smallest power of two
+ * >= D, 1 .. the group size (the launcher sizes its grid with the same). */
+TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
+{
+    tally_u32 w = 1u;
+    while (w < TALLY_K_GROUP_SIZE && (tally_u64)w < D) w <<= 1;
+    return w;
+}
+
+/*
+ * The mixture's backward, one segment of work-items per row b (host_backward.c's
+ * gmm_bw_rows, element for element): from the row's per-component sums
+ * s[s_off + b*K + k] (the forward's D-trees, already computed), the
+ * logits' logsumexp at scratch[lse_off] (K > 1) and, for the sample, the
+ * component picks (int32, at scratch + picks_off) and z as the forward drew
+ * it (in z), the gradients with respect to z (log_prob), mu and log_var,
+ * and each row's logit weights to scratch[w_off + b*K + k] for the column
+ * trees. The sample's std * eps is formed again from the row's normals.
+ */
+TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT scratch, tally_u64 scratch_off,
+                                      tally_u64 s_off, tally_u64 lse_off, tally_u64 picks_off, tally_u64 w_off,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT gq, tally_u64 gq_off, tally_u64 gq_stride,
+                                      TALLY_GLOBAL const float *TALLY_RESTRICT gzi, tally_u64 gzi_off,
+                                      tally_u64 gzi_stride, tally_u64 B, tally_u64 K, tally_u64 D, tally_u64 seed,
+                                      tally_u64 subsequence, tally_u64 offset, tally_u32 flags,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gz, tally_u64 gz_off, tally_u64 gz_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT gmu, tally_u64 gmu_off, tally_u64 gmu_stride,
+                                      TALLY_GLOBAL float *TALLY_RESTRICT glv, tally_u64 glv_off, tally_u64 glv_stride)
+{
+    TALLY_GLOBAL float *sc = scratch + scratch_off;
+    TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
+    TALLY_GLOBAL const float *lg = logits + logits_off;
+    const tally_u32 lid = TALLY_LID();
+    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    const float llse = K > 1u ? sc[lse_off] : 0.0f;
+    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
+    /* A segment of `width` work-items per row (the smallest power of two
+     * >= D, at most the group), so that short rows do not leave most of a
+     * group idle; nothing is shared between work-items. */
+    const tally_u32 width = tally_k_gmm_bw_width(D);
+    const tally_u32 rows_per_group = TALLY_K_GROUP_SIZE / width;
+    const tally_u32 seg = lid / width, j = lid - seg * width;
+    for (tally_u64 first = TALLY_GROUP_ID() * rows_per_group; first < B;
+         first += TALLY_GROUP_COUNT() * rows_per_group) {
+        const tally_u64 b = first + seg;
+        if (b >= B) continue;
+        TALLY_GLOBAL const float *s = sc + s_off + b * K;
+        TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride;
+        TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride;
+        const tally_i32 c = sample ? picks[b] : -1;
+        if (sample && c < 0) {
+            for (tally_u64 i = j; i < K * D; i += width) {
+                if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
+                if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
+            }
+            if (flags & TALLY_K_GMM_BW_WANT_W)
+                for (tally_u64 k = j; k < K; k += width) sc[w_off + b * K + k] = TALLY_F32_NAN;
+            continue;
+        }
+        const float L = tally_gmm_row_lse(s, lg, llse, K);
+        const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
+        if (flags & TALLY_K_GMM_BW_WANT_W)
+            for (tally_u64 k = j; k < K; k += width)
+                sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s[k], lg[k], llse, L);
+        for (tally_u64 d = j; d < D; d += width) {
+            const float zd = z[z_off + b * z_stride + d];
+            float acc = 0.0f;
+            for (tally_u64 k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
+                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
+                acc = k == 0u ? e.a : acc + e.a;
+            }
+            const float dz = -acc;
+            if (flags & TALLY_K_GMM_BW_WANT_GZ) gz[gz_off + b * gz_stride + d] = tally_canonical(dz);
+            if (!(flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV))) continue;
+            const float G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? gzi[gzi_off + b * gzi_stride + d] + dz : dz;
+            float t = 0.0f;
+            if (sample) {
+                const float eps = tally_stream_normal(seed, subsequence, offset + B4 + b * D2 + d);
+                t = tally_gauss_std(lr[(tally_u64)c * D + d]) * eps;
+            }
+            for (tally_u64 k = 0; k < K; k++) {
+                const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
+                tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
+                if (sample && (tally_u64)c == k) {
+                    e.a = e.a + G;
+                    e.b = e.b + G * (0.5f * t);
+                }
+                if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + k * D + d] = tally_canonical(e.a);
+                if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + k * D + d] = tally_canonical(e.b);
+            }
+        }
+    }
+}
+
+#endif /* TALLY_KERNELS_BACKWARD_H */

@@ -1,0 +1,30 @@
+/*
+ * src/check.h - ops.c's argument checks, for the other front-end files
+ * (src/ops_backward.c). The rules live in ops.c only; src/check_export.inc,
+ * included at the end of ops.c, defines these thin entry points to them so
+ * that every op checks its views in exactly the same way.
+ */
+#ifndef TALLY_CHECK_H
+#define TALLY_CHECK_H
+
+#include "internal.h"
+
+/* A view of `dtype` on ctx, converted to the backend's form. */
+tally_status tally__check_view(tally_context *ctx, const char *op, const char *arg, tally_view v, tally_dtype dtype,
+                               tally__array *out);
+/* An output of n values (1 x n or n x 1), stored as an n x 1 array. */
+tally_status tally__check_vector(tally_context *ctx, const char *op, const char *arg, tally_view v,
+                                 tally_dtype dtype, uint64_t n, tally__array *out);
+/* out shares no element with in. */
+tally_status tally__check_disjoint(tally_context *ctx, const char *op, const char *out_name, const tally__array *out,
+                                   const char *in_name, const tally__array *in);
+/* The mixture's parameters mu, log_var [B, K*D] and logits [1, K] (K > 1)
+ * into job, with K, D and the D-plan. */
+tally_status tally__check_gmm_params(tally_context *ctx, const char *name, tally_view mu, tally_view log_var,
+                                     tally_view logits, int64_t components, uint64_t B, uint64_t D,
+                                     tally__gmm_job *job);
+/* A random op that needs `consumed_count` stream elements from rng. */
+tally_status tally__check_rng(tally_context *ctx, const char *op, tally_rng rng, uint64_t consumed_count,
+                              int overflowed);
+
+#endif
