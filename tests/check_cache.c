@@ -466,6 +466,33 @@ START_TEST(stale_temporaries)
 }
 END_TEST
 
+/* PoCL reports no device when it cannot create its own kernel cache; the
+ * NO_DEVICE message must name that directory and the way to skip OpenCL
+ * (issue 15, defect 8), and AUTO must still give a context. Another driver
+ * may not care (status OK): then only AUTO is checked. */
+START_TEST(no_device_names_driver_cache)
+{
+    char blocker[600], pocl[700];
+    snprintf(blocker, sizeof blocker, "%s/not-a-dir", root);
+    put_file(blocker, "x", 1);
+    snprintf(pocl, sizeof pocl, "%s/pocl", blocker);
+    setenv("POCL_CACHE_DIR", pocl, 1);
+    tally_context *ctx = NULL;
+    tally_status st = tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &ctx);
+    ck_assert_msg(st == TALLY_OK || st == TALLY_NO_DEVICE, "got %s: %s", tally_status_name(st), tally_last_error(NULL));
+    if (st == TALLY_NO_DEVICE) {
+        const char *msg = tally_last_error(NULL);
+        ck_assert_msg(strstr(msg, pocl) != NULL, "message does not name %s: %s", pocl, msg);
+        ck_assert_msg(strstr(msg, "a file is in the way") != NULL, "message: %s", msg);
+        ck_assert_msg(strstr(msg, "TALLY_BACKEND=host") != NULL, "message: %s", msg);
+    }
+    tally_context_release(ctx);
+    ctx = NULL;
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_AUTO, TALLY_DEVICE_DEFAULT, &ctx), TALLY_OK);
+    tally_context_release(ctx);
+}
+END_TEST
+
 Suite *tally_test_suite(void)
 {
     Suite *s = suite_create("cache");
@@ -481,6 +508,7 @@ Suite *tally_test_suite(void)
     tcase_add_test(tc, unusable_directory);
     tcase_add_test(tc, concurrent_writers);
     tcase_add_test(tc, stale_temporaries);
+    tcase_add_test(tc, no_device_names_driver_cache);
     suite_add_tcase(s, tc);
     return s;
 }
