@@ -96,6 +96,20 @@ with tempfile.TemporaryDirectory(prefix="tally-cli-faults-") as d:
     os.umask(mask)
     check(os.stat(c).st_mode & 0o777 == 0o666 & ~mask, "outputs get the mode of a new file")
 
+    # 3b. Targets that are not regular files are written in place, never
+    # replaced: /dev/null stays a device, a symlink stays a link to the new bytes.
+    p = run(["run", "rng", "--backend", "host", "--dist", "raw", "--count", "16", "--out", "x=/dev/null"])
+    check(p.returncode == 0 and os.path.exists("/dev/null") and not os.path.isfile("/dev/null"),
+          "--out /dev/null: written, still a device", p)
+    real = os.path.join(d, "real.bin")
+    link = os.path.join(d, "link.bin")
+    write(real, b"OLD!")
+    os.symlink(real, link)
+    p = run(["run", "rng", "--backend", "host", "--dist", "raw", "--count", "4", "--out", f"x={link}"])
+    check(p.returncode == 0 and os.path.islink(link) and len(read(real)) == 16,
+          "--out through a symlink: the link stays, its file holds the output", p)
+    check(leftovers(d) == [], "symlink target: no temporary left")
+
     # 4. Streamed rng: 2^20-element pieces tile the stream exactly.
     piece = 1 << 20
     count = 2 * piece + 7

@@ -1,6 +1,9 @@
 /*
  * tools/cli_common.c - shared helpers of the `tally` tool (see cli_common.h).
  */
+/* realpath is an XSI interface. */
+#define _XOPEN_SOURCE 700
+
 #include "cli_common.h"
 
 #include <errno.h>
@@ -232,6 +235,25 @@ int cli_staged_open(cli_staged *s, const char *path)
     s->path = path;
     s->tmp[0] = '\0';
     s->fd = -1;
+    /* Only a regular file (or a new one) is staged. A device, FIFO or socket
+     * (/dev/null, /dev/stdout, a pipe) is written in place: renaming over it
+     * would replace the node itself. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        s->fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        if (s->fd < 0) return cli_io_error("cannot open '%s': %s", path, strerror(errno));
+        return CLI_EXIT_OK;
+    }
+    /* A symlink is written through: the temporary goes beside the file it
+     * names, and the rename replaces that file, not the link. */
+    char resolved[4096];
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, resolved) != NULL &&
+        strlen(resolved) < sizeof s->resolved) {
+        memcpy(s->resolved, resolved, strlen(resolved) + 1);
+        path = s->resolved;
+    }
+    s->target = path;
     /* The temporary lives beside the target: "<dir>/.<name>.tmp-XXXXXX". */
     const char *slash = strrchr(path, '/');
     int dir_len = slash != NULL ? (int)(slash - path + 1) : 0;
@@ -286,7 +308,9 @@ int cli_staged_write(cli_staged *s, const void *data, uint64_t count)
 int cli_staged_commit(cli_staged *s, int n)
 {
     for (int i = 0; i < n; i++) {
-        int failed = s[i].fd < 0 || fsync(s[i].fd) != 0;
+        /* Durable before it replaces anything; a device written in place
+         * (fsync fails with EINVAL on /dev/null) has nothing to sync. */
+        int failed = s[i].fd < 0 || (s[i].tmp[0] != '\0' && fsync(s[i].fd) != 0);
         if (s[i].fd >= 0 && close(s[i].fd) != 0) failed = 1;
         s[i].fd = -1;
         if (failed) {
@@ -295,7 +319,8 @@ int cli_staged_commit(cli_staged *s, int n)
         }
     }
     for (int i = 0; i < n; i++) {
-        if (rename(s[i].tmp, s[i].path) != 0) {
+        if (s[i].tmp[0] == '\0') continue; /* written in place */
+        if (rename(s[i].tmp, s[i].target) != 0) {
             int e = errno;
             cli_staged_abort(s + i, n - i);
             return cli_io_error("cannot move the output into '%s': %s%s", s[i].path, strerror(e),

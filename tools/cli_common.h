@@ -93,12 +93,15 @@ int cli_write_elements(const char *path, const void *data, uint64_t count);
  * than killing the process with temporaries on disk.
  */
 typedef struct cli_staged {
-    const char *path; /* the target */
-    char tmp[4096];   /* the temporary, "" when none */
+    const char *path;   /* the target as given (for messages) */
+    const char *target; /* the file renamed over: path, or resolved when path is a symlink */
+    char resolved[4096];
+    char tmp[4096];     /* the temporary, "" when none (not staged, or done) */
     int fd;
 } cli_staged;
 
-/* Creates the temporary of `path` (mode as a new file would get). */
+/* Creates the temporary of `path` (mode as a new file would get). A path
+ * that names a device, FIFO or socket is opened and written in place. */
 int cli_staged_open(cli_staged *s, const char *path);
 /* Appends count little-endian 4-byte elements. */
 int cli_staged_write(cli_staged *s, const void *data, uint64_t count);
