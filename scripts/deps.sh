@@ -4,8 +4,10 @@
 # CUDA backend is built, otherwise it is simply left out.
 set -euo pipefail
 
+# clang and libclang-rt-dev: the sanitizer build and the libFuzzer targets
+# of scripts/sanitize.sh (without them it falls back to gcc and replays).
 packages=(gcc python3 meson ninja-build pkg-config check libsubunit-dev
-          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
+          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

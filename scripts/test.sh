@@ -9,6 +9,11 @@ bash scripts/build.sh
 build_dir=${TALLY_BUILD_DIR:-build}
 status=0
 meson test -C "$build_dir" --print-errorlogs --num-processes 2 "$@" || status=$?
+# The sanitizer job (issue 15): ASan+UBSan suite on host and PoCL, the
+# fuzzers for a bounded time, the TSan thread test. TALLY_SANITIZE=0 skips it.
+if [ "${TALLY_SANITIZE:-1}" != 0 ]; then
+    bash scripts/sanitize.sh || status=1
+fi
 # One plain closing line with the counts, read from meson's own log.
 python3 - "$build_dir/meson-logs/testlog.json" <<'PY' || true
 import json, sys

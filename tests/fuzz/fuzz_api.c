@@ -66,8 +66,8 @@ static fview read_view(fuzz_reader *r)
 /* Marks the elements of an output view (of an OK call) as writable. */
 static void allow(const fview *f, unsigned char writable[2][ELEMS])
 {
-    if (f->buf > 1) return;
     const tally_view *v = &f->v;
+    if (f->buf > 1 || v->rows <= 0 || v->cols <= 0) return; /* an empty view writes nothing */
     int64_t stride = v->rows > 1 ? v->stride : v->cols;
     for (int64_t r = 0; r < v->rows; r++)
         for (int64_t c = 0; c < v->cols; c++) {
