@@ -70,15 +70,30 @@ static void remove_tree(const char *path)
     }
 }
 
+/* PoCL's cache, shared by every test of the run (made once in the parent
+ * process by an unchecked fixture), so that a stub program is compiled by
+ * LLVM once rather than once per context. */
 static char pocl_dir[256];
+
+static void pocl_dir_setup(void)
+{
+    snprintf(pocl_dir, sizeof pocl_dir, "/tmp/tally-check-cache-pocl-%ld-XXXXXX", (long)getpid());
+    if (mkdtemp(pocl_dir) == NULL) pocl_dir[0] = '\0';
+}
+
+static void remove_tree(const char *path);
+
+static void pocl_dir_teardown(void)
+{
+    if (pocl_dir[0] != '\0') remove_tree(pocl_dir);
+}
 
 static void setup(void)
 {
     snprintf(root, sizeof root, "/tmp/tally-check-cache-%ld-XXXXXX", (long)getpid());
     ck_assert_ptr_nonnull(mkdtemp(root));
     snprintf(cache_dir, sizeof cache_dir, "%s/tally", root);
-    snprintf(pocl_dir, sizeof pocl_dir, "/tmp/tally-check-cache-pocl-%ld-XXXXXX", (long)getpid());
-    ck_assert_ptr_nonnull(mkdtemp(pocl_dir));
+    ck_assert_msg(pocl_dir[0] != '\0', "no directory for PoCL's cache");
     setenv("POCL_CACHE_DIR", pocl_dir, 1);
     setenv("XDG_CACHE_HOME", root, 1);
     unsetenv("TALLY_CACHE");
@@ -88,7 +103,6 @@ static void setup(void)
 static void teardown(void)
 {
     remove_tree(root);
-    remove_tree(pocl_dir);
 }
 
 static char *stub_program(const char *tag)
@@ -497,6 +511,7 @@ Suite *tally_test_suite(void)
 {
     Suite *s = suite_create("cache");
     TCase *tc = tcase_create("cache");
+    tcase_add_unchecked_fixture(tc, pocl_dir_setup, pocl_dir_teardown);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, damaged_entry, 0, DAMAGE_COUNT);
