@@ -200,11 +200,13 @@ TALLY_API const char *tally_context_device_name(const tally_context *ctx);
 TALLY_API tally_status tally_sync(tally_context *ctx);
 
 /*
- * The last error's detail: for a context, the message of the last call on it
- * that failed; for NULL, the last failure on this thread of a call that had no
- * context to hold it (tally_context_create, tally_devices). Returns "" when
- * there was none. The string stays valid until the next call on the same
- * context (or thread).
+ * The last error's detail, errno-like: for a context, the message of the last
+ * call on it that failed; for NULL, the last failure on this thread of a call
+ * that had no context to hold it (tally_context_create, tally_devices, a call
+ * given a NULL context). A call that succeeds leaves the message as it was,
+ * so it can be read after clean-up calls; only the next failure replaces it.
+ * Returns "" when nothing has failed yet. The string stays valid until the
+ * next failing call on the same context (or thread), or the context's release.
  */
 TALLY_API const char *tally_last_error(const tally_context *ctx);
 

@@ -6,8 +6,10 @@
 # SciPy, pytest and meson-python then come from PyPI).
 set -euo pipefail
 
+# clang and libclang-rt-dev: the sanitizer build and the libFuzzer targets
+# of scripts/sanitize.sh (without them it falls back to gcc and replays).
 packages=(gcc python3 python3-venv meson ninja-build pkg-config check libsubunit-dev
-          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+          ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-dev
           openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -15,6 +15,11 @@ rm -f "$build_dir/pytest.xml"
 if [ $# -eq 0 ] && [ "${TALLY_SKIP_PYTHON:-0}" != 1 ]; then
     bash scripts/test_python.sh "$build_dir" || status=$?
 fi
+# The sanitizer job (issue 15): ASan+UBSan suite on host and PoCL, the
+# fuzzers for a bounded time, the TSan thread test. TALLY_SANITIZE=0 skips it.
+if [ "${TALLY_SANITIZE:-1}" != 0 ]; then
+    bash scripts/sanitize.sh || status=1
+fi
 # One plain closing line with the counts, read from meson's own log.
 python3 - "$build_dir/meson-logs/testlog.json" <<'PY' || true
 import json, sys

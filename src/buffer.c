@@ -9,7 +9,6 @@ tally_status tally_buffer_create(tally_context *ctx, size_t bytes, tally_buffer 
 {
     if (out != NULL) *out = NULL;
     if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_create: ctx is NULL");
-    tally__error_clear(ctx);
     if (out == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_create: out is NULL");
     if (bytes > (size_t)INT64_MAX)
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "tally_buffer_create: %zu bytes is too large", bytes);
@@ -22,7 +21,6 @@ tally_status tally_buffer_wrap_opencl(tally_context *ctx, void *cl_mem, tally_bu
 {
     if (out != NULL) *out = NULL;
     if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_opencl: ctx is NULL");
-    tally__error_clear(ctx);
     if (out == NULL || cl_mem == NULL)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_opencl: cl_mem and out are required");
     if (ctx->ops->kind != TALLY_BACKEND_OPENCL || ctx->ops->buffer_wrap == NULL)
@@ -39,7 +37,6 @@ tally_status tally_buffer_wrap_cuda(tally_context *ctx, uint64_t device_ptr, siz
 {
     if (out != NULL) *out = NULL;
     if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_cuda: ctx is NULL");
-    tally__error_clear(ctx);
     if (out == NULL || (device_ptr == 0 && bytes > 0))
         return tally__error(ctx, TALLY_INVALID_ARGUMENT,
                             "tally_buffer_wrap_cuda: out is NULL or the device pointer is 0");
@@ -56,7 +53,6 @@ tally_status tally_buffer_wrap_host(tally_context *ctx, void *ptr, size_t bytes,
 {
     if (out != NULL) *out = NULL;
     if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_host: ctx is NULL");
-    tally__error_clear(ctx);
     if (out == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_host: out is NULL");
     if (ptr == NULL && bytes > 0)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_wrap_host: ptr is NULL for %zu bytes",
@@ -103,7 +99,6 @@ tally_status tally_buffer_upload(tally_buffer *buf, size_t byte_offset, const vo
 {
     if (buf == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_upload: buffer is NULL");
     tally_context *ctx = buf->ctx;
-    tally__error_clear(ctx);
     if (src == NULL && bytes > 0)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_upload: src is NULL");
     tally_status st = check_range(ctx, "tally_buffer_upload", buf, byte_offset, bytes);
@@ -115,7 +110,6 @@ tally_status tally_buffer_download(const tally_buffer *buf, size_t byte_offset, 
 {
     if (buf == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_download: buffer is NULL");
     tally_context *ctx = buf->ctx;
-    tally__error_clear(ctx);
     if (dst == NULL && bytes > 0)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_download: dst is NULL");
     tally_status st = check_range(ctx, "tally_buffer_download", buf, byte_offset, bytes);
@@ -127,7 +121,6 @@ tally_status tally_buffer_fill(tally_buffer *buf, size_t byte_offset, size_t byt
 {
     if (buf == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_fill: buffer is NULL");
     tally_context *ctx = buf->ctx;
-    tally__error_clear(ctx);
     if (byte_offset % 4 != 0 || bytes % 4 != 0)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT,
                             "tally_buffer_fill: offset %zu and size %zu must be multiples of 4",

@@ -224,6 +224,5 @@ const char *tally_context_device_name(const tally_context *ctx)
 tally_status tally_sync(tally_context *ctx)
 {
     if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_sync: ctx is NULL");
-    tally__error_clear(ctx);
     return ctx->ops->sync(ctx);
 }

@@ -94,11 +94,6 @@ void tally__error_append(tally_context *ctx, const char *text)
     memcpy(ctx->error + used, text, strlen(text) + 1);
 }
 
-void tally__error_clear(tally_context *ctx)
-{
-    if (ctx != NULL && ctx->error != NULL) ctx->error[0] = '\0';
-}
-
 void tally__error_to_thread(tally_context *ctx)
 {
     if (ctx != NULL && ctx->error != NULL)

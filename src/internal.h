@@ -30,7 +30,7 @@ typedef struct tally__backend_ops tally__backend_ops;
 struct tally_context {
     const tally__backend_ops *ops;
     char device_name[256];
-    char *error;          /* last error message, heap, "" when none */
+    char *error;          /* message of the last failed call, heap; NULL before the first failure */
     size_t error_capacity;
     int64_t live_buffers; /* buffers not yet released; checked at release */
 };
@@ -51,8 +51,6 @@ tally_status tally__error(tally_context *ctx, tally_status status, const char *f
 tally_status tally__verror(tally_context *ctx, tally_status status, const char *fmt, va_list ap);
 /* Appends text (a build log, say) to the context's current message. */
 void tally__error_append(tally_context *ctx, const char *text);
-/* Clears the context's message at the start of a call. */
-void tally__error_clear(tally_context *ctx);
 /* Moves a context's message to the thread record (used when a context that
  * failed half way is torn down during creation). */
 void tally__error_to_thread(tally_context *ctx);
@@ -292,6 +290,18 @@ const tally__backend_ops *tally__backend_table(tally_backend backend);
 /* a*b and a+b with overflow detection: return 0 on success, 1 on overflow. */
 int tally__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 int tally__add_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* The largest count (rows, columns, elements, components, stream
+ * elements) the front end lets reach a backend, for every view including
+ * empty ones (src/size.c). 2^56 elements of 4 bytes is 256 PiB, far above
+ * any memory, and leaves room for a backend to multiply a count by an
+ * element size and a small constant without overflowing 64 bits. */
+#define TALLY__MAX_COUNT_LOG2 56
+#define TALLY__MAX_COUNT ((uint64_t)1 << TALLY__MAX_COUNT_LOG2)
+/* 1 when count <= TALLY__MAX_COUNT. */
+int tally__count_ok(uint64_t count);
+/* TALLY_OK, or SIZE_OVERFLOW with a message naming `what`. */
+tally_status tally__check_count(tally_context *ctx, const char *op, const char *what, uint64_t count);
 
 /* Number of stream elements an op that needs `count` consumes: count
  * rounded up to a multiple of 4 (0 on overflow, checked by the caller). */

@@ -48,10 +48,19 @@ static tally_status check_view(tally_context *ctx, const char *op, const char *a
     if (v.rows > 1 && v.stride < v.cols)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: %s has stride %lld < cols %lld", op, arg,
                             (long long)v.stride, (long long)v.cols);
+    /* Bounded before the emptiness test: a backend sizes scratch from the
+     * rows of an empty view too (src/size.c). */
+    if (!tally__count_ok((uint64_t)v.offset) || !tally__count_ok((uint64_t)v.rows) ||
+        !tally__count_ok((uint64_t)v.cols) || !tally__count_ok((uint64_t)v.stride))
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW,
+                            "%s: %s [%lld x %lld, stride %lld, offset %lld] has a dimension above 2^%d, "
+                            "more than any memory holds",
+                            op, arg, (long long)v.rows, (long long)v.cols, (long long)v.stride,
+                            (long long)v.offset, TALLY__MAX_COUNT_LOG2);
     uint64_t count, last, end, end_bytes;
-    if (tally__mul_u64((uint64_t)v.rows, (uint64_t)v.cols, &count))
-        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: %s rows*cols = %lld*%lld overflows", op, arg,
-                            (long long)v.rows, (long long)v.cols);
+    if (tally__mul_u64((uint64_t)v.rows, (uint64_t)v.cols, &count) || !tally__count_ok(count))
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: %s rows*cols = %lld*%lld is above 2^%d elements", op,
+                            arg, (long long)v.rows, (long long)v.cols, TALLY__MAX_COUNT_LOG2);
     out->buffer = v.buffer;
     out->offset = (uint64_t)v.offset;
     out->rows = (uint64_t)v.rows;
@@ -122,9 +131,10 @@ static tally_status check_disjoint(tally_context *ctx, const char *op, const cha
         if (check_st_ != TALLY_OK) return check_st_; \
     } while (0)
 
+/* A call leaves the context's message alone unless it fails (errno-like:
+ * tally_last_error keeps the last failure; tally.h). */
 #define BEGIN(op_name)                                                                    \
-    if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s: ctx is NULL", op_name); \
-    tally__error_clear(ctx)
+    if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s: ctx is NULL", op_name)
 
 static tally_status check_rng(tally_context *ctx, const char *op, tally_rng rng, uint64_t consumed_count,
                               int overflowed)
@@ -250,8 +260,9 @@ static tally_status check_gmm_params(tally_context *ctx, const char *name, tally
                             "%s: components is %lld, must be in [1, 2^31 - 1] (indices are int32)", name,
                             (long long)components);
     uint64_t K = (uint64_t)components, KD;
-    if (tally__mul_u64(K, D, &KD))
-        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: components*dim overflows", name);
+    if (tally__mul_u64(K, D, &KD) || !tally__count_ok(KD))
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: components*dim = %llu*%llu is above 2^%d", name,
+                            (unsigned long long)K, (unsigned long long)D, TALLY__MAX_COUNT_LOG2);
     CHECK(check_view(ctx, name, "mu", mu, FLOAT_INPUT, &job->mu));
     CHECK(check_view(ctx, name, "log_var", log_var, FLOAT_INPUT, &job->log_var));
     if (job->mu.rows != B || job->mu.cols != KD || job->log_var.rows != B || job->log_var.cols != KD)
@@ -324,6 +335,7 @@ tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally_view log_
     int overflow = (B != 0 && B4 == 0) || D2 < D || tally__mul_u64(B, D2, &normals);
     uint64_t normals4 = overflow ? 0 : tally__round_up4(normals);
     overflow = overflow || (normals != 0 && normals4 == 0) || tally__add_u64(B4, normals4, &need);
+    if (!overflow) CHECK(tally__check_count(ctx, name, "the number of draws (rows*dim)", need));
     CHECK(check_rng(ctx, name, rng, overflow ? 0 : need, overflow));
     if (B == 0) return TALLY_OK;
     tally_status st = tally__run_gmm_sample(ctx, &job);

@@ -19,15 +19,20 @@
 
 const int tally_test_needs_backend = 1;
 
-/* A sum of {1, 2, 3} through the context: proves it still works. */
+/* A sum of {1, 2, 3} through the context: proves it still works, and that
+ * the successful calls left the last failure's message as it was
+ * (errno-like; tally.h). */
 static void still_usable(tally_context *ctx)
 {
+    char before[512];
+    snprintf(before, sizeof before, "%s", tally_last_error(ctx));
     const float x[3] = {1, 2, 3};
     tally_buffer *in = tt_upload(ctx, x, 3), *out = tt_buffer(ctx, 1);
     tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(in, 0, 1, 3), tally_view_f32(out, 0, 1, 1)),
           ctx);
-    ck_assert_str_eq(tally_last_error(ctx), "");
     ck_assert(tt_read1(out, 0) == 6.0f);
+    ck_assert_msg(strncmp(tally_last_error(ctx), before, sizeof before - 1) == 0,
+                  "a successful call changed the message '%s' to '%s'", before, tally_last_error(ctx));
     tally_buffer_release(in);
     tally_buffer_release(out);
 }
@@ -606,16 +611,26 @@ START_TEST(version)
 }
 END_TEST
 
-/* A failing call's message is replaced by the next call on the context: a
- * successful call clears it. Errors on one context do not leak to another. */
+/* errno-like: a failing call's message stays through successful calls and
+ * is replaced only by the next failure. Before the first failure it is "".
+ * Errors on one context do not leak to another. */
 START_TEST(last_error_lifetime)
 {
     world w = make_world();
+    ck_assert_str_eq(tally_last_error(w.ctx), "");
     tally_status st = tally_reduce(w.ctx, (tally_reduce_op)42, TALLY_AXIS_ALL, f32(w.in, 0, 1, 1), f32(w.out, 0, 1, 1));
     ck_assert_int_eq(st, TALLY_INVALID_ARGUMENT);
     ck_assert(strstr(tally_last_error(w.ctx), "42") != NULL);
     ck_assert_str_eq(tally_last_error(w.other), "");
-    still_usable(w.ctx); /* also checks that success clears the message */
+    still_usable(w.ctx); /* also checks that success keeps the message */
+    ck_assert(strstr(tally_last_error(w.ctx), "unknown op 42") != NULL);
+    ck_assert_int_eq(tally_sync(w.ctx), TALLY_OK);
+    ck_assert(strstr(tally_last_error(w.ctx), "unknown op 42") != NULL);
+    /* The next failure replaces it. */
+    st = tally_reduce(w.ctx, TALLY_SUM, (tally_axis)77, f32(w.in, 0, 1, 1), f32(w.out, 0, 1, 1));
+    ck_assert_int_eq(st, TALLY_INVALID_ARGUMENT);
+    ck_assert(strstr(tally_last_error(w.ctx), "axis 77") != NULL);
+    ck_assert(strstr(tally_last_error(w.ctx), "op 42") == NULL);
     free_world(&w);
 }
 END_TEST

@@ -32,6 +32,9 @@ extern int tally__opencl_program_from_cache(const tally_context *ctx) __attribut
 extern int tally__opencl_fma_emulated(const tally_context *ctx) __attribute__((weak));
 extern tally_status tally__opencl_context_create_with_source(int device, const char *source, tally_context **out)
     __attribute__((weak));
+extern void tally__cl_cache_digest(const unsigned char key[32], const unsigned char size_le[8],
+                                   const unsigned char *payload, size_t size, unsigned char digest[32])
+    __attribute__((weak));
 
 /* The kernel names, from the one list (for stub programs). */
 static const char *const kernel_names[] = {
@@ -838,7 +841,7 @@ START_TEST(test_cache_corrupt)
     ck_assert_int_eq(cache_files(path, sizeof path), 1);
     size_t n = 0;
     unsigned char *good = slurp(path, &n);
-    ck_assert_uint_gt(n, 48);
+    ck_assert_uint_gt(n, 80);
 
     /* Each damaged file is ignored, the program rebuilt from source, and
      * the file overwritten with a good one (the next context loads it). */
@@ -864,14 +867,14 @@ START_TEST(test_cache_corrupt)
         tally_context_release(stub_context(src, 1));
     }
 
-    /* A file whose header and checksum are right but whose binary the
-     * driver rejects: rebuilt as well. The checksum (FNV-1a 64 of the
-     * payload) is recomputed so that only the driver can notice. */
+    /* A file whose header and digest are right but whose binary the driver
+     * rejects: deleted and rebuilt. The digest (SHA-256 of key, size and
+     * payload; backends/opencl/opencl_cache.h) is recomputed so that only
+     * the driver can notice. */
     memcpy(bad, good, n);
-    for (size_t i = 40; i < n; i++) bad[i] = (unsigned char)(i * 31u + 7u);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 40; i < n; i++) h = (h ^ bad[i]) * 0x100000001b3ull;
-    memcpy(bad + 32, &h, 8);
+    for (size_t i = 80; i < n; i++) bad[i] = (unsigned char)(i * 31u + 7u);
+    ck_assert_ptr_nonnull(tally__cl_cache_digest);
+    tally__cl_cache_digest(bad + 8, bad + 40, bad + 80, n - 80, bad + 48);
     rewrite(path, bad, n);
     tally_context_release(stub_context(src, 0));
     tally_context_release(stub_context(src, 1));

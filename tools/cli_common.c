@@ -1,10 +1,14 @@
 /*
  * tools/cli_common.c - shared helpers of the `tally` tool (see cli_common.h).
  */
+/* realpath is an XSI interface. */
+#define _XOPEN_SOURCE 700
+
 #include "cli_common.h"
 #include "tally/half.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +261,119 @@ int cli_write_elements(const char *path, const void *data, uint64_t count)
     free(swapped);
     if (failed) return cli_io_error("cannot write '%s': %s", path, strerror(errno));
     return CLI_EXIT_OK;
+}
+
+/* ---- All-or-nothing outputs -------------------------------------------- */
+
+int cli_staged_open(cli_staged *s, const char *path)
+{
+    s->path = path;
+    s->tmp[0] = '\0';
+    s->fd = -1;
+    /* Only a regular file (or a new one) is staged. A device, FIFO or socket
+     * (/dev/null, /dev/stdout, a pipe) is written in place: renaming over it
+     * would replace the node itself. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        s->fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        if (s->fd < 0) return cli_io_error("cannot open '%s': %s", path, strerror(errno));
+        return CLI_EXIT_OK;
+    }
+    /* A symlink is written through: the temporary goes beside the file it
+     * names, and the rename replaces that file, not the link. */
+    char resolved[4096];
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, resolved) != NULL &&
+        strlen(resolved) < sizeof s->resolved) {
+        memcpy(s->resolved, resolved, strlen(resolved) + 1);
+        path = s->resolved;
+    }
+    s->target = path;
+    /* The temporary lives beside the target: "<dir>/.<name>.tmp-XXXXXX". */
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash != NULL ? (int)(slash - path + 1) : 0;
+    const char *base = slash != NULL ? slash + 1 : path;
+    int n = snprintf(s->tmp, sizeof s->tmp, "%.*s.%s.tmp-XXXXXX", dir_len, path, base);
+    if (base[0] == '\0' || n < 0 || (size_t)n >= sizeof s->tmp) {
+        s->tmp[0] = '\0';
+        return cli_io_error("cannot create '%s': not a file name tally can stage", path);
+    }
+    s->fd = mkstemp(s->tmp);
+    if (s->fd < 0) {
+        int e = errno;
+        s->tmp[0] = '\0';
+        return cli_io_error("cannot create '%s' (a temporary beside it): %s", path, strerror(e));
+    }
+    /* mkstemp makes the file 0600; give it the mode fopen would have. */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(s->fd, 0666 & ~mask);
+    return CLI_EXIT_OK;
+}
+
+int cli_staged_write(cli_staged *s, const void *data, uint64_t count)
+{
+    /* Through a bounded bounce buffer, so that a big-endian host never holds
+     * a second copy of the output. */
+    uint32_t chunk[4096];
+    const uint32_t *src = data;
+    while (count > 0) {
+        size_t n = count < 4096 ? (size_t)count : 4096;
+        const void *from = src;
+        if (!host_is_little_endian()) {
+            memcpy(chunk, src, n * 4u);
+            to_or_from_little_endian(chunk, n);
+            from = chunk;
+        }
+        const unsigned char *p = from;
+        size_t left = n * 4u;
+        while (left > 0) {
+            ssize_t put = write(s->fd, p, left);
+            if (put < 0 && errno == EINTR) continue;
+            if (put <= 0) return cli_io_error("cannot write '%s': %s", s->path, put < 0 ? strerror(errno) : "no space");
+            p += put;
+            left -= (size_t)put;
+        }
+        src += n;
+        count -= n;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_staged_commit(cli_staged *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        /* Durable before it replaces anything; a device written in place
+         * (fsync fails with EINVAL on /dev/null) has nothing to sync. */
+        int failed = s[i].fd < 0 || (s[i].tmp[0] != '\0' && fsync(s[i].fd) != 0);
+        if (s[i].fd >= 0 && close(s[i].fd) != 0) failed = 1;
+        s[i].fd = -1;
+        if (failed) {
+            cli_staged_abort(s, n);
+            return cli_io_error("cannot write '%s': %s", s[i].path, strerror(errno));
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (s[i].tmp[0] == '\0') continue; /* written in place */
+        if (rename(s[i].tmp, s[i].target) != 0) {
+            int e = errno;
+            cli_staged_abort(s + i, n - i);
+            return cli_io_error("cannot move the output into '%s': %s%s", s[i].path, strerror(e),
+                                i > 0 ? " (earlier outputs were already in place)" : "");
+        }
+        s[i].tmp[0] = '\0';
+    }
+    return CLI_EXIT_OK;
+}
+
+void cli_staged_abort(cli_staged *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (s[i].fd >= 0) close(s[i].fd);
+        s[i].fd = -1;
+        if (s[i].tmp[0] != '\0') unlink(s[i].tmp);
+        s[i].tmp[0] = '\0';
+    }
 }
 
 /* ---- Odds and ends ---------------------------------------------------- */

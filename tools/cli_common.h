@@ -98,6 +98,34 @@ int cli_read_typed_elements(const char *what, const char *path, tally_dtype dtyp
 /* Writes count 4-byte elements; CLI_EXIT_OK or CLI_EXIT_FAIL (printed). */
 int cli_write_elements(const char *path, const void *data, uint64_t count);
 
+/*
+ * Outputs that appear all at once or not at all. Each output is written to
+ * a temporary file in its target's directory (so that rename cannot cross
+ * file systems); cli_staged_commit renames every one into place only after
+ * all were written completely, and cli_staged_abort removes the temporaries,
+ * leaving any pre-existing targets untouched. SIGXFSZ must be ignored by the
+ * caller so that a file-size limit comes back as an error (EFBIG) rather
+ * than killing the process with temporaries on disk.
+ */
+typedef struct cli_staged {
+    const char *path;   /* the target as given (for messages) */
+    const char *target; /* the file renamed over: path, or resolved when path is a symlink */
+    char resolved[4096];
+    char tmp[4096];     /* the temporary, "" when none (not staged, or done) */
+    int fd;
+} cli_staged;
+
+/* Creates the temporary of `path` (mode as a new file would get). A path
+ * that names a device, FIFO or socket is opened and written in place. */
+int cli_staged_open(cli_staged *s, const char *path);
+/* Appends count little-endian 4-byte elements. */
+int cli_staged_write(cli_staged *s, const void *data, uint64_t count);
+/* Closes and renames all n temporaries into place; on any failure removes
+ * the ones not yet renamed. CLI_EXIT_OK or CLI_EXIT_FAIL (printed). */
+int cli_staged_commit(cli_staged *s, int n);
+/* Closes and removes all n temporaries (the targets are not touched). */
+void cli_staged_abort(cli_staged *s, int n);
+
 /* ---- Odds and ends. ---- */
 
 /* Seconds on a monotonic clock. */

@@ -2,6 +2,7 @@
  * tools/cli_run.c - `tally run OP ...`: one op on raw little-endian fp32
  * files, through the public API.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,16 +211,78 @@ static const char *option_name(int id)
     return "?";
 }
 
-static void print_value(const cli_tensor *t, uint64_t i)
+/* One line of stdout output: element `i` of t, whose bits are `bits`. */
+static void print_bits(const cli_tensor *t, uint64_t i, uint32_t bits)
 {
-    const uint32_t *bits = t->data;
     if (t->scalar) printf("%s ", t->name);
     else printf("%s[%llu] ", t->name, (unsigned long long)i);
     switch (t->dtype) {
-    case TALLY_U32: printf("%u\n", (unsigned)bits[i]); break;
-    case TALLY_I32: printf("%d\n", (int)(int32_t)bits[i]); break;
-    default: printf("%.9g\n", (double)cli_bits_f32(bits[i])); break;
+    case TALLY_U32: printf("%u\n", (unsigned)bits); break;
+    case TALLY_I32: printf("%d\n", (int)(int32_t)bits); break;
+    default: printf("%.9g\n", (double)cli_bits_f32(bits)); break;
     }
+}
+
+static void print_value(const cli_tensor *t, uint64_t i)
+{
+    print_bits(t, i, ((const uint32_t *)t->data)[i]);
+}
+
+/* Elements per piece of a streamed rng output: 4 MiB on the device and on
+ * the host, whatever --count is. A multiple of 4, so every piece but the
+ * last consumes exactly its length and the pieces tile the stream. */
+#define RNG_CHUNK_ELEMENTS ((uint64_t)1 << 20)
+
+/* `tally run rng`: generated and written piece by piece (random bits depend
+ * only on the stream position, so the pieces equal one big fill), so a
+ * count of billions needs no more memory than one piece. */
+static int run_rng_streamed(tally_context *ctx, cli_job *job, uint64_t count, const char *out_path)
+{
+    tally_rng end = job->rng;
+    uint64_t need = count + 3u < count ? 0 : (count + 3u) & ~(uint64_t)3u;
+    tally_status st = count > 0 && need == 0 ? TALLY_RNG_EXHAUSTED : tally_rng_advance(&end, need);
+    if (st != TALLY_OK) return cli_library_error(NULL, st);
+    cli_staged staged;
+    int rc = CLI_EXIT_OK;
+    if (out_path != NULL) rc = cli_staged_open(&staged, out_path);
+    if (rc != CLI_EXIT_OK) return rc;
+    uint64_t piece = count < RNG_CHUNK_ELEMENTS ? count : RNG_CHUNK_ELEMENTS;
+    tally_buffer *buf = NULL;
+    uint32_t *host = malloc(piece > 0 ? (size_t)piece * 4u : 4u);
+    if (host == NULL) rc = cli_io_error("out of memory for a %llu-element piece", (unsigned long long)piece);
+    if (rc == CLI_EXIT_OK && piece > 0) {
+        st = tally_buffer_create(ctx, (size_t)piece * 4u, &buf);
+        if (st != TALLY_OK) rc = cli_library_error(ctx, st);
+    }
+    tally_dtype dtype = job->out[0].dtype;
+    uint64_t consumed_total = 0;
+    for (uint64_t done = 0; done < count && rc == CLI_EXIT_OK;) {
+        uint64_t n = count - done < piece ? count - done : piece, used = 0;
+        tally_rng at = job->rng;
+        at.offset += done; /* cannot wrap: the whole range was checked above */
+        st = tally_rng_fill(ctx, job->dist, at, tally_view_typed(buf, dtype, 0, 1, (int64_t)n), &used);
+        if (st == TALLY_OK) st = tally_buffer_download(buf, 0, host, (size_t)n * 4u);
+        if (st != TALLY_OK) {
+            rc = cli_library_error(ctx, st);
+            break;
+        }
+        consumed_total += used;
+        if (out_path != NULL) {
+            rc = cli_staged_write(&staged, host, n);
+        } else {
+            for (uint64_t i = 0; i < n; i++) print_bits(&job->out[0], done + i, host[i]);
+            if (ferror(stdout)) rc = cli_io_error("cannot write to standard output");
+        }
+        done += n;
+    }
+    tally_buffer_release(buf);
+    free(host);
+    if (out_path != NULL) {
+        if (rc == CLI_EXIT_OK) rc = cli_staged_commit(&staged, 1);
+        else cli_staged_abort(&staged, 1);
+    }
+    job->consumed = consumed_total;
+    return rc;
 }
 
 int cli_run(int argc, char **argv)
@@ -402,28 +465,39 @@ int cli_run(int argc, char **argv)
         tally_status st = tally_context_create(backend, device, &ctx);
         if (st != TALLY_OK) rc = cli_library_error(NULL, st);
     }
-    if (rc == CLI_EXIT_OK) {
+    /* A file-size limit must come back as EFBIG from write, not kill the
+     * process with its temporaries on disk. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (rc == CLI_EXIT_OK && op->kind == CLI_OP_RNG) {
+        rc = run_rng_streamed(ctx, &job, count, out_path[0]);
+    } else if (rc == CLI_EXIT_OK) {
         tally_status st = cli_exec_run(ctx, &job);
         if (st != TALLY_OK) {
             fprintf(stderr, "error: %s: %s\n", tally_status_name(st), job.error);
             rc = CLI_EXIT_FAIL;
         }
-    }
-    if (rc == CLI_EXIT_OK) {
+        /* Every --out file is written in full beside its target first and
+         * renamed into place only when all are: a failure leaves none of
+         * them (and any file they would replace stays as it was). */
+        cli_staged staged[CLI_MAX_TENSORS];
+        int n_staged = 0;
         for (int j = 0; j < job.n_out && rc == CLI_EXIT_OK; j++) {
-            const cli_tensor *t = &job.out[j];
-            if (out_path[j] != NULL) {
-                rc = cli_write_elements(out_path[j], t->data, cli_tensor_count(t));
-            } else {
-                for (uint64_t i = 0; i < cli_tensor_count(t); i++) print_value(t, i);
-            }
+            if (out_path[j] == NULL) continue;
+            rc = cli_staged_open(&staged[n_staged], out_path[j]);
+            if (rc != CLI_EXIT_OK) break;
+            n_staged++;
+            rc = cli_staged_write(&staged[n_staged - 1], job.out[j].data, cli_tensor_count(&job.out[j]));
         }
-        if (rc == CLI_EXIT_OK &&
-            (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
-            printf("consumed %llu\n", (unsigned long long)job.consumed);
-        if (rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
-            rc = cli_io_error("cannot write to standard output");
+        if (rc == CLI_EXIT_OK) rc = cli_staged_commit(staged, n_staged);
+        else cli_staged_abort(staged, n_staged);
+        for (int j = 0; j < job.n_out && rc == CLI_EXIT_OK; j++)
+            if (out_path[j] == NULL)
+                for (uint64_t i = 0; i < cli_tensor_count(&job.out[j]); i++) print_value(&job.out[j], i);
     }
+    if (rc == CLI_EXIT_OK && (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
+        printf("consumed %llu\n", (unsigned long long)job.consumed);
+    if (rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = cli_io_error("cannot write to standard output");
     cli_job_free_outputs(&job);
     for (int j = 0; j < job.n_in; j++) free(job.in[j].data);
     tally_context_release(ctx);

@@ -238,7 +238,7 @@ tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__
                  .shared_A = 0.0f};
     harr out = harr_of(&job->out);
     uint64_t B = t.counts.rows;
-    t.row_values = malloc((B > 0 ? B : 1) * sizeof *t.row_values);
+    t.row_values = calloc(B > 0 ? B : 1, sizeof *t.row_values); /* calloc checks the product */
     if (t.row_values == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial: out of memory");
     if (!job->per_row_alpha) {
         /* A shared alpha gives every row the same A; computing it once gives
@@ -310,7 +310,7 @@ static void gmm_rows(void *arg, uint64_t begin, uint64_t end)
     gmm_task *t = arg;
     const tally__gmm_job *job = t->job;
     const uint64_t K = job->components, D = job->dim;
-    float *v = malloc(K * sizeof *v);
+    float *v = calloc(K, sizeof *v);
     if (v == NULL) {
         t->failed = 1;
         return;

@@ -72,7 +72,7 @@ tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tal
         *out = reduce_tile(&plan->level[0], 0, kind, term, state);
         return TALLY_OK;
     }
-    float *partials = malloc(plan->level[0].tiles * sizeof *partials);
+    float *partials = calloc(plan->level[0].tiles, sizeof *partials);
     if (partials == NULL) return TALLY_OUT_OF_MEMORY;
     level_task task = {.level = &plan->level[0], .kind = kind, .term = term, .state = state,
                        .partials = partials};

@@ -74,9 +74,11 @@ static tally_status list_devices(cl_device_list *list)
         for (cl_uint d = 0; d < nd; d++) list->platform[list->count + (int)d] = platforms[p];
         list->count += (int)nd;
     }
-    if (list->count == 0)
-        return tally__error(NULL, TALLY_NO_DEVICE, "opencl backend: %u OpenCL platform%s but no device",
-                            (unsigned)np, np == 1 ? "" : "s");
+    if (list->count == 0) {
+        char hint[1600];
+        return tally__error(NULL, TALLY_NO_DEVICE, "opencl backend: %u OpenCL platform%s but no device%s",
+                            (unsigned)np, np == 1 ? "" : "s", tally__cl_no_device_hint(hint, sizeof hint));
+    }
     return TALLY_OK;
 }
 

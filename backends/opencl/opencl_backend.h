@@ -49,6 +49,11 @@ extern const size_t tally__opencl_source_size;
  * Errors go to cc's message; a build failure carries the build log. */
 tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size);
 
+/* The likely cause of a platform without devices (the driver's kernel
+ * cache directory, /sys) and how to skip OpenCL, as text that starts with
+ * "; " for the end of a NO_DEVICE message (opencl_hint.c). */
+const char *tally__cl_no_device_hint(char *buf, size_t capacity);
+
 /* ---- Internal hooks for tests (hidden in the shared library). ---- */
 
 /* 1 if ctx's program binary came from the disk cache, 0 if it was built

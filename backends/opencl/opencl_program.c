@@ -4,63 +4,33 @@
  *
  * Building the whole program from source takes from a fraction of a second
  * (NVIDIA) to several seconds (PoCL) per context, so the device binary is
- * kept in $XDG_CACHE_HOME/tally (else ~/.cache/tally) under a hash of
+ * kept in $XDG_CACHE_HOME/tally (else ~/.cache/tally) under a SHA-256 key of
  * everything that could change it: platform name and version, device name
  * and version, driver version, tally's version, the build options and the
- * program text. A file is written to a temporary name and renamed, so a
- * reader never sees half of one; a file that is unreadable, truncated,
- * corrupt or rejected by the driver is ignored, the program is rebuilt from
- * source and the file overwritten. TALLY_CACHE=0 turns the cache off. Cache
- * problems never fail a context: at worst the program is built again.
+ * program text. opencl_cache.c reads and writes the entries: only regular
+ * files of sane size whose digest of key and payload matches reach the
+ * driver; an entry the driver still refuses is deleted and the program is
+ * built from source and stored again. TALLY_CACHE=0 turns the cache off.
+ * Cache problems never fail a context: at worst the program is built again.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "opencl_backend.h"
+#include "opencl_cache.h"
 
-#define CACHE_MAGIC "TALLYCL1"
-#define CACHE_HEADER_BYTES 40u /* magic, key (2 x u64), payload size, payload checksum */
-#define CACHE_MAX_BYTES ((size_t)1 << 30)
-
-/* ---- Hashing ---- */
-
-typedef struct cache_key {
-    uint64_t a, b;
-} cache_key;
-
-/* Two independent 64-bit hashes (FNV-1a and a multiply-xorshift mix) make a
- * 128-bit key, so an accidental collision between two builds is not a
- * practical concern. */
-static void hash_bytes(cache_key *h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h->a = (h->a ^ p[i]) * 0x100000001b3ull;
-        h->b = (h->b ^ p[i]) * 0xff51afd7ed558ccdull;
-        h->b ^= h->b >> 29;
-    }
-}
+/* ---- The key ---- */
 
 /* Each field is length-prefixed so that fields cannot run into each other. */
-static void hash_field(cache_key *h, const char *text, size_t n)
+static void hash_field(tally__sha256 *h, const char *text, size_t n)
 {
     uint64_t len = n;
-    hash_bytes(h, &len, sizeof len);
-    hash_bytes(h, text, n);
+    tally__sha256_update(h, &len, sizeof len);
+    tally__sha256_update(h, text, n);
 }
 
-static uint64_t checksum(const unsigned char *data, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ data[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static void device_field(cache_key *h, cl_device_id d, cl_device_info what)
+static void device_field(tally__sha256 *h, cl_device_id d, cl_device_info what)
 {
     char text[512] = "";
     if (tally__cl.clGetDeviceInfo(d, what, sizeof text, text, NULL) != CL_SUCCESS) text[0] = '\0';
@@ -68,7 +38,7 @@ static void device_field(cache_key *h, cl_device_id d, cl_device_info what)
     hash_field(h, text, strlen(text));
 }
 
-static void platform_field(cache_key *h, cl_platform_id p, cl_platform_info what)
+static void platform_field(tally__sha256 *h, cl_platform_id p, cl_platform_info what)
 {
     char text[512] = "";
     if (tally__cl.clGetPlatformInfo(p, what, sizeof text, text, NULL) != CL_SUCCESS) text[0] = '\0';
@@ -76,9 +46,12 @@ static void platform_field(cache_key *h, cl_platform_id p, cl_platform_info what
     hash_field(h, text, strlen(text));
 }
 
-static cache_key key_of(const tally__cl_context *cc, const char *source, size_t source_size)
+static void key_of(const tally__cl_context *cc, const char *source, size_t source_size,
+                   unsigned char key[TALLY__SHA256_BYTES])
 {
-    cache_key h = {.a = 0xcbf29ce484222325ull, .b = 0x9e3779b97f4a7c15ull};
+    tally__sha256 h;
+    tally__sha256_init(&h);
+    hash_field(&h, TALLY__CL_CACHE_MAGIC, strlen(TALLY__CL_CACHE_MAGIC));
     platform_field(&h, cc->platform, CL_PLATFORM_NAME);
     platform_field(&h, cc->platform, CL_PLATFORM_VERSION);
     device_field(&h, cc->device, CL_DEVICE_NAME);
@@ -87,106 +60,7 @@ static cache_key key_of(const tally__cl_context *cc, const char *source, size_t 
     hash_field(&h, TALLY_VERSION_STRING, strlen(TALLY_VERSION_STRING));
     hash_field(&h, TALLY__CL_BUILD_OPTIONS, strlen(TALLY__CL_BUILD_OPTIONS));
     hash_field(&h, source, source_size);
-    return h;
-}
-
-/* ---- Files ---- */
-
-static int cache_enabled(void)
-{
-    const char *e = getenv("TALLY_CACHE");
-    return !(e != NULL && strcmp(e, "0") == 0);
-}
-
-/* The cache directory, created (mode 0700) if needed. 0 when there is no
- * usable location. */
-static int cache_dir(char *dir, size_t capacity)
-{
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    int n;
-    /* The XDG spec ignores a relative XDG_CACHE_HOME. */
-    if (xdg != NULL && xdg[0] == '/')
-        n = snprintf(dir, capacity, "%s/tally", xdg);
-    else if (home != NULL && home[0] == '/')
-        n = snprintf(dir, capacity, "%s/.cache/tally", home);
-    else
-        return 0;
-    if (n < 0 || (size_t)n >= capacity) return 0;
-    for (char *p = dir + 1; *p != '\0'; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        int r = mkdir(dir, 0700);
-        *p = '/';
-        if (r != 0 && errno != EEXIST) return 0;
-    }
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return 0;
-    return 1;
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    memcpy(p, &v, sizeof v);
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* The binary stored for `key`, or NULL (missing, unreadable, of another key,
- * truncated or corrupt). The caller frees it. */
-static unsigned char *read_binary(const char *path, cache_key key, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    unsigned char header[CACHE_HEADER_BYTES];
-    unsigned char *data = NULL;
-    if (fread(header, 1, sizeof header, f) != sizeof header) goto fail;
-    if (memcmp(header, CACHE_MAGIC, 8) != 0 || get_u64(header + 8) != key.a || get_u64(header + 16) != key.b)
-        goto fail;
-    uint64_t n = get_u64(header + 24);
-    if (n == 0 || n > CACHE_MAX_BYTES) goto fail;
-    data = malloc((size_t)n + 1u);
-    if (data == NULL) goto fail;
-    if (fread(data, 1, (size_t)n, f) != (size_t)n) goto fail;
-    if (fgetc(f) != EOF) goto fail; /* trailing bytes: not a file this code wrote */
-    if (checksum(data, (size_t)n) != get_u64(header + 32)) goto fail;
-    fclose(f);
-    *size = (size_t)n;
-    return data;
-fail:
-    free(data);
-    fclose(f);
-    return NULL;
-}
-
-/* Writes the binary under a temporary name in the same directory, then
- * renames it over `path`: rename is atomic, so concurrent readers see the
- * old file or the new one, never a part. Failures are ignored. */
-static void write_binary(const char *dir, const char *path, cache_key key, const unsigned char *data, size_t n)
-{
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir) >= (int)sizeof tmp) return;
-    int fd = mkstemp(tmp);
-    if (fd < 0) return;
-    FILE *f = fdopen(fd, "wb");
-    if (f == NULL) {
-        close(fd);
-        unlink(tmp);
-        return;
-    }
-    unsigned char header[CACHE_HEADER_BYTES];
-    memcpy(header, CACHE_MAGIC, 8);
-    put_u64(header + 8, key.a);
-    put_u64(header + 16, key.b);
-    put_u64(header + 24, n);
-    put_u64(header + 32, checksum(data, n));
-    int ok = fwrite(header, 1, sizeof header, f) == sizeof header && fwrite(data, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+    tally__sha256_final(&h, key);
 }
 
 /* The device binary of a built program for cc's device (NULL if the
@@ -208,7 +82,7 @@ static unsigned char *program_binary(const tally__cl_context *cc, cl_program pro
     cl_uint mine = ndev;
     for (cl_uint i = 0; i < ndev; i++)
         if (devices[i] == cc->device) mine = i;
-    if (mine == ndev || sizes[mine] == 0 || sizes[mine] > CACHE_MAX_BYTES) goto done;
+    if (mine == ndev || sizes[mine] == 0 || sizes[mine] > TALLY__CL_CACHE_MAX_PAYLOAD) goto done;
     /* Only this device's entry gets a destination; NULL entries are
      * skipped by the implementation. */
     binaries[mine] = malloc(sizes[mine]);
@@ -274,32 +148,39 @@ static cl_program from_binary(tally__cl_context *cc, const unsigned char *data, 
 tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size)
 {
     tally_context *ctx = &cc->gpu.base;
-    char dir[4096 - 64], path[4096];
-    int use_cache = cache_enabled() && cache_dir(dir, sizeof dir);
-    cache_key key = {.a = 0, .b = 0};
+    unsigned char key[TALLY__SHA256_BYTES];
+    key_of(cc, source, source_size, key);
+    /* Static storage would not be thread-safe; the object is about 8 KiB. */
+    tally__cl_cache *cache = malloc(sizeof *cache);
+    int use_cache = cache != NULL && tally__cl_cache_open(cache, key);
     cc->program_from_cache = 0;
     if (use_cache) {
-        key = key_of(cc, source, source_size);
-        snprintf(path, sizeof path, "%s/%016llx%016llx.bin", dir, (unsigned long long)key.a,
-                 (unsigned long long)key.b);
         size_t size = 0;
-        unsigned char *data = read_binary(path, key, &size);
+        unsigned char *data = tally__cl_cache_read(cache, &size);
         if (data != NULL) {
             cl_program program = from_binary(cc, data, size);
             free(data);
             if (program != NULL) {
                 cc->program = program;
                 cc->program_from_cache = 1;
+                free(cache);
                 return TALLY_OK;
             }
+            /* The digest matched but the driver refused it: delete it, so
+             * that no later process offers it to the driver again. */
+            tally__cl_cache_discard(cache);
         }
     }
 
     cl_int err;
     cl_program program = tally__cl.clCreateProgramWithSource(cc->context, 1, &source, &source_size, &err);
-    if (err != CL_SUCCESS) return tally__cl_error(ctx, err, "clCreateProgramWithSource");
+    if (err != CL_SUCCESS) {
+        free(cache);
+        return tally__cl_error(ctx, err, "clCreateProgramWithSource");
+    }
     err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_BUILD_OPTIONS, NULL, NULL);
     if (err != CL_SUCCESS) {
+        free(cache);
         tally_status st = build_failed(cc, program, err);
         (void)tally__cl.clReleaseProgram(program);
         return st;
@@ -309,9 +190,10 @@ tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, 
         size_t size = 0;
         unsigned char *binary = program_binary(cc, program, &size);
         if (binary != NULL) {
-            write_binary(dir, path, key, binary, size);
+            tally__cl_cache_write(cache, binary, size);
             free(binary);
         }
     }
+    free(cache);
     return TALLY_OK;
 }
