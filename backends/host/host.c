@@ -17,7 +17,12 @@ static tally_status host_devices(tally_device_info *devices, int capacity, int *
     if (capacity > 0) {
         memset(&devices[0], 0, sizeof devices[0]);
         devices[0].index = 0;
-        snprintf(devices[0].name, sizeof devices[0].name, "host CPU (%d threads)", tally__host_threads());
+        /* The implementation a new context would pick, or why it cannot. */
+        const tally__host_kernels *kernels = NULL;
+        const char *impl = NULL;
+        char why[256];
+        if (tally__host_pick_kernels(&kernels, &impl, why, sizeof why) != TALLY_OK) impl = "invalid TALLY_HOST_IMPL";
+        snprintf(devices[0].name, sizeof devices[0].name, "host CPU (%d threads, %s)", tally__host_threads(), impl);
         snprintf(devices[0].platform, sizeof devices[0].platform, "host");
         devices[0].is_gpu = 0;
     }
@@ -29,10 +34,18 @@ static tally_status host_context_create(int device, tally_context **out)
     if (device != 0)
         return tally__error(NULL, TALLY_NO_DEVICE, "host backend: device %d does not exist (only device 0)",
                             device);
+    const tally__host_kernels *kernels = NULL;
+    const char *impl = NULL;
+    char why[256];
+    if (tally__host_pick_kernels(&kernels, &impl, why, sizeof why) != TALLY_OK)
+        return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s", why);
     tally__host_context *hc = calloc(1, sizeof *hc);
     if (hc == NULL) return tally__error(NULL, TALLY_OUT_OF_MEMORY, "host backend: out of memory for a context");
     hc->base.ops = &tally__host_ops;
-    snprintf(hc->base.device_name, sizeof hc->base.device_name, "host CPU (%d threads)", tally__host_threads());
+    hc->kernels = kernels;
+    hc->impl = impl;
+    snprintf(hc->base.device_name, sizeof hc->base.device_name, "host CPU (%d threads, %s)", tally__host_threads(),
+             impl);
     *out = &hc->base;
     return TALLY_OK;
 }
