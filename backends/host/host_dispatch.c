@@ -9,12 +9,6 @@
 
 #include "host_simd.h"
 
-typedef struct impl_row {
-    const char *name;
-    const tally__host_kernels *kernels; /* NULL: the scalar reference code */
-    int (*supported)(void);
-} impl_row;
-
 static int always(void) { return 1; }
 
 #if TALLY_HOST_HAVE_X86_ISAS
@@ -35,7 +29,7 @@ static int has_avx512(void)
 #endif
 
 /* Best first. */
-static const impl_row impls[] = {
+static const tally__host_impl impls[] = {
 #if TALLY_HOST_HAVE_X86_ISAS
     {.name = "avx512", .kernels = &tally__host_kernels_avx512, .supported = has_avx512},
     {.name = "avx2", .kernels = &tally__host_kernels_avx2, .supported = has_avx2},
@@ -44,6 +38,12 @@ static const impl_row impls[] = {
     {.name = "scalar", .kernels = NULL, .supported = always},
 };
 #define N_IMPLS (sizeof impls / sizeof impls[0])
+
+size_t tally__host_impls(const tally__host_impl **out)
+{
+    *out = impls;
+    return N_IMPLS;
+}
 
 tally_status tally__host_pick_kernels(const tally__host_kernels **out, const char **name, char *why,
                                       size_t why_size)

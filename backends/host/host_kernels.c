@@ -273,9 +273,20 @@ static void kl_map(const float *x, const float *t, uint32_t flags, uint64_t n, f
     }
 }
 
+static void terms_range(const tally__host_src *src, uint64_t k0, uint64_t n, float *out)
+{
+    float buf[STEP_MAX], g0[STEP_MAX], g1[STEP_MAX], g2[STEP_MAX];
+    for (uint64_t c = 0; c < n; c += STEP_MAX) {
+        uint64_t len = n - c < STEP_MAX ? n - c : STEP_MAX;
+        const float *t = terms_of(src, k0 + c, len, buf, g0, g1, g2);
+        memcpy(out + c, t, len * sizeof *out);
+    }
+}
+
 const tally__host_kernels TALLY_HOST_KERNELS = {
     .name = TALLY_HOST_KERNELS_NAME,
     .tile = tile_reduce,
     .fill = fill_range,
     .kl_map = kl_map,
+    .terms = terms_range,
 };

@@ -67,6 +67,9 @@ typedef struct tally__host_kernels {
     void (*fill)(tally_distribution dist, uint64_t seed, uint64_t subsequence, uint64_t i0, uint64_t n, float *out);
     /* out[c] = tally_canonical(tally_kl_term(x[c], t[c], flags)), c < n. */
     void (*kl_map)(const float *x, const float *t, uint32_t flags, uint64_t n, float *out);
+    /* out[c] = the term of element k0 + c of src, c < n (uncanonicalised):
+     * what tile() folds, exposed for tests/check_host_dispatch.c. */
+    void (*terms)(const tally__host_src *src, uint64_t k0, uint64_t n, float *out);
 } tally__host_kernels;
 
 /* The implementations, best last, as an X-macro: name, the table's symbol,
@@ -76,6 +79,17 @@ extern const tally__host_kernels tally__host_kernels_base;
 extern const tally__host_kernels tally__host_kernels_avx2;
 extern const tally__host_kernels tally__host_kernels_avx512;
 #endif
+
+/* One implementation of the dispatch chain: its name, its kernels (NULL
+ * for scalar) and whether this CPU runs it. */
+typedef struct tally__host_impl {
+    const char *name;
+    const tally__host_kernels *kernels;
+    int (*supported)(void);
+} tally__host_impl;
+
+/* The chain, best first, scalar last; returns its length. */
+size_t tally__host_impls(const tally__host_impl **out);
 
 /* The kernels a new context uses: TALLY_HOST_IMPL if set (scalar, a name
  * from tally__host_impl_names(), or "best"), else the best this CPU runs.
