@@ -212,6 +212,48 @@ END_TEST
 START_TEST(test_gauss_terms) { check_multi(TALLY__HOST_TERM_GAUSS, 0u, 3, 1u << 21, 31u); }
 END_TEST
 
+/* The DM term through a shared alpha's table, for whole counts (table
+ * lookups) and rows where some count is not (the kernels fall back to the
+ * full term for that chunk). */
+START_TEST(test_dm_table_terms)
+{
+    const tally__host_impl *impls[MAX_IMPLS], *all;
+    size_t n_impls = vector_impls(impls, &all);
+    const uint32_t flags = (uint32_t)_i;
+    const uint64_t V = 1000 + N_EDGES;
+    float *la = malloc(V * sizeof *la), *cn = malloc(V * sizeof *cn), *got = malloc(V * sizeof *got);
+    ck_assert(la && cn && got);
+    uint64_t s = 41u + flags;
+    for (uint64_t v = 0; v < V; v++)
+        la[v] = v < N_EDGES ? ffrom(edge_bits[v]) : (float)((double)(mix(&s) >> 11) / (double)(1ull << 53) * 12.0 - 6.0);
+    mismatch m = {0};
+    for (size_t k = 0; k < n_impls; k++) {
+        float *table = malloc(TALLY__HOST_DM_TABLE_SIZE(V) * sizeof *table);
+        ck_assert(table != NULL);
+        impls[k]->kernels->dm_table(la, V, table);
+        for (int row = 0; row < 200; row++) {
+            for (uint64_t v = 0; v < V; v++) {
+                uint64_t r = mix(&s);
+                cn[v] = (float)(r % 64);
+                /* Some rows hold a count the table does not cover. */
+                if (row % 4 == 3 && r % 101 == 0) cn[v] = random_float(&s);
+            }
+            tally__host_src src = {.term = TALLY__HOST_TERM_DM_TABLE, .flags = flags, .table = table,
+                                   .in = {{.p = cn, .cols = V, .stride = V}, {.p = la, .cols = V, .stride = V}}};
+            impls[k]->kernels->terms(&src, 0, V, got);
+            for (uint64_t v = 0; v < V; v++)
+                note(&m, nan_as_one(got[v]), nan_as_one(tally_dm_term(cn[v], tally_expf(la[v]), flags)),
+                     impls[k]->name, "dm_table term", (uint64_t)row * V + v);
+        }
+        free(table);
+    }
+    free(la);
+    free(cn);
+    free(got);
+    ASSERT_NONE(&m);
+}
+END_TEST
+
 /* Fills against tally_stream_*: start offsets on and off the stream's
  * blocks of four, near 2^32 (the counter's word boundary) and beyond. */
 START_TEST(test_fills)
@@ -512,6 +554,7 @@ Suite *tally_test_suite(void)
         {"unary_terms", test_unary_terms, (int)(sizeof unary_rows / sizeof unary_rows[0])},
         {"kl_terms", test_kl_terms, 4},
         {"dm_terms", test_dm_terms, 2},
+        {"dm_table_terms", test_dm_table_terms, 2},
         {"gauss_terms", test_gauss_terms, 1},
         {"fills", test_fills, 1},
         {"ops", test_ops, (int)(sizeof op_rows / sizeof op_rows[0])},

@@ -108,6 +108,50 @@ static void map_kl(const float *x, const float *t, uint32_t flags, uint64_t n, f
 DEFINE_DM_MAP(0, 0)
 DEFINE_DM_MAP(1, 1)
 
+/* The DM term through the table (host_simd.h) for a chunk of columns
+ * v0 .. v0+n-1 whose counts are all whole numbers in [0, 64); any other
+ * chunk takes map_dm. Same operations on the same values as tally_dm_term:
+ * lgamma(c + a) - lgamma(a) [- lgamma(c + 1)], 0 for c == 0. */
+#define DEFINE_DM_TABLE_MAP(suffix, COEF)                                                     \
+    static void map_dm_table_##suffix(const float *restrict cn, const float *restrict table, uint64_t V, \
+                                      uint64_t v0, uint64_t n, float *restrict out)           \
+    {                                                                                         \
+        const uint64_t N = TALLY__HOST_DM_TABLE_N;                                            \
+        const float *restrict lga = table + V * N + v0, *restrict lg1 = table + V * (N + 1);  \
+        const float *restrict rows = table + v0 * N;                                          \
+        for (uint64_t i = 0; i < n; i++) {                                                    \
+            int32_t c = (int32_t)cn[i];                                                       \
+            float v = rows[i * N + (uint64_t)c] - lga[i];                                     \
+            if (COEF) v = v - lg1[c];                                                         \
+            out[i] = (c == 0) ? 0.0f : v;                                                     \
+        }                                                                                     \
+    }
+DEFINE_DM_TABLE_MAP(0, 0)
+DEFINE_DM_TABLE_MAP(1, 1)
+
+static int dm_whole_small(const float *restrict cn, uint64_t n)
+{
+    int ok = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        float c = cn[i];
+        int in = (c >= 0.0f) & (c < (float)TALLY__HOST_DM_TABLE_N);
+        float safe = in ? c : 0.0f; /* the conversion below stays defined */
+        ok &= in & (safe == (float)(int32_t)safe);
+    }
+    return ok;
+}
+
+static void dm_table(const float *la, uint64_t V, float *table)
+{
+    const uint64_t N = TALLY__HOST_DM_TABLE_N;
+    for (uint64_t v = 0; v < V; v++) {
+        const float a = tally_expf(la[v]);
+        for (uint64_t c = 0; c < N; c++) table[v * N + c] = tally_lgammaf((float)c + a);
+        table[V * N + v] = tally_lgammaf(a);
+    }
+    for (uint64_t c = 0; c < N; c++) table[V * (N + 1) + c] = tally_lgammaf((float)c + 1.0f);
+}
+
 static void map_gauss(const float *restrict z, const float *restrict mu, const float *restrict lv, uint64_t n,
                       float *restrict out)
 {
@@ -119,6 +163,11 @@ static void map_gauss(const float *restrict z, const float *restrict mu, const f
 static const float *terms_of(const tally__host_src *src, uint64_t k0, uint64_t n, float *out, float *g0, float *g1,
                              float *g2)
 {
+    if (src->term == TALLY__HOST_TERM_DM_TABLE && src->table == NULL) {
+        tally__host_src plain = *src;
+        plain.term = TALLY__HOST_TERM_DM;
+        return terms_of(&plain, k0, n, out, g0, g1, g2);
+    }
     const float *a = vec_chunk(&src->in[0], k0, n, g0);
     switch (src->term) {
     case TALLY__HOST_TERM_PLAIN: return a;
@@ -132,6 +181,20 @@ static const float *terms_of(const tally__host_src *src, uint64_t k0, uint64_t n
         else
             map_dm_0(a, vec_chunk(&src->in[1], k0, n, g1), n, out);
         break;
+    case TALLY__HOST_TERM_DM_TABLE: {
+        /* A row vector: element k is column k. */
+        const uint64_t V = src->in[1].cols;
+        if (!dm_whole_small(a, n)) {
+            tally__host_src plain = *src;
+            plain.term = TALLY__HOST_TERM_DM;
+            return terms_of(&plain, k0, n, out, g0, g1, g2);
+        }
+        if (src->flags & TALLY_DM_FLAG_COEFFICIENT)
+            map_dm_table_1(a, src->table, V, k0, n, out);
+        else
+            map_dm_table_0(a, src->table, V, k0, n, out);
+        break;
+    }
     case TALLY__HOST_TERM_GAUSS:
         map_gauss(a, vec_chunk(&src->in[1], k0, n, g1), vec_chunk(&src->in[2], k0, n, g2), n, out);
         break;
@@ -289,4 +352,5 @@ const tally__host_kernels TALLY_HOST_KERNELS = {
     .fill = fill_range,
     .kl_map = kl_map,
     .terms = terms_range,
+    .dm_table = dm_table,
 };

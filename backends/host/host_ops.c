@@ -238,13 +238,14 @@ typedef struct dm_task {
     harr counts, log_alpha;
     float shared_A;
     float *row_values;
+    const float *table; /* vector kernels, shared alpha: the DM table (host_simd.h), or NULL */
 } dm_task;
 
 /* The tree of one row's term: scalar term function `fn`, or with vector
  * kernels the named term over the row's counts (in[0]) and log_alpha
  * (in[1], or in[0] for EXP). */
 static tally_status dm_tree(const tally__host_kernels *k, const tally__tree_plan *plan, tally__host_term_fn fn,
-                            tally__host_term term, const dm_row_state *s, float *out)
+                            tally__host_term term, const dm_row_state *s, const float *table, float *out)
 {
     if (k == NULL) return tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, fn, s, 0, 0.0f, out);
     if (plan->levels == 0) {
@@ -254,7 +255,8 @@ static tally_status dm_tree(const tally__host_kernels *k, const tally__tree_plan
     const uint64_t V = plan->level[0].n;
     const tally__host_vec counts = {.p = s->counts, .cols = V, .stride = V};
     const tally__host_vec alpha = {.p = s->log_alpha, .cols = V, .stride = V};
-    tally__host_src src = {.term = term, .flags = s->flags};
+    tally__host_src src = {.term = term == TALLY__HOST_TERM_DM && table != NULL ? TALLY__HOST_TERM_DM_TABLE : term,
+                           .flags = s->flags, .table = table};
     src.in[0] = term == TALLY__HOST_TERM_EXP ? alpha : counts;
     src.in[1] = alpha;
     return tally__host_tree_reduce_k(plan, TALLY_COMBINE_SUM, k, &src, 0, 0.0f, out);
@@ -273,11 +275,11 @@ static void dm_rows(void *arg, uint64_t begin, uint64_t end)
          * tile path never allocates; a failure of a larger row's partials
          * becomes NaN rather than a silent value. */
         if (t->job->per_row_alpha &&
-            dm_tree(t->k, plan, term_alpha, TALLY__HOST_TERM_EXP, &s, &A) != TALLY_OK)
+            dm_tree(t->k, plan, term_alpha, TALLY__HOST_TERM_EXP, &s, NULL, &A) != TALLY_OK)
             A = TALLY_F32_NAN;
-        if (dm_tree(t->k, plan, term_count, TALLY__HOST_TERM_PLAIN, &s, &N) != TALLY_OK)
+        if (dm_tree(t->k, plan, term_count, TALLY__HOST_TERM_PLAIN, &s, NULL, &N) != TALLY_OK)
             N = TALLY_F32_NAN;
-        if (dm_tree(t->k, plan, term_dm, TALLY__HOST_TERM_DM, &s, &S) != TALLY_OK)
+        if (dm_tree(t->k, plan, term_dm, TALLY__HOST_TERM_DM, &s, t->table, &S) != TALLY_OK)
             S = TALLY_F32_NAN;
         t->row_values[b] = tally_dm_row(A, N, S, t->job->flags);
     }
@@ -290,8 +292,8 @@ static float term_row_value(const void *st, uint64_t b)
 
 tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
 {
-    dm_task t = {.k = tally__host_kernels_of(ctx), .job = job, .counts = harr_of(&job->counts), .log_alpha = harr_of(&job->log_alpha),
-                 .shared_A = 0.0f};
+    dm_task t = {.k = tally__host_kernels_of(ctx), .job = job, .counts = harr_of(&job->counts),
+                 .log_alpha = harr_of(&job->log_alpha), .shared_A = 0.0f, .table = NULL};
     harr out = harr_of(&job->out);
     uint64_t B = t.counts.rows;
     t.row_values = malloc((B > 0 ? B : 1) * sizeof *t.row_values);
@@ -300,12 +302,24 @@ tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__
         /* A shared alpha gives every row the same A; computing it once gives
          * the same bits as computing it per row. */
         dm_row_state s = {.counts = NULL, .log_alpha = t.log_alpha.p, .flags = job->flags};
-        if (dm_tree(t.k, &job->row_plan, term_alpha, TALLY__HOST_TERM_EXP, &s, &t.shared_A) != TALLY_OK) {
+        if (dm_tree(t.k, &job->row_plan, term_alpha, TALLY__HOST_TERM_EXP, &s, NULL, &t.shared_A) != TALLY_OK) {
             free(t.row_values);
             return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial: out of memory");
         }
     }
+    /* With a shared alpha and enough rows, lgamma(n + a_v) for the common
+     * whole counts is computed once per column instead of once per element
+     * (the same values, so the same bits; a table is V x 65 lgamma calls,
+     * repaid from a few dozen rows on). Without memory for it the rows
+     * compute every term. */
+    float *table = NULL;
+    if (t.k != NULL && !job->per_row_alpha && B >= 32) {
+        table = malloc(TALLY__HOST_DM_TABLE_SIZE(t.counts.cols) * sizeof *table);
+        if (table != NULL) t.k->dm_table(t.log_alpha.p, t.counts.cols, table);
+        t.table = table;
+    }
     tally__host_parallel_for(B, t.counts.cols * 120 + 1, dm_rows, &t);
+    free(table);
     tally_status st = TALLY_OK;
     if (job->reduction == TALLY_REDUCTION_NONE) {
         for (uint64_t b = 0; b < B; b++) out.p[b * out.stride] = tally_canonical(t.row_values[b]);

@@ -33,7 +33,8 @@
     X(EXP, 1)          /* tally_expf(a[k]) (a Dirichlet concentration) */      \
     X(KL, 2)           /* tally_kl_term(a[k], b[k], flags) */                  \
     X(DM, 2)           /* tally_dm_term(a[k], tally_expf(b[k]), flags) */      \
-    X(GAUSS, 3)        /* tally_gauss_term(a[k], b[k], c[k]) */
+    X(GAUSS, 3)        /* tally_gauss_term(a[k], b[k], c[k]) */                \
+    X(DM_TABLE, 2)     /* DM with a shared alpha through src->table */
 
 typedef enum tally__host_term {
 #define TALLY__HOST_TERM_ENUM(name, inputs) TALLY__HOST_TERM_##name,
@@ -55,7 +56,14 @@ typedef struct tally__host_src {
     tally__host_vec in[3];
     float shift;    /* SHIFTED_EXP */
     uint32_t flags; /* KL, DM */
+    /* DM_TABLE: the dm_table() of the row's log_alpha (b). */
+    const float *table;
 } tally__host_src;
+
+/* Whole counts below this are looked up in a DM table. */
+#define TALLY__HOST_DM_TABLE_N 64u
+/* Floats in the DM table of V concentrations. */
+#define TALLY__HOST_DM_TABLE_SIZE(V) ((uint64_t)(V) * (TALLY__HOST_DM_TABLE_N + 1u) + TALLY__HOST_DM_TABLE_N)
 
 typedef struct tally__host_kernels {
     const char *name;
@@ -70,6 +78,12 @@ typedef struct tally__host_kernels {
     /* out[c] = the term of element k0 + c of src, c < n (uncanonicalised):
      * what tile() folds, exposed for tests/check_host_dispatch.c. */
     void (*terms)(const tally__host_src *src, uint64_t k0, uint64_t n, float *out);
+    /* The DM table of concentrations a_v = tally_expf(la[v]), v < V:
+     * lgamma(n + a_v) for whole n < TALLY__HOST_DM_TABLE_N at
+     * [v * N + n], then lgamma(a_v) at [V * N + v], then lgamma(n + 1) at
+     * [V * (N + 1) + n]; each the same float expression tally_dm_term
+     * evaluates, so a DM_TABLE term has tally_dm_term's bits. */
+    void (*dm_table)(const float *la, uint64_t V, float *table);
 } tally__host_kernels;
 
 /* The implementations, best last, as an X-macro: name, the table's symbol,
