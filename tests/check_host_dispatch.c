@@ -6,7 +6,7 @@
  *   - terms: each implementation's vector kernels (element terms, the KL
  *     map, the random fills) against the scalar functions of tally/terms.h
  *     and tally/philox.h, element by element, bit for bit (NaN payloads
- *     included): one-input terms on every 61st float bit pattern (every
+ *     included): one-input terms on every 127th float bit pattern (every
  *     pattern with TALLY_TERMS_EXHAUSTIVE=1), the others on edge-value
  *     grids and random inputs from every float class;
  *   - ops: every op through the public API on a table of shapes (single
@@ -125,7 +125,7 @@ START_TEST(test_unary_terms)
     const tally__host_impl *impls[MAX_IMPLS], *all;
     size_t n_impls = vector_impls(impls, &all);
     const char *ex = getenv("TALLY_TERMS_EXHAUSTIVE");
-    const uint64_t step = (ex != NULL && ex[0] == '1') ? 1u : 61u;
+    const uint64_t step = (ex != NULL && ex[0] == '1') ? 1u : 127u;
     float *x = malloc(CHUNK * sizeof *x), *got = malloc(CHUNK * sizeof *got), *want = malloc(CHUNK * sizeof *want);
     ck_assert(x && got && want);
     mismatch m = {0};
@@ -362,13 +362,17 @@ static const shape shapes[] = {
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
-static tally_context *context_for(const char *impl)
+/* A host context on implementation `impl` with `threads` threads (NULL:
+ * the default), both read at creation. */
+static tally_context *context_for(const char *impl, const char *threads)
 {
     setenv("TALLY_HOST_IMPL", impl, 1);
+    if (threads != NULL) setenv("TALLY_HOST_THREADS", threads, 1);
     tally_context *ctx = NULL;
     tally_status st = tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx);
     ck_assert_msg(st == TALLY_OK, "host context with TALLY_HOST_IMPL=%s: %s", impl, tally_last_error(NULL));
     unsetenv("TALLY_HOST_IMPL");
+    unsetenv("TALLY_HOST_THREADS");
     /* The device name reports the implementation chosen. */
     ck_assert_msg(strstr(tally_context_device_name(ctx), impl) != NULL, "%s", tally_context_device_name(ctx));
     return ctx;
@@ -499,21 +503,27 @@ START_TEST(test_ops)
         for (int kind = 0; kind < DATA_KINDS; kind++) {
             if (op_rows[row].run == run_dm && kind == DATA_PROB) continue;
             blob want = {0};
-            tally_context *ctx = context_for("scalar");
+            tally_context *ctx = context_for("scalar", NULL);
             op_rows[row].run(ctx, &shapes[s], kind, &want);
             tally_context_release(ctx);
-            for (size_t k = 0; k < n_impls; k++) {
+            /* Each implementation, and the best one also on 1 and 5 threads
+             * (the pool splits tiles differently; the bits must not move). */
+            static const char *const thread_counts[] = {NULL, "1", "5"};
+            for (size_t run = 0; run < n_impls + 2; run++) {
+                size_t k = run < n_impls ? run : 0;
+                const char *threads = run < n_impls ? NULL : thread_counts[run - n_impls + 1];
                 blob got = {0};
-                ctx = context_for(impls[k]->name);
+                ctx = context_for(impls[k]->name, threads);
                 op_rows[row].run(ctx, &shapes[s], kind, &got);
                 tally_context_release(ctx);
                 ck_assert_uint_eq(got.n, want.n);
                 size_t at = 0;
                 while (at < got.n && got.p[at] == want.p[at]) at++;
-                ck_assert_msg(at == got.n, "%s on %llux%llu (pad %llu), data kind %d: %s differs from scalar at byte %zu",
+                ck_assert_msg(at == got.n,
+                              "%s on %llux%llu (pad %llu), data kind %d: %s (threads %s) differs from scalar at byte %zu",
                               op_rows[row].name, (unsigned long long)shapes[s].rows,
                               (unsigned long long)shapes[s].cols, (unsigned long long)shapes[s].pad, kind,
-                              impls[k]->name, at);
+                              impls[k]->name, threads ? threads : "default", at);
                 free(got.p);
             }
             free(want.p);

@@ -44,6 +44,7 @@ static tally_status host_context_create(int device, tally_context **out)
     hc->base.ops = &tally__host_ops;
     hc->kernels = kernels;
     hc->impl = impl;
+    hc->pool = tally__host_pool_create(tally__host_threads());
     snprintf(hc->base.device_name, sizeof hc->base.device_name, "host CPU (%d threads, %s)", tally__host_threads(),
              impl);
     *out = &hc->base;
@@ -52,8 +53,30 @@ static tally_status host_context_create(int device, tally_context **out)
 
 static void host_context_release(tally_context *ctx)
 {
+    tally__host_pool_release(((tally__host_context *)ctx)->pool);
     free(ctx);
 }
+
+/* Each op runs with its context's pool current on the calling thread, so
+ * that its parallel loops use the context's workers (host_parallel.h). */
+#define HOST_OPS(X)                                                            \
+    X(reduce, tally__reduce_job)                                               \
+    X(kl_div, tally__kl_job)                                                   \
+    X(dirichlet_multinomial, tally__dm_job)                                    \
+    X(gmm_log_prob, tally__gmm_job)                                            \
+    X(gmm_sample, tally__gmm_job)                                              \
+    X(rng_fill, tally__rng_job)                                                \
+    X(categorical, tally__categorical_job)
+
+#define DEFINE_POOLED_OP(name, job_type)                                       \
+    static tally_status pooled_##name(tally_context *ctx, const job_type *job) \
+    {                                                                          \
+        tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool); \
+        tally_status st = tally__host_##name(ctx, job);                        \
+        tally__host_pool_use(previous);                                        \
+        return st;                                                             \
+    }
+HOST_OPS(DEFINE_POOLED_OP)
 
 static tally_status host_sync(tally_context *ctx)
 {
@@ -123,11 +146,11 @@ const tally__backend_ops tally__host_ops = {
     .buffer_upload = host_buffer_upload,
     .buffer_download = host_buffer_download,
     .buffer_fill = host_buffer_fill,
-    .reduce = tally__host_reduce,
-    .kl_div = tally__host_kl_div,
-    .dirichlet_multinomial = tally__host_dirichlet_multinomial,
-    .gmm_log_prob = tally__host_gmm_log_prob,
-    .gmm_sample = tally__host_gmm_sample,
-    .rng_fill = tally__host_rng_fill,
-    .categorical = tally__host_categorical,
+    .reduce = pooled_reduce,
+    .kl_div = pooled_kl_div,
+    .dirichlet_multinomial = pooled_dirichlet_multinomial,
+    .gmm_log_prob = pooled_gmm_log_prob,
+    .gmm_sample = pooled_gmm_sample,
+    .rng_fill = pooled_rng_fill,
+    .categorical = pooled_categorical,
 };
