@@ -198,6 +198,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated substrings of workload names")
     ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", action="store_true", help="also print the RESULTS.md table")
     args = ap.parse_args()
     lib = load(args.lib)
     rng = np.random.default_rng(0)
@@ -245,6 +246,23 @@ def main():
         for label, e in row["tally"].items():
             line += f" | {label} " + (f"{e['ms']:8.1f} ms ({e['ratio']:.2f}x)" if "ms" in e else e["error"][:60])
         print(line, flush=True)
+    if args.markdown:
+        labels = []
+        for r in rows:
+            for label in r["tally"]:
+                if label not in labels:
+                    labels.append(label)
+        print()
+        print("| workload | NumPy/SciPy float32 | " + " | ".join(labels) + " |")
+        print("|---|---|" + "---|" * len(labels))
+        for r in rows:
+            cells = []
+            for label in labels:
+                e = r["tally"].get(label, {})
+                cells.append(f"{e['ms']:.1f} ms ({e['ratio']:.2f}x)" if "ms" in e else "n/a")
+            print(f"| {r['workload']} | {r['numpy_ms']:.1f} ms ({r['numpy_impl']}) | " + " | ".join(cells) + " |")
+        print(f"\nmemory bandwidth probe (NumPy, 2^26 float32): copy {bw['copy_ms']:.1f} ms "
+              f"({bw['copy_GBps']:.1f} GB/s read+write), fill {bw['fill_ms']:.1f} ms ({bw['fill_GBps']:.1f} GB/s)")
     if args.json:
         info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -253,6 +271,7 @@ def main():
                 "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                                    if l.startswith("model name")), "?"),
                 "numpy": np.__version__, "host_threads": os.environ.get("TALLY_HOST_THREADS", "default"),
+                "repeat": args.repeat, "loadavg_after": os.getloadavg(),
                 "bandwidth": bw, "rows": rows}
         with open(args.json, "w") as f:
             json.dump(info, f, indent=1)

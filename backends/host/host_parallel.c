@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define MAX_THREADS 64
@@ -46,6 +47,7 @@ struct tally__host_pool {
     int threads;  /* the caller plus at most threads - 1 workers */
     int started;  /* workers running: worker w runs part w + 1 */
     int tried;    /* workers have been started (or failed to start) */
+    pid_t pid;    /* the process that started them */
     pthread_t ids[MAX_THREADS];
     pthread_mutex_t mu;
     pthread_cond_t go, done;
@@ -119,6 +121,7 @@ tally__host_pool *tally__host_pool_create(int threads)
 static void pool_start(tally__host_pool *pool)
 {
     pool->tried = 1;
+    pool->pid = getpid();
     for (int w = 0; w + 1 < pool->threads; w++) {
         worker_arg *a = malloc(sizeof *a);
         if (a == NULL) break;
@@ -135,6 +138,12 @@ static void pool_start(tally__host_pool *pool)
 void tally__host_pool_release(tally__host_pool *pool)
 {
     if (pool == NULL) return;
+    if (pool->tried && pool->pid != getpid()) {
+        /* Released in a child of fork() before any parallel op: the workers
+         * are the parent's, nothing here to stop or join. */
+        free(pool);
+        return;
+    }
     pthread_mutex_lock(&pool->mu);
     pool->stop = 1;
     pthread_cond_broadcast(&pool->go);
@@ -148,6 +157,16 @@ void tally__host_pool_release(tally__host_pool *pool)
 
 static void pool_for(tally__host_pool *pool, uint64_t count, uint64_t parts, tally__host_range_fn fn, void *arg)
 {
+    if (pool->tried && pool->pid != getpid()) {
+        /* A child of fork() has none of its parent's workers: forget them
+         * (their pthread objects belong to the parent) and start its own. */
+        pthread_mutex_init(&pool->mu, NULL);
+        pthread_cond_init(&pool->go, NULL);
+        pthread_cond_init(&pool->done, NULL);
+        pool->started = 0;
+        pool->tried = 0;
+        pool->pending = 0;
+    }
     if (!pool->tried) pool_start(pool);
     pthread_mutex_lock(&pool->mu);
     pool->fn = fn;
