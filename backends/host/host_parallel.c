@@ -4,6 +4,7 @@
 #include "host_parallel.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ static void part_range(uint64_t count, uint64_t parts, uint64_t i, uint64_t *beg
 
 struct tally__host_pool {
     int threads;  /* the caller plus at most threads - 1 workers */
-    int started;  /* workers running: worker w runs part w + 1 */
+    int started;  /* workers running */
     int tried;    /* workers have been started (or failed to start) */
     pid_t pid;    /* the process that started them */
     pthread_t ids[MAX_THREADS];
@@ -54,22 +55,33 @@ struct tally__host_pool {
     uint64_t generation; /* bumped for each job */
     int pending;         /* workers still on the current job */
     int stop;
-    /* The current job. */
+    /* The current job: items [0, count) handed out `chunk` at a time from
+     * `next`, so a thread that the OS delays (a loaded or shared machine)
+     * holds up only the chunks it has taken. */
     tally__host_range_fn fn;
     void *arg;
-    uint64_t count, parts;
+    uint64_t count, chunk;
+    atomic_uint_fast64_t next;
 };
+
+/* Takes and runs chunks of the current job until none is left. */
+static void run_chunks(tally__host_pool *pool, tally__host_range_fn fn, void *arg, uint64_t count, uint64_t chunk)
+{
+    for (;;) {
+        uint64_t b = atomic_fetch_add(&pool->next, chunk);
+        if (b >= count) return;
+        fn(arg, b, count - b < chunk ? count : b + chunk);
+    }
+}
 
 typedef struct worker_arg {
     tally__host_pool *pool;
-    uint64_t part;
 } worker_arg;
 
 
 static void *worker_main(void *p)
 {
     tally__host_pool *pool = ((worker_arg *)p)->pool;
-    const uint64_t part = ((worker_arg *)p)->part;
     free(p);
     uint64_t seen = 0;
     pthread_mutex_lock(&pool->mu);
@@ -79,13 +91,9 @@ static void *worker_main(void *p)
         seen = pool->generation;
         tally__host_range_fn fn = pool->fn;
         void *arg = pool->arg;
-        uint64_t count = pool->count, parts = pool->parts;
+        uint64_t count = pool->count, chunk = pool->chunk;
         pthread_mutex_unlock(&pool->mu);
-        if (part < parts) {
-            uint64_t b, e;
-            part_range(count, parts, part, &b, &e);
-            fn(arg, b, e);
-        }
+        run_chunks(pool, fn, arg, count, chunk);
         pthread_mutex_lock(&pool->mu);
         if (--pool->pending == 0) pthread_cond_signal(&pool->done);
     }
@@ -126,7 +134,6 @@ static void pool_start(tally__host_pool *pool)
         worker_arg *a = malloc(sizeof *a);
         if (a == NULL) break;
         a->pool = pool;
-        a->part = (uint64_t)w + 1;
         if (pthread_create(&pool->ids[w], NULL, worker_main, a) != 0) {
             free(a);
             break;
@@ -155,7 +162,7 @@ void tally__host_pool_release(tally__host_pool *pool)
     free(pool);
 }
 
-static void pool_for(tally__host_pool *pool, uint64_t count, uint64_t parts, tally__host_range_fn fn, void *arg)
+static void pool_for(tally__host_pool *pool, uint64_t count, uint64_t threads, tally__host_range_fn fn, void *arg)
 {
     if (pool->tried && pool->pid != getpid()) {
         /* A child of fork() has none of its parent's workers: forget them
@@ -172,18 +179,16 @@ static void pool_for(tally__host_pool *pool, uint64_t count, uint64_t parts, tal
     pool->fn = fn;
     pool->arg = arg;
     pool->count = count;
-    pool->parts = parts;
+    /* About eight chunks per thread: small enough to even out delays,
+     * large enough that taking one costs nothing. */
+    pool->chunk = count / (threads * 8u) > 0 ? count / (threads * 8u) : 1u;
+    atomic_store(&pool->next, 0u);
     pool->pending = pool->started;
     pool->generation++;
     pthread_cond_broadcast(&pool->go);
     pthread_mutex_unlock(&pool->mu);
-    /* Part 0, and the parts of workers that did not start, on the caller. */
-    for (uint64_t i = 0; i < parts; i++) {
-        if (i != 0 && i <= (uint64_t)pool->started) continue;
-        uint64_t b, e;
-        part_range(count, parts, i, &b, &e);
-        fn(arg, b, e);
-    }
+    /* The caller takes chunks too; if no worker started it takes them all. */
+    run_chunks(pool, fn, arg, count, pool->chunk);
     pthread_mutex_lock(&pool->mu);
     while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->mu);
     pthread_mutex_unlock(&pool->mu);

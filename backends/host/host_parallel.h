@@ -9,7 +9,9 @@
  * An op entry point makes its context's pool current on the calling thread
  * (tally__host_pool_use) for the duration of the op; a parallel-for outside
  * any op, or when a pool cannot be made, starts threads for the call as
- * before.
+ * before. A pool hands work out in chunks from a shared counter, so which
+ * thread runs which item varies from call to call; the items are
+ * independent, so the bits do not.
  */
 #ifndef TALLY_HOST_PARALLEL_H
 #define TALLY_HOST_PARALLEL_H
