@@ -225,7 +225,8 @@ START_TEST(test_dm_table_terms)
     ck_assert(la && cn && got);
     uint64_t s = 41u + flags;
     for (uint64_t v = 0; v < V; v++)
-        la[v] = v < N_EDGES ? ffrom(edge_bits[v]) : (float)((double)(mix(&s) >> 11) / (double)(1ull << 53) * 12.0 - 6.0);
+        la[v] = v < N_EDGES ? ffrom(edge_bits[v])
+                            : (float)((double)(mix(&s) >> 11) / (double)(1ull << 53) * 12.0 - 6.0);
     mismatch m = {0};
     for (size_t k = 0; k < n_impls; k++) {
         float *table = malloc(TALLY__HOST_DM_TABLE_SIZE(V) * sizeof *table);
@@ -520,7 +521,8 @@ START_TEST(test_ops)
                 size_t at = 0;
                 while (at < got.n && got.p[at] == want.p[at]) at++;
                 ck_assert_msg(at == got.n,
-                              "%s on %llux%llu (pad %llu), data kind %d: %s (threads %s) differs from scalar at byte %zu",
+                              "%s on %llux%llu (pad %llu), data kind %d: %s (threads %s) differs from scalar "
+                              "at byte %zu",
                               op_rows[row].name, (unsigned long long)shapes[s].rows,
                               (unsigned long long)shapes[s].cols, (unsigned long long)shapes[s].pad, kind,
                               impls[k]->name, threads ? threads : "default", at);

@@ -185,8 +185,8 @@ static void kl_rows(void *arg, uint64_t begin, uint64_t end)
 
 tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
-    kl_state s = {.k = tally__host_kernels_of(ctx), .input = harr_of(&job->input), .target = harr_of(&job->target), .out = harr_of(&job->out),
-                  .flags = job->flags};
+    kl_state s = {.k = tally__host_kernels_of(ctx), .input = harr_of(&job->input), .target = harr_of(&job->target),
+                  .out = harr_of(&job->out), .flags = job->flags};
     if (job->reduction == TALLY_REDUCTION_NONE) {
         tally__host_parallel_for(s.input.rows, s.input.cols * 40 + 1, kl_rows, &s);
         return TALLY_OK;
@@ -209,6 +209,11 @@ tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job)
 }
 
 /* ---- Dirichlet-multinomial ------------------------------------------- */
+
+/* Widest shared alpha that gets a lookup table (host_simd.h): 2^18
+ * columns make a 65 MiB table; wider rows compute every term instead of
+ * holding that much memory. */
+#define DM_TABLE_MAX_COLS (1u << 18)
 
 typedef struct dm_row_state {
     const float *counts;
@@ -313,7 +318,7 @@ tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__
      * repaid from a few dozen rows on). Without memory for it the rows
      * compute every term. */
     float *table = NULL;
-    if (t.k != NULL && !job->per_row_alpha && B >= 32) {
+    if (t.k != NULL && !job->per_row_alpha && B >= 32 && t.counts.cols <= DM_TABLE_MAX_COLS) {
         table = malloc(TALLY__HOST_DM_TABLE_SIZE(t.counts.cols) * sizeof *table);
         if (table != NULL) t.k->dm_table(t.log_alpha.p, t.counts.cols, table);
         t.table = table;
@@ -349,8 +354,8 @@ static float term_gauss(const void *st, uint64_t d)
 
 /* log q of one row: per component the tree sum over D, then (K > 1) the
  * sequential logsumexp of log w_k + s_k. `v` holds K floats of scratch. */
-static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *job, const float *z, const float *mu, const float *lv,
-                           float logits_lse, const float *logits, float *v)
+static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *job, const float *z, const float *mu,
+                           const float *lv, float logits_lse, const float *logits, float *v)
 {
     const uint64_t K = job->components, D = job->dim;
     for (uint64_t k = 0; k < K; k++) {
@@ -423,9 +428,9 @@ static void gmm_rows(void *arg, uint64_t begin, uint64_t end)
 
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
 {
-    gmm_task t = {.k = tally__host_kernels_of(ctx), .job = job, .z = harr_of(&job->z), .mu = harr_of(&job->mu), .lv = harr_of(&job->log_var),
-                  .log_q = harr_of(&job->log_q), .logits = NULL, .logits_lse = 0.0f, .component = NULL,
-                  .sample = sample, .failed = 0};
+    gmm_task t = {.k = tally__host_kernels_of(ctx), .job = job, .z = harr_of(&job->z), .mu = harr_of(&job->mu),
+                  .lv = harr_of(&job->log_var), .log_q = harr_of(&job->log_q), .logits = NULL, .logits_lse = 0.0f,
+                  .component = NULL, .sample = sample, .failed = 0};
     if (job->components > 1) {
         t.logits = harr_of(&job->logits).p;
         t.logits_lse = tally_lse_seq(t.logits, job->components);

@@ -242,7 +242,8 @@ void tally__host_parallel_for(uint64_t count, uint64_t cost, tally__host_range_f
 {
     if (count == 0) return;
     tally__host_pool *pool = current_pool;
-    uint64_t threads = threads_for(count, cost, pool != NULL ? (uint64_t)pool->threads : (uint64_t)tally__host_threads());
+    uint64_t most = pool != NULL ? (uint64_t)pool->threads : (uint64_t)tally__host_threads();
+    uint64_t threads = threads_for(count, cost, most);
     if (threads <= 1) {
         fn(arg, 0, count);
         return;
