@@ -17,7 +17,12 @@ static tally_status host_devices(tally_device_info *devices, int capacity, int *
     if (capacity > 0) {
         memset(&devices[0], 0, sizeof devices[0]);
         devices[0].index = 0;
-        snprintf(devices[0].name, sizeof devices[0].name, "host CPU (%d threads)", tally__host_threads());
+        /* The implementation a new context would pick, or why it cannot. */
+        const tally__host_kernels *kernels = NULL;
+        const char *impl = NULL;
+        char why[256];
+        if (tally__host_pick_kernels(&kernels, &impl, why, sizeof why) != TALLY_OK) impl = "invalid TALLY_HOST_IMPL";
+        snprintf(devices[0].name, sizeof devices[0].name, "host CPU (%d threads, %s)", tally__host_threads(), impl);
         snprintf(devices[0].platform, sizeof devices[0].platform, "host");
         devices[0].is_gpu = 0;
     }
@@ -29,17 +34,60 @@ static tally_status host_context_create(int device, tally_context **out)
     if (device != 0)
         return tally__error(NULL, TALLY_NO_DEVICE, "host backend: device %d does not exist (only device 0)",
                             device);
+    const tally__host_kernels *kernels = NULL;
+    const char *impl = NULL;
+    char why[256];
+    if (tally__host_pick_kernels(&kernels, &impl, why, sizeof why) != TALLY_OK)
+        return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s", why);
     tally__host_context *hc = calloc(1, sizeof *hc);
     if (hc == NULL) return tally__error(NULL, TALLY_OUT_OF_MEMORY, "host backend: out of memory for a context");
     hc->base.ops = &tally__host_ops;
-    snprintf(hc->base.device_name, sizeof hc->base.device_name, "host CPU (%d threads)", tally__host_threads());
+    hc->kernels = kernels;
+    hc->impl = impl;
+    hc->pool = tally__host_pool_create(tally__host_threads());
+    snprintf(hc->base.device_name, sizeof hc->base.device_name, "host CPU (%d threads, %s)", tally__host_threads(),
+             impl);
     *out = &hc->base;
     return TALLY_OK;
 }
 
 static void host_context_release(tally_context *ctx)
 {
+    tally__host_pool_release(((tally__host_context *)ctx)->pool);
     free(ctx);
+}
+
+/* Each op runs with its context's pool current on the calling thread, so
+ * that its parallel loops use the context's workers (host_parallel.h). */
+#define HOST_OPS(X)                                                            \
+    X(reduce, tally__reduce_job)                                               \
+    X(kl_div, tally__kl_job)                                                   \
+    X(dirichlet_multinomial, tally__dm_job)                                    \
+    X(gmm_log_prob, tally__gmm_job)                                            \
+    X(gmm_sample, tally__gmm_job)                                              \
+    X(rng_fill, tally__rng_job)                                                \
+    X(categorical, tally__categorical_job)                                     \
+    X(kl_div_backward, tally__kl_backward_job)                                 \
+    X(dirichlet_multinomial_backward, tally__dm_backward_job)                  \
+    X(gmm_backward, tally__gmm_backward_job)
+
+#define DEFINE_POOLED_OP(name, job_type)                                       \
+    static tally_status pooled_##name(tally_context *ctx, const job_type *job) \
+    {                                                                          \
+        tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool); \
+        tally_status st = tally__host_##name(ctx, job);                        \
+        tally__host_pool_use(previous);                                        \
+        return st;                                                             \
+    }
+HOST_OPS(DEFINE_POOLED_OP)
+
+/* Widening half inputs (host_half.c) runs parallel loops too. */
+static tally_status pooled_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
+{
+    tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool);
+    tally_status st = tally__host_widen(ctx, src, dst);
+    tally__host_pool_use(previous);
+    return st;
 }
 
 static tally_status host_sync(tally_context *ctx)
@@ -126,15 +174,15 @@ const tally__backend_ops tally__host_ops = {
     .buffer_upload = host_buffer_upload,
     .buffer_download = host_buffer_download,
     .buffer_fill = host_buffer_fill,
-    .reduce = tally__host_reduce,
-    .kl_div = tally__host_kl_div,
-    .dirichlet_multinomial = tally__host_dirichlet_multinomial,
-    .gmm_log_prob = tally__host_gmm_log_prob,
-    .gmm_sample = tally__host_gmm_sample,
-    .rng_fill = tally__host_rng_fill,
-    .categorical = tally__host_categorical,
-    .widen = tally__host_widen,
-    .kl_div_backward = tally__host_kl_div_backward,
-    .dirichlet_multinomial_backward = tally__host_dirichlet_multinomial_backward,
-    .gmm_backward = tally__host_gmm_backward,
+    .reduce = pooled_reduce,
+    .kl_div = pooled_kl_div,
+    .dirichlet_multinomial = pooled_dirichlet_multinomial,
+    .gmm_log_prob = pooled_gmm_log_prob,
+    .gmm_sample = pooled_gmm_sample,
+    .rng_fill = pooled_rng_fill,
+    .categorical = pooled_categorical,
+    .widen = pooled_widen,
+    .kl_div_backward = pooled_kl_div_backward,
+    .dirichlet_multinomial_backward = pooled_dirichlet_multinomial_backward,
+    .gmm_backward = pooled_gmm_backward,
 };

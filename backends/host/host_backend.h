@@ -6,10 +6,24 @@
 #define TALLY_HOST_BACKEND_H
 
 #include "../../src/internal.h"
+#include "host_parallel.h"
+#include "host_simd.h"
 
+/* kernels: the vector kernels chosen at creation (host_simd.h), NULL for
+ * the scalar reference path; impl names the choice. Both are fixed for the
+ * context's lifetime, as is the thread pool (host_parallel.h). */
 typedef struct tally__host_context {
     struct tally_context base;
+    const tally__host_kernels *kernels;
+    const char *impl;
+    tally__host_pool *pool; /* worker threads for this context's ops; NULL: threads per op */
 } tally__host_context;
+
+/* The context's vector kernels, or NULL for the scalar path. */
+static inline const tally__host_kernels *tally__host_kernels_of(const tally_context *ctx)
+{
+    return ((const tally__host_context *)ctx)->kernels;
+}
 
 typedef struct tally__host_buffer {
     struct tally_buffer base;

@@ -61,35 +61,56 @@ static float term_shifted_exp(const void *st, uint64_t k)
     return tally_expf(vec_at(s, k) - s->shift);
 }
 
+/* The reduction tree over s under term `term` (its scalar function) or,
+ * with vector kernels, the same term by name. Both give the same bits. */
+static tally_status tree(const tally__host_kernels *k, const tally__tree_plan *plan, int kind,
+                         tally__host_term_fn term_fn, tally__host_term term, const vec_state *s, int parallel,
+                         float empty_value, float *out)
+{
+    if (k == NULL) return tally__host_tree_reduce(plan, kind, term_fn, s, parallel, empty_value, out);
+    tally__host_src src = {.term = term, .shift = s->shift};
+    if (s->row != NULL)
+        src.in[0] = (tally__host_vec){.p = s->row, .cols = plan->level[0].n, .stride = plan->level[0].n};
+    else
+        src.in[0] = (tally__host_vec){.p = s->all->p, .cols = s->all->cols, .stride = s->all->stride};
+    if (plan->levels == 0) {
+        *out = empty_value;
+        return TALLY_OK;
+    }
+    return tally__host_tree_reduce_k(plan, kind, k, &src, parallel, empty_value, out);
+}
+
 /* One vector (a row, or the whole view) under one op. */
-static tally_status reduce_vector(const tally__tree_plan *plan, tally_reduce_op op, vec_state *s, int parallel,
-                                  float *out)
+static tally_status reduce_vector(const tally__host_kernels *k, const tally__tree_plan *plan, tally_reduce_op op,
+                                  vec_state *s, int parallel, float *out)
 {
     tally_status st;
+    const tally__host_term plain = TALLY__HOST_TERM_PLAIN;
     switch (op) {
     case TALLY_SUM:
-        return tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_plain, s, parallel, 0.0f, out);
+        return tree(k, plan, TALLY_COMBINE_SUM, term_plain, plain, s, parallel, 0.0f, out);
     case TALLY_SUMSQ:
-        return tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_square, s, parallel, 0.0f, out);
+        return tree(k, plan, TALLY_COMBINE_SUM, term_square, TALLY__HOST_TERM_SQUARE, s, parallel, 0.0f, out);
     case TALLY_MIN:
-        return tally__host_tree_reduce(plan, TALLY_COMBINE_MIN, term_plain, s, parallel, TALLY_F32_NAN, out);
+        return tree(k, plan, TALLY_COMBINE_MIN, term_plain, plain, s, parallel, TALLY_F32_NAN, out);
     case TALLY_MAX:
-        return tally__host_tree_reduce(plan, TALLY_COMBINE_MAX, term_plain, s, parallel, TALLY_F32_NAN, out);
+        return tree(k, plan, TALLY_COMBINE_MAX, term_plain, plain, s, parallel, TALLY_F32_NAN, out);
     case TALLY_MEAN: {
         float sum;
-        st = tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_plain, s, parallel, 0.0f, &sum);
+        st = tree(k, plan, TALLY_COMBINE_SUM, term_plain, plain, s, parallel, 0.0f, &sum);
         if (st == TALLY_OK) *out = tally_divf(sum, (float)plan->level[0].n);
         return st;
     }
     case TALLY_LOGSUMEXP: {
         float m, sum;
-        st = tally__host_tree_reduce(plan, TALLY_COMBINE_MAX, term_plain, s, parallel, TALLY_F32_NEG_INF, &m);
+        st = tree(k, plan, TALLY_COMBINE_MAX, term_plain, plain, s, parallel, TALLY_F32_NEG_INF, &m);
         if (st != TALLY_OK || !tally_isfinite(m)) {
             *out = m;
             return st;
         }
         s->shift = m;
-        st = tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_shifted_exp, s, parallel, 0.0f, &sum);
+        st = tree(k, plan, TALLY_COMBINE_SUM, term_shifted_exp, TALLY__HOST_TERM_SHIFTED_EXP, s, parallel, 0.0f,
+                  &sum);
         *out = tally_lse_finish(m, sum);
         return st;
     }
@@ -98,6 +119,7 @@ static tally_status reduce_vector(const tally__tree_plan *plan, tally_reduce_op 
 }
 
 typedef struct rows_task {
+    const tally__host_kernels *k;
     const tally__reduce_job *job;
     harr x, out;
     tally_status status;
@@ -109,7 +131,7 @@ static void reduce_rows(void *arg, uint64_t begin, uint64_t end)
     for (uint64_t r = begin; r < end; r++) {
         vec_state s = {.row = t->x.p + r * t->x.stride, .all = NULL, .shift = 0.0f};
         float v = 0.0f;
-        tally_status st = reduce_vector(&t->job->plan, t->job->op, &s, 0, &v);
+        tally_status st = reduce_vector(t->k, &t->job->plan, t->job->op, &s, 0, &v);
         if (st != TALLY_OK) t->status = st;
         t->out.p[r * t->out.stride] = tally_canonical(v);
     }
@@ -122,10 +144,10 @@ tally_status tally__host_reduce(tally_context *ctx, const tally__reduce_job *job
     if (job->axis == TALLY_AXIS_ALL) {
         vec_state s = {.row = NULL, .all = &x, .shift = 0.0f};
         float v = 0.0f;
-        st = reduce_vector(&job->plan, job->op, &s, 1, &v);
+        st = reduce_vector(tally__host_kernels_of(ctx), &job->plan, job->op, &s, 1, &v);
         out.p[0] = tally_canonical(v);
     } else {
-        rows_task t = {.job = job, .x = x, .out = out, .status = TALLY_OK};
+        rows_task t = {.k = tally__host_kernels_of(ctx), .job = job, .x = x, .out = out, .status = TALLY_OK};
         tally__host_parallel_for(x.rows, x.cols + 1, reduce_rows, &t);
         st = t.status;
     }
@@ -136,6 +158,7 @@ tally_status tally__host_reduce(tally_context *ctx, const tally__reduce_job *job
 /* ---- KL divergence --------------------------------------------------- */
 
 typedef struct kl_state {
+    const tally__host_kernels *k;
     harr input, target, out;
     uint32_t flags;
 } kl_state;
@@ -152,20 +175,32 @@ static void kl_rows(void *arg, uint64_t begin, uint64_t end)
     for (uint64_t r = begin; r < end; r++) {
         const float *in = s->input.p + r * s->input.stride, *tg = s->target.p + r * s->target.stride;
         float *o = s->out.p + r * s->out.stride;
+        if (s->k != NULL) {
+            s->k->kl_map(in, tg, s->flags, s->input.cols, o);
+            continue;
+        }
         for (uint64_t c = 0; c < s->input.cols; c++) o[c] = tally_canonical(tally_kl_term(in[c], tg[c], s->flags));
     }
 }
 
 tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
-    kl_state s = {.input = harr_of(&job->input), .target = harr_of(&job->target), .out = harr_of(&job->out),
-                  .flags = job->flags};
+    kl_state s = {.k = tally__host_kernels_of(ctx), .input = harr_of(&job->input), .target = harr_of(&job->target),
+                  .out = harr_of(&job->out), .flags = job->flags};
     if (job->reduction == TALLY_REDUCTION_NONE) {
         tally__host_parallel_for(s.input.rows, s.input.cols * 40 + 1, kl_rows, &s);
         return TALLY_OK;
     }
     float sum;
-    tally_status st = tally__host_tree_reduce(&job->plan, TALLY_COMBINE_SUM, term_kl, &s, 1, 0.0f, &sum);
+    tally_status st;
+    if (s.k != NULL) {
+        tally__host_src src = {.term = TALLY__HOST_TERM_KL, .flags = s.flags,
+                               .in = {{.p = s.input.p, .cols = s.input.cols, .stride = s.input.stride},
+                                      {.p = s.target.p, .cols = s.target.cols, .stride = s.target.stride}}};
+        st = tally__host_tree_reduce_k(&job->plan, TALLY_COMBINE_SUM, s.k, &src, 1, 0.0f, &sum);
+    } else {
+        st = tally__host_tree_reduce(&job->plan, TALLY_COMBINE_SUM, term_kl, &s, 1, 0.0f, &sum);
+    }
     if (st != TALLY_OK) return tally__error(ctx, st, "host kl_div: out of memory for partial sums");
     if (job->reduction == TALLY_REDUCTION_MEAN) sum = tally_divf(sum, (float)(s.input.rows * s.input.cols));
     if (job->reduction == TALLY_REDUCTION_BATCHMEAN) sum = tally_divf(sum, (float)s.input.rows);
@@ -174,6 +209,11 @@ tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job)
 }
 
 /* ---- Dirichlet-multinomial ------------------------------------------- */
+
+/* Widest shared alpha that gets a lookup table (host_simd.h): 2^18
+ * columns make a 65 MiB table; wider rows compute every term instead of
+ * holding that much memory. */
+#define DM_TABLE_MAX_COLS (1u << 18)
 
 typedef struct dm_row_state {
     const float *counts;
@@ -198,11 +238,34 @@ static float term_dm(const void *st, uint64_t v)
 }
 
 typedef struct dm_task {
+    const tally__host_kernels *k;
     const tally__dm_job *job;
     harr counts, log_alpha;
     float shared_A;
     float *row_values;
+    const float *table; /* vector kernels, shared alpha: the DM table (host_simd.h), or NULL */
 } dm_task;
+
+/* The tree of one row's term: scalar term function `fn`, or with vector
+ * kernels the named term over the row's counts (in[0]) and log_alpha
+ * (in[1], or in[0] for EXP). */
+static tally_status dm_tree(const tally__host_kernels *k, const tally__tree_plan *plan, tally__host_term_fn fn,
+                            tally__host_term term, const dm_row_state *s, const float *table, float *out)
+{
+    if (k == NULL) return tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, fn, s, 0, 0.0f, out);
+    if (plan->levels == 0) {
+        *out = 0.0f;
+        return TALLY_OK;
+    }
+    const uint64_t V = plan->level[0].n;
+    const tally__host_vec counts = {.p = s->counts, .cols = V, .stride = V};
+    const tally__host_vec alpha = {.p = s->log_alpha, .cols = V, .stride = V};
+    tally__host_src src = {.term = term == TALLY__HOST_TERM_DM && table != NULL ? TALLY__HOST_TERM_DM_TABLE : term,
+                           .flags = s->flags, .table = table};
+    src.in[0] = term == TALLY__HOST_TERM_EXP ? alpha : counts;
+    src.in[1] = alpha;
+    return tally__host_tree_reduce_k(plan, TALLY_COMBINE_SUM, k, &src, 0, 0.0f, out);
+}
 
 static void dm_rows(void *arg, uint64_t begin, uint64_t end)
 {
@@ -217,11 +280,11 @@ static void dm_rows(void *arg, uint64_t begin, uint64_t end)
          * tile path never allocates; a failure of a larger row's partials
          * becomes NaN rather than a silent value. */
         if (t->job->per_row_alpha &&
-            tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_alpha, &s, 0, 0.0f, &A) != TALLY_OK)
+            dm_tree(t->k, plan, term_alpha, TALLY__HOST_TERM_EXP, &s, NULL, &A) != TALLY_OK)
             A = TALLY_F32_NAN;
-        if (tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_count, &s, 0, 0.0f, &N) != TALLY_OK)
+        if (dm_tree(t->k, plan, term_count, TALLY__HOST_TERM_PLAIN, &s, NULL, &N) != TALLY_OK)
             N = TALLY_F32_NAN;
-        if (tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_dm, &s, 0, 0.0f, &S) != TALLY_OK)
+        if (dm_tree(t->k, plan, term_dm, TALLY__HOST_TERM_DM, &s, t->table, &S) != TALLY_OK)
             S = TALLY_F32_NAN;
         t->row_values[b] = tally_dm_row(A, N, S, t->job->flags);
     }
@@ -234,8 +297,8 @@ static float term_row_value(const void *st, uint64_t b)
 
 tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
 {
-    dm_task t = {.job = job, .counts = harr_of(&job->counts), .log_alpha = harr_of(&job->log_alpha),
-                 .shared_A = 0.0f};
+    dm_task t = {.k = tally__host_kernels_of(ctx), .job = job, .counts = harr_of(&job->counts),
+                 .log_alpha = harr_of(&job->log_alpha), .shared_A = 0.0f, .table = NULL};
     harr out = harr_of(&job->out);
     uint64_t B = t.counts.rows;
     t.row_values = calloc(B > 0 ? B : 1, sizeof *t.row_values); /* calloc checks the product */
@@ -244,13 +307,24 @@ tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__
         /* A shared alpha gives every row the same A; computing it once gives
          * the same bits as computing it per row. */
         dm_row_state s = {.counts = NULL, .log_alpha = t.log_alpha.p, .flags = job->flags};
-        if (tally__host_tree_reduce(&job->row_plan, TALLY_COMBINE_SUM, term_alpha, &s, 0, 0.0f, &t.shared_A) !=
-            TALLY_OK) {
+        if (dm_tree(t.k, &job->row_plan, term_alpha, TALLY__HOST_TERM_EXP, &s, NULL, &t.shared_A) != TALLY_OK) {
             free(t.row_values);
             return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial: out of memory");
         }
     }
+    /* With a shared alpha and enough rows, lgamma(n + a_v) for the common
+     * whole counts is computed once per column instead of once per element
+     * (the same values, so the same bits; a table is V x 65 lgamma calls,
+     * repaid from a few dozen rows on). Without memory for it the rows
+     * compute every term. */
+    float *table = NULL;
+    if (t.k != NULL && !job->per_row_alpha && B >= 32 && t.counts.cols <= DM_TABLE_MAX_COLS) {
+        table = malloc(TALLY__HOST_DM_TABLE_SIZE(t.counts.cols) * sizeof *table);
+        if (table != NULL) t.k->dm_table(t.log_alpha.p, t.counts.cols, table);
+        t.table = table;
+    }
     tally__host_parallel_for(B, t.counts.cols * 120 + 1, dm_rows, &t);
+    free(table);
     tally_status st = TALLY_OK;
     if (job->reduction == TALLY_REDUCTION_NONE) {
         for (uint64_t b = 0; b < B; b++) out.p[b * out.stride] = tally_canonical(t.row_values[b]);
@@ -280,21 +354,31 @@ static float term_gauss(const void *st, uint64_t d)
 
 /* log q of one row: per component the tree sum over D, then (K > 1) the
  * sequential logsumexp of log w_k + s_k. `v` holds K floats of scratch. */
-static float gmm_row_log_q(const tally__gmm_job *job, const float *z, const float *mu, const float *lv,
-                           float logits_lse, const float *logits, float *v)
+static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *job, const float *z, const float *mu,
+                           const float *lv, float logits_lse, const float *logits, float *v)
 {
     const uint64_t K = job->components, D = job->dim;
     for (uint64_t k = 0; k < K; k++) {
         gauss_state s = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
         float sk = 0.0f;
-        if (tally__host_tree_reduce(&job->dim_plan, TALLY_COMBINE_SUM, term_gauss, &s, 0, 0.0f, &sk) != TALLY_OK)
-            sk = TALLY_F32_NAN;
+        tally_status st;
+        if (kn != NULL && job->dim_plan.levels > 0) {
+            tally__host_src src = {.term = TALLY__HOST_TERM_GAUSS,
+                                   .in = {{.p = s.z, .cols = D, .stride = D},
+                                          {.p = s.mu, .cols = D, .stride = D},
+                                          {.p = s.log_var, .cols = D, .stride = D}}};
+            st = tally__host_tree_reduce_k(&job->dim_plan, TALLY_COMBINE_SUM, kn, &src, 0, 0.0f, &sk);
+        } else {
+            st = tally__host_tree_reduce(&job->dim_plan, TALLY_COMBINE_SUM, term_gauss, &s, 0, 0.0f, &sk);
+        }
+        if (st != TALLY_OK) sk = TALLY_F32_NAN;
         v[k] = K > 1 ? (logits[k] - logits_lse) + sk : sk;
     }
     return K > 1 ? tally_lse_seq_private(v, K) : v[0];
 }
 
 typedef struct gmm_task {
+    const tally__host_kernels *k;
     const tally__gmm_job *job;
     harr z, mu, lv, log_q;
     const float *logits;
@@ -336,7 +420,7 @@ static void gmm_rows(void *arg, uint64_t begin, uint64_t end)
                 z[d] = tally_canonical(mc[d] + tally_gauss_std(lc[d]) * eps);
             }
         }
-        log_q = gmm_row_log_q(job, z, mu, lv, t->logits_lse, t->logits, v);
+        log_q = gmm_row_log_q(t->k, job, z, mu, lv, t->logits_lse, t->logits, v);
         t->log_q.p[b * t->log_q.stride] = tally_canonical(log_q);
     }
     free(v);
@@ -344,9 +428,9 @@ static void gmm_rows(void *arg, uint64_t begin, uint64_t end)
 
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
 {
-    gmm_task t = {.job = job, .z = harr_of(&job->z), .mu = harr_of(&job->mu), .lv = harr_of(&job->log_var),
-                  .log_q = harr_of(&job->log_q), .logits = NULL, .logits_lse = 0.0f, .component = NULL,
-                  .sample = sample, .failed = 0};
+    gmm_task t = {.k = tally__host_kernels_of(ctx), .job = job, .z = harr_of(&job->z), .mu = harr_of(&job->mu),
+                  .lv = harr_of(&job->log_var), .log_q = harr_of(&job->log_q), .logits = NULL, .logits_lse = 0.0f,
+                  .component = NULL, .sample = sample, .failed = 0};
     if (job->components > 1) {
         t.logits = harr_of(&job->logits).p;
         t.logits_lse = tally_lse_seq(t.logits, job->components);
@@ -373,9 +457,28 @@ tally_status tally__host_gmm_sample(tally_context *ctx, const tally__gmm_job *jo
 /* ---- Random fills ------------------------------------------------------ */
 
 typedef struct fill_task {
+    const tally__host_kernels *k;
     const tally__rng_job *job;
     harr out;
 } fill_task;
+
+/* Elements per work item of a vector fill: the work is split over the
+ * flat row-major index, so one long row spreads over every thread too. */
+#define FILL_CHUNK 16384u
+
+static void fill_chunks(void *arg, uint64_t begin, uint64_t end)
+{
+    fill_task *t = arg;
+    const tally_rng r = t->job->rng;
+    const uint64_t cols = t->out.cols, total = t->out.rows * cols;
+    uint64_t k = begin * FILL_CHUNK, stop = end * FILL_CHUNK < total ? end * FILL_CHUNK : total;
+    while (k < stop) {
+        uint64_t row = k / cols, c = k % cols;
+        uint64_t len = cols - c < stop - k ? cols - c : stop - k;
+        t->k->fill(t->job->dist, r.seed, r.subsequence, r.offset + k, len, t->out.p + row * t->out.stride + c);
+        k += len;
+    }
+}
 
 static void fill_rows(void *arg, uint64_t begin, uint64_t end)
 {
@@ -397,8 +500,12 @@ static void fill_rows(void *arg, uint64_t begin, uint64_t end)
 
 tally_status tally__host_rng_fill(tally_context *ctx, const tally__rng_job *job)
 {
-    (void)ctx;
-    fill_task t = {.job = job, .out = harr_of(&job->out)};
+    fill_task t = {.k = tally__host_kernels_of(ctx), .job = job, .out = harr_of(&job->out)};
+    if (t.k != NULL) {
+        uint64_t total = t.out.rows * t.out.cols;
+        tally__host_parallel_for(total / FILL_CHUNK + (total % FILL_CHUNK != 0), FILL_CHUNK * 20, fill_chunks, &t);
+        return TALLY_OK;
+    }
     tally__host_parallel_for(t.out.rows, t.out.cols * 60 + 1, fill_rows, &t);
     return TALLY_OK;
 }

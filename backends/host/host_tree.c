@@ -93,3 +93,51 @@ tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tal
     free(partials);
     return TALLY_OK;
 }
+
+/* ---- The same tree through vector kernels (host_simd.h). ---- */
+
+typedef struct level_task_k {
+    const tally__tree_level *level;
+    int kind;
+    const tally__host_kernels *k;
+    const tally__host_src *src;
+    float *partials;
+} level_task_k;
+
+static void run_tiles_k(void *arg, uint64_t begin, uint64_t end)
+{
+    level_task_k *t = arg;
+    for (uint64_t tile = begin; tile < end; tile++)
+        t->partials[tile] = t->k->tile(t->level, tile, t->kind, t->src);
+}
+
+tally_status tally__host_tree_reduce_k(const tally__tree_plan *plan, int kind, const tally__host_kernels *k,
+                                       const tally__host_src *src, int parallel, float empty_value, float *out)
+{
+    if (plan->levels == 0) {
+        *out = empty_value;
+        return TALLY_OK;
+    }
+    if (plan->levels == 1) {
+        *out = k->tile(&plan->level[0], 0, kind, src);
+        return TALLY_OK;
+    }
+    float *partials = malloc(plan->level[0].tiles * sizeof *partials);
+    if (partials == NULL) return TALLY_OUT_OF_MEMORY;
+    level_task_k task = {.level = &plan->level[0], .kind = kind, .k = k, .src = src, .partials = partials};
+    if (parallel)
+        tally__host_parallel_for(plan->level[0].tiles, TALLY_TREE_TILE, run_tiles_k, &task);
+    else
+        run_tiles_k(&task, 0, plan->level[0].tiles);
+    /* As above: each tile of an upper level reads partials at or after the
+     * one it writes. The partials of a level are one contiguous vector. */
+    for (int i = 1; i < plan->levels; i++) {
+        const tally__tree_level *level = &plan->level[i];
+        tally__host_src up = {.term = TALLY__HOST_TERM_PLAIN,
+                              .in = {{.p = partials, .cols = level->n, .stride = level->n}}};
+        for (uint64_t tile = 0; tile < level->tiles; tile++) partials[tile] = k->tile(level, tile, kind, &up);
+    }
+    *out = partials[0];
+    free(partials);
+    return TALLY_OK;
+}

@@ -7,6 +7,7 @@
 #define TALLY_HOST_TREE_H
 
 #include "../../src/internal.h"
+#include "host_simd.h"
 
 /* The term of element k of the vector being reduced. */
 typedef float (*tally__host_term_fn)(const void *state, uint64_t k);
@@ -21,5 +22,13 @@ typedef float (*tally__host_term_fn)(const void *state, uint64_t k);
  */
 tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tally__host_term_fn term,
                                      const void *state, int parallel, float empty_value, float *out);
+
+/*
+ * The same reduction through vector kernels `k`: the terms are those of
+ * `src` (host_simd.h) and the result has the bits of tally__host_tree_reduce
+ * with the matching term function.
+ */
+tally_status tally__host_tree_reduce_k(const tally__tree_plan *plan, int kind, const tally__host_kernels *k,
+                                       const tally__host_src *src, int parallel, float empty_value, float *out);
 
 #endif
