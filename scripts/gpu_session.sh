@@ -131,7 +131,7 @@ fi
 # allocation, wrapping a host pointer) to check tally's statuses; memcheck
 # would count those API errors, so for it they are not reported.
 sanitize() { # tool, seconds, program
-    local api=yes
+    local api=explicit
     [ "$3" = check_cuda_interop ] && api=no
     CK_FORK=no TALLY_TEST_BACKEND=cuda run_step "sanitizer-$1-$3" "$2" \
         compute-sanitizer --tool "$1" --report-api-errors "$api" --error-exitcode 9 "$build/tests/$3"

@@ -350,7 +350,8 @@ static void repoison(const side *s)
 static side make_side(tally_backend b, const float *data)
 {
     side s;
-    tally_status st = tally_context_create(b, TALLY_DEVICE_DEFAULT, &s.ctx);
+    /* The host side is device 0: TALLY_DEVICE may name the device backend's GPU. */
+    tally_status st = tally_context_create(b, b == TALLY_BACKEND_HOST ? 0 : TALLY_DEVICE_DEFAULT, &s.ctx);
     ck_assert_msg(st == TALLY_OK, "context: %s", tally_last_error(NULL));
     s.buf[0] = tt_upload(s.ctx, data, N_ELEMS);
     s.buf[1] = tt_buffer(s.ctx, N_ELEMS);
