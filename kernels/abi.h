@@ -69,6 +69,15 @@
  * computes per pass: independent evaluations it can interleave while its
  * stores drain. The kernels stride over whatever grid they get, so this
  * only sets the host's grid, never a result bit. */
+/* KL over half inputs, full tiles: 1 = work-item i plays lanes 2i and 2i + 1
+ * with one 16-byte load of eight halves (half the work-items load); 0 =
+ * every lane loads its own quads, 8 bytes each, as the fp32 path does with
+ * 16. The fold order is the plan's either way (a compile-time switch for
+ * bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_KL_HALF_PAIRS
+#define TALLY_K_KL_HALF_PAIRS 0u
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

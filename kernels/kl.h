@@ -128,7 +128,7 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
         const tally_u64 active = in_segment ? tally_k_active(quads, base, lanes) : 0u;
         const int full = mode == TALLY_K_LOAD_VEC4 && qpl == TALLY_TREE_QUADS_PER_LANE &&
                          lanes == TALLY_K_GROUP_SIZE && base + tile_quads <= full_quads;
-        if (full && halves) {
+        if (full && halves && TALLY_K_KL_HALF_PAIRS) {
             if (lid < TALLY_K_GROUP_SIZE / 2u) {
                 /* Lanes 2 lid and 2 lid + 1; quad pair m = (base + 2 lid + q L) / 2. */
                 const tally_u64 L2 = TALLY_K_GROUP_SIZE / 2u;
@@ -154,21 +154,22 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
         } else if ((tally_u64)j < active) {
             float acc;
             if (full) {
-                TALLY_GLOBAL const float *xp = xs.p;
-                TALLY_GLOBAL const float *tp = ts.p;
                 const tally_u64 g = base + j;
                 const tally_u64 L = TALLY_K_GROUP_SIZE;
                 acc = 0.0f;
                 /* One body for the four batches keeps the program small (its
                  * terms are inlined sixteen times per variant, not
-                 * sixty-four); the lane's first element starts the fold. */
+                 * sixty-four); the lane's first element starts the fold. A
+                 * half input's quad is one 8-byte load (tally_k_quad4), so
+                 * every lane reads its own quads either way. */
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
                     const tally_u64 h = g + (tally_u64)q * L;
-                    const tally_f4 a0 = TALLY_LOAD_F4(xp, h), a1 = TALLY_LOAD_F4(xp, h + L);
-                    const tally_f4 a2 = TALLY_LOAD_F4(xp, h + 2u * L), a3 = TALLY_LOAD_F4(xp, h + 3u * L);
-                    const tally_f4 b0 = TALLY_LOAD_F4(tp, h), b1 = TALLY_LOAD_F4(tp, h + L);
-                    const tally_f4 b2 = TALLY_LOAD_F4(tp, h + 2u * L), b3 = TALLY_LOAD_F4(tp, h + 3u * L);
-                    acc = tally_k_kl_batch(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
+                    const tally_f4 a0 = tally_k_quad4(&xs, h), a1 = tally_k_quad4(&xs, h + L);
+                    const tally_f4 a2 = tally_k_quad4(&xs, h + 2u * L), a3 = tally_k_quad4(&xs, h + 3u * L);
+                    const tally_f4 b0 = tally_k_quad4(&ts, h), b1 = tally_k_quad4(&ts, h + L);
+                    const tally_f4 b2 = tally_k_quad4(&ts, h + 2u * L), b3 = tally_k_quad4(&ts, h + 3u * L);
+                    acc = halves ? tally_k_kl_batch_any(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags)
+                                 : tally_k_kl_batch(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
                 }
             } else {
                 acc = 0.0f;

@@ -72,6 +72,13 @@ TALLY_FN tally_k_src tally_k_src_at(TALLY_GLOBAL const float *base, tally_u32 dt
  * quad is read element by element so that nothing past the vector is
  * touched.
  */
+/* Quad g of a VEC4 source as four floats: one 16-byte load of fp32, or one
+ * 8-byte load of halves widened exactly. */
+TALLY_FN tally_f4 tally_k_quad4(const tally_k_src *s, tally_u64 g)
+{
+    return s->dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
+}
+
 TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u64 g, float *e)
 {
     const tally_u64 e0 = g << 2;
