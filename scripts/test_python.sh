@@ -13,7 +13,7 @@ venv=${TALLY_PY_VENV:-$build_dir/python-venv}
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy scipy pytest
+"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy scipy pytest ml_dtypes
 # A fresh build each time, so the tests always see this checkout's library.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
 

@@ -28,7 +28,12 @@ from ._lib import lib, View
 
 __all__ = ["TallyError", "Context", "default_context", "devices", "Device"]
 
-_F32, _U32, _I32 = 1, 2, 3
+_F32, _U32, _I32, _BF16, _F16 = 1, 2, 3, 4, 5
+# The element types of floating inputs, by the name NumPy (ml_dtypes for
+# bfloat16), torch and CuPy give them. Halves are read in place and widened
+# exactly inside the op (docs/ops.md); outputs stay float32.
+_FLOAT_INPUTS = ("float32", "bfloat16", "float16")
+_INPUT_DTYPE = {"float32": _F32, "bfloat16": _BF16, "float16": _F16}
 _BACKENDS = {"auto": 0, "cuda": 1, "opencl": 2, "host": 3}
 _BACKEND_NAMES = {v: k for k, v in _BACKENDS.items()}
 _INVALID_ARGUMENT = 1
@@ -300,7 +305,7 @@ def _torch():
     return sys.modules.get("torch")
 
 
-def _operand(name, x, accept=("float32",)):
+def _operand(name, x, accept=_FLOAT_INPUTS):
     """Describes array x (a NumPy array, a torch tensor, a CuPy array)."""
     op = _Operand()
     op.name = name
@@ -483,8 +488,17 @@ class _Call:
             return View()
         rows, cols, stride = op.rows_view(dims)
         span = op.span_elements(rows, cols, stride)
-        buf = self._buffer(op.ptr, span * op.itemsize, upload=True)
-        return View(buf, 0, rows, cols, stride, _F32)
+        dtype = _INPUT_DTYPE.get(op.dtype, _F32)
+        # Buffers start 4-byte aligned (tally_buffer_wrap_host/_cuda): a half
+        # array that starts between two words (a slice x[1:]) is wrapped from
+        # the word before, inside the same allocation, and viewed at element 1.
+        offset = 0
+        ptr = op.ptr
+        if op.itemsize == 2 and ptr % 4:
+            ptr -= 2
+            offset = 1
+        buf = self._buffer(ptr, (span + offset) * op.itemsize, upload=True)
+        return View(buf, offset, rows, cols, stride, dtype)
 
     def output(self, shape, dtype=_F32):
         """A new contiguous output of the call's kind and its view (rows x cols
