@@ -27,7 +27,7 @@ __all__ = [
     "TallyError", "Context", "Device", "default_context", "devices", "kl_div",
     "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "sum", "mean", "min", "max",
     "logsumexp", "sumsq", "random", "categorical", "GmmSample", "Random", "Categorical",
-    "__version__",
+    "kl_div_backward", "dirichlet_multinomial_backward", "__version__",
 ]
 
 # torch is used when present and never required: with it, the ops are also
@@ -81,6 +81,23 @@ def dirichlet_multinomial(counts, log_alpha, reduction="none", with_coefficient=
         _ops._flag("with_coefficient", with_coefficient)
         return _tops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient)
     return _ops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient, ctx)
+
+
+def kl_div_backward(input, target, grad_out, reduction="mean", log_target=False, input_is_prob=False, *,
+                    need_input=True, need_target=True, ctx=None):
+    """Gradients of kl_div(input, target, ...) given the loss's gradient
+    grad_out (a scalar, or the input's shape for reduction="none"), as
+    (grad_input, grad_target); either is None when not asked for. float32
+    arrays of any kind (torch users get these through loss.backward())."""
+    return _ops.kl_div_backward(input, target, grad_out, reduction, log_target, input_is_prob, need_input,
+                                need_target, ctx)
+
+
+def dirichlet_multinomial_backward(counts, log_alpha, grad_out, reduction="none", with_coefficient=False, *,
+                                   ctx=None):
+    """Gradient of dirichlet_multinomial with respect to log_alpha (its shape),
+    given grad_out (B values for reduction="none", else a scalar)."""
+    return _ops.dirichlet_multinomial_backward(counts, log_alpha, grad_out, reduction, with_coefficient, ctx)
 
 
 def gmm_log_prob(z, mu, log_var, logits=None, *, ctx=None):

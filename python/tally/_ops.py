@@ -102,6 +102,54 @@ def dirichlet_multinomial(counts, log_alpha, reduction="none", with_coefficient=
     return out if red == 0 else _scalar(c, out)
 
 
+def _grad_out(grad_out, scalar):
+    """The upstream gradient as an operand: a scalar loss's gradient becomes a
+    one-element row (the C API takes it as a 1x1 view)."""
+    if scalar and getattr(grad_out, "ndim", 1) == 0:
+        grad_out = grad_out.reshape(1)
+    return _core._operand("grad_out", grad_out, accept=("float32",))
+
+
+def kl_div_backward(input, target, grad_out, reduction="mean", log_target=False, input_is_prob=False,
+                    need_input=True, need_target=True, ctx=None):
+    """Gradients of kl_div with respect to input (p under input_is_prob) and
+    target, as (grad_input, grad_target); a gradient not asked for is None.
+    grad_out: the loss's gradient (a scalar for sum, mean and batchmean, the
+    input's shape for none). float32 inputs (tally_kl_div_backward)."""
+    red = _choice("reduction", reduction, REDUCTIONS)
+    flags = (1 if _flag("log_target", log_target) else 0) | (2 if _flag("input_is_prob", input_is_prob) else 0)
+    a = _core._operand("input", input, accept=("float32",))
+    b = _core._operand("target", target, accept=("float32",))
+    g = _grad_out(grad_out, red != 0)
+    if len(a.shape) not in (1, 2):
+        raise ValueError(f"input has {len(a.shape)} dimensions; tally takes 1-D or 2-D arrays")
+    shape2 = tuple(a.shape) if len(a.shape) == 2 else (1, a.shape[0])
+    with _core.call(ctx, [a, b, g]) as c:
+        va, vb, vg = c.view(a), c.view(b), c.view(g)
+        gi, vgi = c.output(shape2) if need_input else (None, View())
+        gt, vgt = c.output(shape2) if need_target else (None, View())
+        _core.check(lib.tally_kl_div_backward(c.handle, va, vb, vg, red, flags, vgi, vgt), c)
+    fix = (lambda o: o.reshape(a.shape)) if len(a.shape) == 1 else (lambda o: o)
+    return (fix(gi) if gi is not None else None, fix(gt) if gt is not None else None)
+
+
+def dirichlet_multinomial_backward(counts, log_alpha, grad_out, reduction="none", with_coefficient=False,
+                                   ctx=None):
+    """Gradient of dirichlet_multinomial with respect to log_alpha (its
+    shape: [V] shared or [B, V] per row). grad_out: B values for none, a
+    scalar for sum and mean. float32 inputs."""
+    red = _choice("reduction", reduction, REDUCTIONS, ["none", "sum", "mean"])
+    flags = 1 if _flag("with_coefficient", with_coefficient) else 0
+    n = _core._operand("counts", counts, accept=("float32",))
+    la = _core._operand("log_alpha", log_alpha, accept=("float32",))
+    g = _grad_out(grad_out, red != 0)
+    with _core.call(ctx, [n, la, g]) as c:
+        vn, vl, vg = c.view(n), c.view(la), c.view(g)
+        out, vo = c.output((vl.rows, vl.cols))
+        _core.check(lib.tally_dirichlet_multinomial_backward(c.handle, vn, vl, vg, red, flags, vo), c)
+    return out.reshape(la.shape)
+
+
 def _gmm_params(mu, log_var, logits):
     m = _core._operand("mu", mu)
     lv = _core._operand("log_var", log_var)

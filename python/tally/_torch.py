@@ -46,6 +46,70 @@ def _(input, target, reduction, log_target, input_is_prob):
     return input.new_empty(input.shape if reduction == "none" else ())
 
 
+# ---- Gradients (tally_kl_div_backward, tally_dirichlet_multinomial_backward)
+# The backward passes are custom ops of their own, so that torch.compile's
+# backward graph calls them as single ops too; torch.library.register_autograd
+# wires them under the forward ops. Half inputs are widened to float32 for the
+# backward (tally's gradients read float32) and the gradients cast back to the
+# input's dtype, as torch's own gradients have their input's dtype.
+
+@torch.library.custom_op("tally::kl_div_backward", mutates_args=())
+def _kl_div_backward(input: Tensor, target: Tensor, grad: Tensor, reduction: str, log_target: bool,
+                     input_is_prob: bool, need_input: bool, need_target: bool) -> Tuple[Tensor, Tensor]:
+    gi, gt = _ops.kl_div_backward(input, target, grad, reduction, log_target, input_is_prob,
+                                  need_input, need_target)
+    empty = input.new_empty((0,))
+    return (gi if gi is not None else empty), (gt if gt is not None else empty)
+
+
+@_kl_div_backward.register_fake
+def _(input, target, grad, reduction, log_target, input_is_prob, need_input, need_target):
+    return (input.new_empty(input.shape if need_input else (0,)),
+            input.new_empty(input.shape if need_target else (0,)))
+
+
+def _kl_setup(ctx, inputs, output):
+    input, target, reduction, log_target, input_is_prob = inputs
+    ctx.save_for_backward(input, target)
+    ctx.opts = (reduction, log_target, input_is_prob)
+
+
+def _kl_grad(ctx, grad):
+    input, target = ctx.saved_tensors
+    reduction, log_target, input_is_prob = ctx.opts
+    need_i, need_t = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    gi, gt = _kl_div_backward(input.float(), target.float(), grad.float().contiguous(), reduction, log_target,
+                              input_is_prob, need_i, need_t)
+    return (gi.to(input.dtype) if need_i else None, gt.to(target.dtype) if need_t else None, None, None, None)
+
+
+@torch.library.custom_op("tally::dirichlet_multinomial_backward", mutates_args=())
+def _dm_backward(counts: Tensor, log_alpha: Tensor, grad: Tensor, reduction: str,
+                 with_coefficient: bool) -> Tensor:
+    return _ops.dirichlet_multinomial_backward(counts, log_alpha, grad, reduction, with_coefficient)
+
+
+@_dm_backward.register_fake
+def _(counts, log_alpha, grad, reduction, with_coefficient):
+    return log_alpha.new_empty(log_alpha.shape)
+
+
+def _dm_setup(ctx, inputs, output):
+    counts, log_alpha, reduction, with_coefficient = inputs
+    ctx.save_for_backward(counts, log_alpha)
+    ctx.opts = (reduction, with_coefficient)
+
+
+def _dm_grad(ctx, grad):
+    counts, log_alpha = ctx.saved_tensors
+    if ctx.needs_input_grad[0]:
+        raise NotImplementedError("tally.dirichlet_multinomial has no gradient with respect to counts "
+                                  "(only log_alpha); detach the counts")
+    reduction, with_coefficient = ctx.opts
+    g = _dm_backward(counts.float(), log_alpha.float(), grad.float().contiguous(), reduction, with_coefficient)
+    return None, g.to(log_alpha.dtype), None, None
+
+
 @torch.library.custom_op("tally::dirichlet_multinomial", mutates_args=())
 def _dm(counts: Tensor, log_alpha: Tensor, reduction: str, with_coefficient: bool) -> Tensor:
     return _ops.dirichlet_multinomial(counts, log_alpha, reduction, with_coefficient)
@@ -115,6 +179,10 @@ def _random(dist: str, shape: list[int], seed: int, subsequence: int, offset: in
 @_random.register_fake
 def _(dist, shape, seed, subsequence, offset, device):
     return torch.empty(shape, dtype=torch.uint32 if dist == "raw" else torch.float32, device=device)
+
+
+torch.library.register_autograd("tally::kl_div", _kl_grad, setup_context=_kl_setup)
+torch.library.register_autograd("tally::dirichlet_multinomial", _dm_grad, setup_context=_dm_setup)
 
 
 class _Ops:
