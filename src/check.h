@@ -9,6 +9,18 @@
 
 #include "internal.h"
 
+/* Returns the status of a check that failed; the front end's one idiom. */
+#define CHECK(expr)                                  \
+    do {                                             \
+        tally_status check_st_ = (expr);             \
+        if (check_st_ != TALLY_OK) return check_st_; \
+    } while (0)
+
+/* The start of every op: a call leaves the context's message alone unless it
+ * fails (errno-like: tally_last_error keeps the last failure; tally.h). */
+#define BEGIN(op_name) \
+    if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s: ctx is NULL", op_name)
+
 /* A view of `dtype` on ctx, converted to the backend's form. */
 tally_status tally__check_view(tally_context *ctx, const char *op, const char *arg, tally_view v, tally_dtype dtype,
                                tally__array *out);

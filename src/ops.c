@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "check.h" /* internal.h, and the CHECK and BEGIN idioms */
 #include "tally/terms.h"
 
 static const char *dtype_name(tally_dtype d)
@@ -124,17 +124,6 @@ static tally_status check_disjoint(tally_context *ctx, const char *op, const cha
                             op, out_name, in_name);
     return TALLY_OK;
 }
-
-#define CHECK(expr)                          \
-    do {                                     \
-        tally_status check_st_ = (expr);     \
-        if (check_st_ != TALLY_OK) return check_st_; \
-    } while (0)
-
-/* A call leaves the context's message alone unless it fails (errno-like:
- * tally_last_error keeps the last failure; tally.h). */
-#define BEGIN(op_name)                                                                    \
-    if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s: ctx is NULL", op_name)
 
 static tally_status check_rng(tally_context *ctx, const char *op, tally_rng rng, uint64_t consumed_count,
                               int overflowed)

@@ -6,17 +6,6 @@
 #include "check.h"
 #include "tally/terms.h"
 
-#define CHECK(expr)                                   \
-    do {                                              \
-        tally_status check_st_ = (expr);              \
-        if (check_st_ != TALLY_OK) return check_st_;  \
-    } while (0)
-
-/* tally_last_error is errno-like (tally.h): a call that succeeds leaves the
- * last failure's message alone, so nothing is cleared here. */
-#define BEGIN(op_name)                                                                                  \
-    if (ctx == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s: ctx is NULL", op_name)
-
 /* An output of the given shape, or absent (buffer NULL: *out keeps a NULL
  * buffer). */
 static tally_status check_grad_output(tally_context *ctx, const char *op, const char *arg, tally_view v,
