@@ -61,12 +61,10 @@
 typedef uint tally_u32;
 typedef int tally_i32;
 typedef ulong tally_u64;
-typedef long tally_i64;
 #elif TALLY_TARGET_CUDA
 typedef unsigned int tally_u32;
 typedef int tally_i32;
 typedef unsigned long long tally_u64;
-typedef long long tally_i64;
 #else
 #  include <stdint.h>
 #  include <string.h>
@@ -74,7 +72,6 @@ typedef long long tally_i64;
 typedef uint32_t tally_u32;
 typedef int32_t tally_i32;
 typedef uint64_t tally_u64;
-typedef int64_t tally_i64;
 #endif
 
 /* ---- Function qualifiers for shared bodies. ---- */
@@ -87,16 +84,6 @@ typedef int64_t tally_i64;
 #  define TALLY_FN static __device__ __forceinline__
 #else
 #  define TALLY_FN static inline
-#endif
-
-/* Constant tables shared by host and device (small; they live in constant
- * memory on GPUs). Declare as: TALLY_CONST_TABLE float name[N] = {...}; */
-#if TALLY_TARGET_OPENCL
-#  define TALLY_CONST_TABLE __constant
-#elif TALLY_TARGET_CUDA
-#  define TALLY_CONST_TABLE static __constant__ const
-#else
-#  define TALLY_CONST_TABLE static const
 #endif
 
 /* ---- Kernel vocabulary (device code only). ---- */
