@@ -27,7 +27,8 @@ __all__ = [
     "TallyError", "Context", "Device", "default_context", "devices", "kl_div",
     "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "sum", "mean", "min", "max",
     "logsumexp", "sumsq", "random", "categorical", "GmmSample", "Random", "Categorical",
-    "kl_div_backward", "dirichlet_multinomial_backward", "__version__",
+    "kl_div_backward", "dirichlet_multinomial_backward", "gmm_log_prob_backward", "gmm_sample_backward",
+    "__version__",
 ]
 
 # torch is used when present and never required: with it, the ops are also
@@ -98,6 +99,25 @@ def dirichlet_multinomial_backward(counts, log_alpha, grad_out, reduction="none"
     """Gradient of dirichlet_multinomial with respect to log_alpha (its shape),
     given grad_out (B values for reduction="none", else a scalar)."""
     return _ops.dirichlet_multinomial_backward(counts, log_alpha, grad_out, reduction, with_coefficient, ctx)
+
+
+def gmm_log_prob_backward(z, mu, log_var, logits, grad_log_q, *, need_z=True, need_mu=True, need_log_var=True,
+                          need_logits=True, ctx=None):
+    """Gradients of gmm_log_prob(z, mu, log_var, logits) given grad_log_q
+    (B values), as (grad_z, grad_mu, grad_log_var, grad_logits), each shaped
+    like its input; None where not asked for (and grad_logits when K = 1)."""
+    return _ops.gmm_log_prob_backward(z, mu, log_var, logits, grad_log_q, need_z, need_mu, need_log_var,
+                                      need_logits, ctx)
+
+
+def gmm_sample_backward(mu, log_var, logits, seed, subsequence, offset, grad_z=None, grad_log_q=None, *,
+                        need_mu=True, need_log_var=True, need_logits=True, ctx=None):
+    """Gradients of gmm_sample(mu, log_var, logits, seed, subsequence, offset)'s
+    z and log_q through the reparameterisation, given their upstream
+    gradients (None means zero), as (grad_mu, grad_log_var, grad_logits). The
+    noise is drawn again from the same rng, so pass the forward's."""
+    return _ops.gmm_sample_backward(mu, log_var, logits, seed, subsequence, offset, grad_z, grad_log_q,
+                                    need_mu, need_log_var, need_logits, ctx)
 
 
 def gmm_log_prob(z, mu, log_var, logits=None, *, ctx=None):

@@ -84,6 +84,8 @@ _SIGNATURES = {
     "tally_kl_div_backward": (_st, [_vp, View, View, View, _st, _c.c_uint, View, View]),
     "tally_dirichlet_multinomial_backward": (_st, [_vp, View, View, View, _st, _c.c_uint, View]),
     "tally_gmm_log_prob": (_st, [_vp, View, View, View, View, _c.c_int64, View]),
+    "tally_gmm_log_prob_backward": (_st, [_vp, View, View, View, View, _c.c_int64, View, View, View, View, View]),
+    "tally_gmm_sample_backward": (_st, [_vp, View, View, View, _c.c_int64, Rng, View, View, View, View, View]),
     "tally_gmm_sample": (_st, [_vp, View, View, View, _c.c_int64, Rng, View, View, View, _u64p]),
     "tally_rng_fill": (_st, [_vp, _st, Rng, View, _u64p]),
     "tally_categorical": (_st, [_vp, View, _c.c_uint, Rng, View, _u64p]),

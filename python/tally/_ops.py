@@ -150,9 +150,10 @@ def dirichlet_multinomial_backward(counts, log_alpha, grad_out, reduction="none"
     return out.reshape(la.shape)
 
 
-def _gmm_params(mu, log_var, logits):
-    m = _core._operand("mu", mu)
-    lv = _core._operand("log_var", log_var)
+def _gmm_params(mu, log_var, logits, accept=None):
+    kw = {} if accept is None else {"accept": accept}
+    m = _core._operand("mu", mu, **kw)
+    lv = _core._operand("log_var", log_var, **kw)
     if len(m.shape) == 3:
         components = m.shape[1]
     elif len(m.shape) == 2:
@@ -163,7 +164,7 @@ def _gmm_params(mu, log_var, logits):
         raise ValueError(f"log_var has shape {tuple(lv.shape)} but mu has {tuple(m.shape)}")
     lg = None
     if logits is not None:
-        lg = _core._operand("logits", logits)
+        lg = _core._operand("logits", logits, **kw)
     elif components > 1:
         raise ValueError(f"logits is None but mu has K = {components} components")
     return m, lv, lg, components
@@ -203,6 +204,68 @@ def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, ctx=No
         consumed = ctypes.c_uint64(0)
         _core.check(lib.tally_gmm_sample(c.handle, vm, vv, vl, k, rng, vz, vq, vc, ctypes.byref(consumed)), c)
     return GmmSample(z, log_q, comp, int(consumed.value))
+
+
+def _gmm_grads(c, m, k, need_mu, need_log_var, need_logits):
+    """The outputs of a mixture backward: gradients shaped like mu and
+    log_var (viewed [B, K*D]) and like the K logits; a gradient not asked for
+    is None with an absent view."""
+    b = m.shape[0]
+    kd = m.shape[-1] * (m.shape[1] if len(m.shape) == 3 else 1)
+    gm, vgm = c.output((b, kd)) if need_mu else (None, View())
+    gv, vgv = c.output((b, kd)) if need_log_var else (None, View())
+    gl, vgl = c.output((k,)) if need_logits and k > 1 else (None, View())
+    return (gm, vgm), (gv, vgv), (gl, vgl)
+
+
+def _reshaped(arr, shape):
+    return None if arr is None else arr.reshape(shape)
+
+
+def gmm_log_prob_backward(z, mu, log_var, logits, grad_log_q, need_z=True, need_mu=True, need_log_var=True,
+                          need_logits=True, ctx=None):
+    """Gradients of gmm_log_prob with respect to z, mu, log_var and logits,
+    as (grad_z, grad_mu, grad_log_var, grad_logits), each shaped like its
+    input; a gradient not asked for (or grad_logits with one component) is
+    None. grad_log_q: B values. float32 inputs (tally_gmm_log_prob_backward)."""
+    f32 = ("float32",)
+    zz = _core._operand("z", z, accept=f32)
+    m, lv, lg, k = _gmm_params(mu, log_var, logits, accept=f32)
+    g = _core._operand("grad_log_q", grad_log_q, accept=f32)
+    with _core.call(ctx, [zz, m, lv, lg, g]) as c:
+        vz = c.view(zz)
+        dims = 2 if len(m.shape) == 3 else 1
+        vm, vv = c.view(m, dims=dims), c.view(lv, dims=dims)
+        vl = c.view(lg) if k > 1 else View()
+        vg = c.view(g)
+        gz, vgz = c.output((vz.rows, vz.cols)) if need_z else (None, View())
+        (gm, vgm), (gv, vgv), (gl, vgl) = _gmm_grads(c, m, k, need_mu, need_log_var, need_logits)
+        _core.check(lib.tally_gmm_log_prob_backward(c.handle, vz, vm, vv, vl, k, vg, vgz, vgm, vgv, vgl), c)
+    return (_reshaped(gz, zz.shape), _reshaped(gm, m.shape), _reshaped(gv, lv.shape),
+            _reshaped(gl, lg.shape) if lg is not None else None)
+
+
+def gmm_sample_backward(mu, log_var, logits, seed, subsequence, offset, grad_z=None, grad_log_q=None,
+                        need_mu=True, need_log_var=True, need_logits=True, ctx=None):
+    """Gradients of gmm_sample's z and log_q with respect to mu, log_var and
+    logits, given their upstream gradients (grad_z [B, D], grad_log_q [B];
+    None means zero), as (grad_mu, grad_log_var, grad_logits). The noise and
+    the components are drawn again from (seed, subsequence, offset), so the
+    same rng as the forward's must be passed. float32 inputs
+    (tally_gmm_sample_backward)."""
+    f32 = ("float32",)
+    rng = _rng(seed, subsequence, offset)
+    m, lv, lg, k = _gmm_params(mu, log_var, logits, accept=f32)
+    gz = _core._operand("grad_z", grad_z, accept=f32) if grad_z is not None else None
+    gq = _core._operand("grad_log_q", grad_log_q, accept=f32) if grad_log_q is not None else None
+    with _core.call(ctx, [m, lv, lg, gz, gq]) as c:
+        dims = 2 if len(m.shape) == 3 else 1
+        vm, vv = c.view(m, dims=dims), c.view(lv, dims=dims)
+        vl = c.view(lg) if k > 1 else View()
+        vgz, vgq = c.view(gz), c.view(gq)
+        (gm, vgm), (gv, vgv), (gl, vgl) = _gmm_grads(c, m, k, need_mu, need_log_var, need_logits)
+        _core.check(lib.tally_gmm_sample_backward(c.handle, vm, vv, vl, k, rng, vgz, vgq, vgm, vgv, vgl), c)
+    return (_reshaped(gm, m.shape), _reshaped(gv, lv.shape), _reshaped(gl, lg.shape) if lg is not None else None)
 
 
 def check_axis(axis):

@@ -181,8 +181,83 @@ def _(dist, shape, seed, subsequence, offset, device):
     return torch.empty(shape, dtype=torch.uint32 if dist == "raw" else torch.float32, device=device)
 
 
+# ---- Mixture gradients (tally_gmm_log_prob_backward, tally_gmm_sample_backward)
+# The sample's backward draws the noise and the components again from the
+# forward's (seed, subsequence, offset), so autograd saves only the
+# parameters. A gradient torch does not need is not computed (its output is
+# an empty tensor); a K = 1 mixture has no logits and no logits gradient.
+
+def _empty_or(t, shape, need):
+    return t.new_empty(shape if need else (0,))
+
+
+@torch.library.custom_op("tally::gmm_log_prob_backward", mutates_args=())
+def _gmm_log_prob_backward(z: Tensor, mu: Tensor, log_var: Tensor, logits: Optional[Tensor], grad: Tensor,
+                           needs: list[bool]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    got = _ops.gmm_log_prob_backward(z, mu, log_var, logits, grad, *needs)
+    # A fresh empty tensor per absent gradient: outputs may not alias.
+    return tuple(g if g is not None else z.new_empty((0,)) for g in got)
+
+
+@_gmm_log_prob_backward.register_fake
+def _(z, mu, log_var, logits, grad, needs):
+    shapes = (z.shape, mu.shape, log_var.shape, logits.shape if logits is not None else (0,))
+    return tuple(_empty_or(z, s, n and (i < 3 or logits is not None)) for i, (s, n) in enumerate(zip(shapes, needs)))
+
+
+@torch.library.custom_op("tally::gmm_sample_backward", mutates_args=())
+def _gmm_sample_backward(mu: Tensor, log_var: Tensor, logits: Optional[Tensor], seed: int, subsequence: int,
+                         offset: int, grad_z: Tensor, grad_log_q: Tensor,
+                         needs: list[bool]) -> Tuple[Tensor, Tensor, Tensor]:
+    rng = (_from_i64(seed), _from_i64(subsequence), _from_i64(offset))
+    got = _ops.gmm_sample_backward(mu, log_var, logits, *rng, grad_z, grad_log_q, *needs)
+    return tuple(g if g is not None else mu.new_empty((0,)) for g in got)
+
+
+@_gmm_sample_backward.register_fake
+def _(mu, log_var, logits, seed, subsequence, offset, grad_z, grad_log_q, needs):
+    shapes = (mu.shape, log_var.shape, logits.shape if logits is not None else (0,))
+    return tuple(_empty_or(mu, s, n and (i < 2 or logits is not None)) for i, (s, n) in enumerate(zip(shapes, needs)))
+
+
+def _f32(t):
+    return None if t is None else t.float().contiguous()
+
+
+def _cast_back(grads, like, needs):
+    return tuple(g.to(t.dtype) if need and t is not None and g.numel() else None
+                 for g, t, need in zip(grads, like, needs))
+
+
+def _gmm_log_prob_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _gmm_log_prob_grad(ctx, grad):
+    z, mu, log_var, logits = ctx.saved_tensors
+    needs = [bool(n) for n in ctx.needs_input_grad[:4]]
+    grads = _gmm_log_prob_backward(_f32(z), _f32(mu), _f32(log_var), _f32(logits), _f32(grad), needs)
+    return _cast_back(grads, (z, mu, log_var, logits), needs)
+
+
+def _gmm_sample_setup(ctx, inputs, output):
+    mu, log_var, logits, seed, subsequence, offset = inputs
+    ctx.save_for_backward(mu, log_var, logits)
+    ctx.rng = (seed, subsequence, offset)
+
+
+def _gmm_sample_grad(ctx, grad_z, grad_log_q, grad_component):
+    mu, log_var, logits = ctx.saved_tensors
+    needs = [bool(n) for n in ctx.needs_input_grad[:3]]
+    grads = _gmm_sample_backward(_f32(mu), _f32(log_var), _f32(logits), *ctx.rng, _f32(grad_z),
+                                 _f32(grad_log_q), needs)
+    return _cast_back(grads, (mu, log_var, logits), needs) + (None, None, None)
+
+
 torch.library.register_autograd("tally::kl_div", _kl_grad, setup_context=_kl_setup)
 torch.library.register_autograd("tally::dirichlet_multinomial", _dm_grad, setup_context=_dm_setup)
+torch.library.register_autograd("tally::gmm_log_prob", _gmm_log_prob_grad, setup_context=_gmm_log_prob_setup)
+torch.library.register_autograd("tally::gmm_sample", _gmm_sample_grad, setup_context=_gmm_sample_setup)
 
 
 class _Ops:
