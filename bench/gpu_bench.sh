@@ -40,7 +40,6 @@ logs="$out/logs"
 mkdir -p "$logs"
 build=${TALLY_BUILD_DIR:-build-gpu}
 scales=${BENCH_SCALES:-0.0625,0.25,1,4}
-if [ -d /usr/local/cuda/bin ]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
 start=$(date +%s)
 deadline=${GPU_DEADLINE:-560}
 summary="$out/summary.txt"
@@ -78,29 +77,11 @@ if [ -z "${BENCH_COMMIT:-}" ] && [ -n "$(git status --porcelain --untracked-file
 fi
 
 # ---- Check and OpenCL headers from .debs/, then the build -------------------
-root=/tmp/tally-prefix
-if [ ! -d "$root/usr/include/CL" ]; then
-    rm -rf "$root" && mkdir -p "$root/pc"
-    for deb in .debs/check_*.deb .debs/libsubunit*.deb .debs/opencl-c-headers*.deb; do
-        [ -e "$deb" ] && dpkg -x "$deb" "$root"
-    done
-    for pc in "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-        [ -e "$pc" ] && sed "s|^prefix=.*|prefix=$root/usr|" "$pc" >"$root/pc/$(basename "$pc")"
-    done
-fi
-export PKG_CONFIG_PATH="$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. scripts/gpu_env.sh
 tests=true
-[ -e "$root/usr/include/check.h" ] || pkg-config --exists check 2>/dev/null || tests=false
-if [ ! -f "$build/build.ninja" ]; then
-    step "configure ($build, tests=$tests)"
-    meson setup "$build" -Dcuda=enabled -Dopencl=enabled -Dtests=$tests -Dc_args="-I$root/usr/include" \
-        >"$logs/setup.log" 2>&1 || { tail -n 40 "$logs/setup.log"; exit 1; }
-    grep -A5 "Backends" "$logs/setup.log"
-fi
-step "build"
-if ! timeout "$(limit 240)" ninja -C "$build" >"$logs/build.log" 2>&1; then
-    grep -B2 -A10 -E "error|FAILED" "$logs/build.log" | head -60
+[ -e "$gpu_prefix/usr/include/check.h" ] || pkg-config --exists check 2>/dev/null || tests=false
+step "build ($build, tests=$tests)"
+if ! GPU_BUILD_TIMEOUT=$(limit 240) gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled -Dtests=$tests; then
     note "build: FAILED"
     exit 1
 fi

@@ -32,20 +32,9 @@ for tool in gcc meson ninja pkg-config; do
     printf '%s: %s\n' "$tool" "$(command -v "$tool" || echo missing)"
 done
 
-# Check from .debs/ when the system lacks it. Debian's check.pc names
-# prefix=/usr; a copy with the private prefix lets meson find it.
+# Check (and the OpenCL headers) from .debs/ when the system lacks them.
 if ! pkg-config --exists check 2>/dev/null; then
-    root=/tmp/tally-check-root
-    if ls .debs/check_*.deb >/dev/null 2>&1 && command -v dpkg >/dev/null; then
-        step "unpacking Check from .debs/ into $root"
-        rm -rf "$root" && mkdir -p "$root/pc"
-        for deb in .debs/check_*.deb .debs/libsubunit*.deb; do dpkg -x "$deb" "$root"; done
-        for pc in "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-            sed "s|^prefix=.*|prefix=$root/usr|" "$pc" >"$root/pc/$(basename "$pc")"
-        done
-        export PKG_CONFIG_PATH="$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-        export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    fi
+    . scripts/gpu_env.sh
 fi
 
 step "configure ($build_dir, -Dcuda=enabled $*)"

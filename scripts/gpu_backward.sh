@@ -15,25 +15,11 @@ out=${OUT:-/tmp/tally-gpu-out}
 logs="$out/logs"
 mkdir -p "$logs"
 build=${TALLY_BUILD_DIR:-build-gpu}
-if [ -d /usr/local/cuda/bin ]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
 summary="$out/summary-backward.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-root=/tmp/tally-prefix
-if [ ! -d "$root/usr/include/CL" ]; then
-    rm -rf "$root" && mkdir -p "$root/pc"
-    for deb in .debs/check_*.deb .debs/libsubunit*.deb .debs/opencl-c-headers*.deb; do dpkg -x "$deb" "$root"; done
-    for pc in "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-        sed "s|^prefix=.*|prefix=$root/usr|" "$pc" >"$root/pc/$(basename "$pc")"
-    done
-fi
-export PKG_CONFIG_PATH="$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ ! -f "$build/build.ninja" ]; then
-    meson setup "$build" -Dcuda=enabled -Dopencl=enabled -Dc_args="-I$root/usr/include" >"$logs/setup.log" 2>&1 ||
-        { tail -n 40 "$logs/setup.log"; exit 1; }
-fi
-ninja -C "$build" >"$logs/build.log" 2>&1 || { grep -B2 -A10 -E "error|FAILED" "$logs/build.log" | head -60; exit 1; }
+. scripts/gpu_env.sh
+gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || exit 1
 tally="$build/tools/tally"
 read -r cl_nvidia cl_pocl <<<"$($tally info --json | python3 -c '
 import json, sys

@@ -17,33 +17,12 @@ out=${OUT:-/tmp/tally-gpu-out}
 mkdir -p "$out"
 log="$out/python-gpu.log"
 build=${TALLY_BUILD_DIR:-build-gpu}
-if [ -d /usr/local/cuda/bin ]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
 
 {
 echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-# OpenCL headers (and Check) from .debs/, as scripts/gpu_session.sh does.
-root=/tmp/tally-prefix
-if [ ! -d "$root/usr/include/CL" ] && ls .debs/opencl-c-headers*.deb >/dev/null 2>&1; then
-    rm -rf "$root" && mkdir -p "$root/pc"
-    for deb in .debs/check_*.deb .debs/libsubunit*.deb .debs/opencl-c-headers*.deb; do
-        [ -f "$deb" ] && dpkg -x "$deb" "$root"
-    done
-    for pc in "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-        [ -f "$pc" ] && sed "s|^prefix=.*|prefix=$root/usr|" "$pc" >"$root/pc/$(basename "$pc")"
-    done
-fi
-c_args=()
-if [ -d "$root/usr/include/CL" ]; then
-    export PKG_CONFIG_PATH="$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    c_args=(-Dc_args="-I$root/usr/include")
-fi
-if [ ! -f "$build/build.ninja" ]; then
-    echo "== configure $build"
-    meson setup "$build" -Dcuda=enabled "${c_args[@]}" || exit 1
-fi
-echo "== build"
-ninja -C "$build" || exit 1
+. scripts/gpu_env.sh
+echo "== build $build"
+gpu_build "$build" "$out/logs" -Dcuda=enabled || exit 1
 python3 - <<'PY'
 import numpy, scipy, pytest
 print("numpy", numpy.__version__, "scipy", scipy.__version__, "pytest", pytest.__version__)

@@ -19,34 +19,15 @@ out=${OUT:-/tmp/tally-gpu-out}
 logs="$out/logs"
 mkdir -p "$logs"
 build=${TALLY_BUILD_DIR:-build-gpu}
-if [ -d /usr/local/cuda/bin ]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
 start=$(date +%s)
 step() { printf '\n== [%ss] %s\n' "$(($(date +%s) - start))" "$*"; }
 summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-# ---- Check and OpenCL headers from .debs/ --------------------------------
-root=/tmp/tally-prefix
-if [ ! -d "$root/usr/include/CL" ]; then
-    rm -rf "$root" && mkdir -p "$root/pc"
-    for deb in .debs/check_*.deb .debs/libsubunit*.deb .debs/opencl-c-headers*.deb; do
-        dpkg -x "$deb" "$root"
-    done
-    for pc in "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-        sed "s|^prefix=.*|prefix=$root/usr|" "$pc" >"$root/pc/$(basename "$pc")"
-    done
-fi
-export PKG_CONFIG_PATH="$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-if [ ! -f "$build/build.ninja" ]; then
-    step "configure"
-    meson setup "$build" -Dcuda=enabled -Dopencl=enabled -Dc_args="-I$root/usr/include" \
-        >"$logs/setup.log" 2>&1 || { tail -n 40 "$logs/setup.log"; exit 1; }
-    grep -A5 "Backends" "$logs/setup.log"
-fi
+# ---- Check and OpenCL headers from .debs/, then the build ------------------
+. scripts/gpu_env.sh
 step "build"
-ninja -C "$build" >"$logs/build.log" 2>&1 || { grep -B2 -A10 -E "error|FAILED" "$logs/build.log" | head -60; exit 1; }
+gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || exit 1
 tally="$build/tools/tally"
 
 
