@@ -16,7 +16,11 @@
  * x[r, c], t[r, c] and the upstream gradient (g[r, c] when pointwise, else
  * g[0] scaled by tally_grad_scale), stored to gx and gt as `want` says.
  * CONTIGUOUS (every view one run of rows*cols elements): a flat grid-stride
- * loop. STRIDED: groups walk rows, work-items walk a row's columns.
+ * loop; VEC4 (contiguous and 16-byte aligned as well): the same loop over
+ * quads, 16-byte loads and stores, the n % 4 tail element by element.
+ * STRIDED: groups walk rows, work-items walk a row's columns. The grid is
+ * bounded (a few groups per multiprocessor), so the scaled upstream
+ * gradient is computed once per work-item, not once per element.
  */
 TALLY_KERNEL void tally_k_kl_backward(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
                                       TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
@@ -41,7 +45,46 @@ TALLY_KERNEL void tally_k_kl_backward(TALLY_GLOBAL const float *TALLY_RESTRICT x
     }
     const tally_u64 n = rows * cols;
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-    for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step) {
+    const tally_u64 first = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid;
+    tally_u64 done = 0;
+    if (mode == TALLY_K_LOAD_VEC4) {
+        const tally_u64 nq = n >> 2;
+        const int wa = (want & TALLY_K_BW_WANT_A) != 0u, wb = (want & TALLY_K_BW_WANT_B) != 0u;
+        for (tally_u64 q = first; q < nq; q += step) {
+            const tally_f4 xv = TALLY_LOAD_F4(x + x_off, q), tv = TALLY_LOAD_F4(t + t_off, q);
+            tally_f4 gv;
+            if (pointwise) {
+                gv = TALLY_LOAD_F4(g + g_off, q);
+            } else {
+                gv.x = gs;
+                gv.y = gs;
+                gv.z = gs;
+                gv.w = gs;
+            }
+            const tally_grad2 d0 = tally_kl_grad(xv.x, tv.x, gv.x, flags);
+            const tally_grad2 d1 = tally_kl_grad(xv.y, tv.y, gv.y, flags);
+            const tally_grad2 d2 = tally_kl_grad(xv.z, tv.z, gv.z, flags);
+            const tally_grad2 d3 = tally_kl_grad(xv.w, tv.w, gv.w, flags);
+            if (wa) {
+                tally_f4 o;
+                o.x = tally_canonical(d0.a);
+                o.y = tally_canonical(d1.a);
+                o.z = tally_canonical(d2.a);
+                o.w = tally_canonical(d3.a);
+                TALLY_STORE_F4(gx + gx_off, q, o);
+            }
+            if (wb) {
+                tally_f4 o;
+                o.x = tally_canonical(d0.b);
+                o.y = tally_canonical(d1.b);
+                o.z = tally_canonical(d2.b);
+                o.w = tally_canonical(d3.b);
+                TALLY_STORE_F4(gt + gt_off, q, o);
+            }
+        }
+        done = nq << 2;
+    }
+    for (tally_u64 k = done + first; k < n; k += step) {
         const float gv = pointwise ? g[g_off + k] : gs;
         const tally_grad2 d = tally_kl_grad(x[x_off + k], t[t_off + k], gv, flags);
         if (want & TALLY_K_BW_WANT_A) gx[gx_off + k] = tally_canonical(d.a);

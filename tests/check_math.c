@@ -390,6 +390,15 @@ START_TEST(test_div_exact)
             ua = (ua & 0x80ffffffu) | 0x3f000000u;
             ub = (ub & 0x80ffffffu) | 0x3f000000u;
             break;
+        case 3: /* normal operands whose exponents differ by about 100, where
+                 * tally_divf's short path ends (half the samples) */
+            if (i & 4) {
+                const uint32_t eb = 1u + rng32() % 150u, ea = eb + 96u + rng32() % 9u;
+                const int swap = (i & 8) != 0;
+                ua = (ua & 0x807fffffu) | ((swap ? eb : ea) << 23);
+                ub = (ub & 0x807fffffu) | ((swap ? ea : eb) << 23);
+            }
+            break;
         default: /* any bit patterns: subnormals, infinities, NaNs */
             break;
         }

@@ -13,6 +13,24 @@ static int contiguous(const tally__array *a)
     return a->buffer == NULL || a->rows <= 1 || a->stride == a->cols;
 }
 
+/* 1 when a view (or an absent output) allows 16-byte loads and stores: its
+ * first element 16-byte aligned (fp32 views only reach the gradients). */
+static int aligned16(tally_context *ctx, const tally__array *a)
+{
+    return a->buffer == NULL || (a->offset % 4u == 0 && tally__gpu_buffer_aligned16(ctx, a->buffer));
+}
+
+/* A grid for `items` work-items of a grid-stride loop: enough groups to fill
+ * every multiprocessor several times over, no more, so that per-work-item
+ * set-up is paid once per many elements. Only the speed depends on it. */
+static uint64_t bounded_grid(tally_context *ctx, uint64_t items)
+{
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const uint64_t cap = (g->compute_units != 0 ? g->compute_units : 128u) * 16u;
+    const uint64_t groups = tally__gpu_ceil_div(items, TALLY_GPU_GROUP_SIZE);
+    return groups < cap ? groups : cap;
+}
+
 /* ---- KL divergence -----------------------------------------------------------
  * One elementwise launch; an absent output is passed as a NULL buffer that
  * the kernel never touches. */
@@ -25,8 +43,11 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
     const int pointwise = job->reduction == TALLY_REDUCTION_NONE;
     const int flat = contiguous(x) && contiguous(t) && (!pointwise || contiguous(g)) && contiguous(gx) &&
                      contiguous(gt);
-    const uint32_t mode = flat ? TALLY_K_LOAD_CONTIGUOUS : TALLY_K_LOAD_STRIDED;
-    const uint64_t groups = flat ? tally__gpu_ceil_div(rows * cols, TALLY_GPU_GROUP_SIZE) : rows;
+    const int vec4 = flat && aligned16(ctx, x) && aligned16(ctx, t) && (!pointwise || aligned16(ctx, g)) &&
+                     aligned16(ctx, gx) && aligned16(ctx, gt);
+    const uint32_t mode = vec4 ? TALLY_K_LOAD_VEC4 : flat ? TALLY_K_LOAD_CONTIGUOUS : TALLY_K_LOAD_STRIDED;
+    const uint64_t items = vec4 ? rows * cols / 4u + 1u : rows * cols;
+    const uint64_t groups = flat ? bounded_grid(ctx, items) : rows;
     uint32_t want = 0;
     if (gx->buffer != NULL) want |= TALLY_K_BW_WANT_A;
     if (gt->buffer != NULL) want |= TALLY_K_BW_WANT_B;
