@@ -118,8 +118,12 @@ TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT su
  * goes to out[out_off + v * B + b] (scratch, transposed, so that the column
  * trees then read each column as one contiguous vector): groups walk blocks
  * of TALLY_K_DM_BW_ROWS rows and each work-item writes its column's run of
- * that many consecutive values, whole 32-byte sectors, while the counts are
- * still read row by row across the work-items.
+ * that many consecutive values, while the counts are still read row by row
+ * across the work-items. A shared alpha's digammas are tabulated per column
+ * and block: psi(a) once, and psi(k + a) for the whole counts k = 1 ..
+ * TALLY_K_DM_BW_TABLE_N - 1 in the work-item's own slots of local memory
+ * (no other work-item reads them, so no barrier), the same values the
+ * element-wise form computes, since k + a is the same sum as n + a for n == k.
  */
 TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
                                          tally_u64 c_stride, TALLY_GLOBAL const float *TALLY_RESTRICT la,
@@ -128,10 +132,12 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRIC
                                          tally_u64 V, tally_u32 per_row, TALLY_GLOBAL float *TALLY_RESTRICT out,
                                          tally_u64 out_off, tally_u64 out_stride)
 {
+    TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_TABLE_N * TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID();
     if (per_row) {
         for (tally_u64 b = TALLY_GROUP_ID(); b < B; b += TALLY_GROUP_COUNT()) {
             const float R = rg[rg_off + b], G = rg[rg_off + B + b];
-            for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
+            for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
                 const float a = tally_expf(la[la_off + b * la_stride + v]);
                 const float w = tally_dm_grad_weight(G, R, counts[c_off + b * c_stride + v], a);
                 out[out_off + b * out_stride + v] = tally_canonical(a * w);
@@ -142,13 +148,23 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRIC
     const tally_u64 blocks = (B + (TALLY_K_DM_BW_ROWS - 1u)) / TALLY_K_DM_BW_ROWS;
     for (tally_u64 blk = TALLY_GROUP_ID(); blk < blocks; blk += TALLY_GROUP_COUNT()) {
         const tally_u64 b0 = blk * TALLY_K_DM_BW_ROWS;
-        for (tally_u64 v = TALLY_LID(); v < V; v += TALLY_K_GROUP_SIZE) {
+        const tally_u32 rows = B - b0 < TALLY_K_DM_BW_ROWS ? (tally_u32)(B - b0) : TALLY_K_DM_BW_ROWS;
+        for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
             const float a = tally_expf(la[la_off + v]);
-            for (tally_u32 i = 0; i < TALLY_K_DM_BW_ROWS; i++) {
+            const float psi_a = tally_digammaf(a);
+            for (tally_u32 k = 1u; k < TALLY_K_DM_BW_TABLE_N; k++)
+                psi_tab[k * TALLY_K_GROUP_SIZE + lid] = tally_digammaf((float)k + a);
+            for (tally_u32 i = 0; i < rows; i++) {
                 const tally_u64 b = b0 + i;
-                if (b < B)
-                    out[out_off + v * B + b] =
-                        tally_dm_grad_weight(rg[rg_off + B + b], rg[rg_off + b], counts[c_off + b * c_stride + v], a);
+                const float n = counts[c_off + b * c_stride + v];
+                float psi_na = 0.0f;
+                if (n >= 1.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n))
+                    psi_na = psi_tab[(tally_u32)n * TALLY_K_GROUP_SIZE + lid];
+                else if (n != 0.0f)
+                    psi_na = tally_digammaf(n + a);
+                /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
+                const float term = tally_dm_grad_term_of(n, psi_na, psi_a);
+                out[out_off + v * B + b] = rg[rg_off + B + b] * (rg[rg_off + b] + term);
             }
         }
     }

@@ -20,7 +20,11 @@
 #define TALLY_K_GMM_BW_WANT_W 64u
 
 /* Rows per block of tally_k_dm_bw_elements's transposed (shared alpha) mode:
- * 8 floats, one 32-byte sector per column. */
-#define TALLY_K_DM_BW_ROWS 8u
+ * a column's run of 64 floats is two 128-byte lines, and the 15 digammas
+ * that tabulate a column are paid once per 64 elements. */
+#define TALLY_K_DM_BW_ROWS 64u
+/* Whole counts 0 .. TALLY_K_DM_BW_TABLE_N - 1 take their digamma from the
+ * per-column table (TALLY_K_DM_BW_TABLE_N * 256 floats of local memory). */
+#define TALLY_K_DM_BW_TABLE_N 16u
 
 #endif /* TALLY_KERNEL_BACKWARD_ABI_H */

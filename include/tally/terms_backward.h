@@ -73,12 +73,20 @@ TALLY_FN float tally_dm_grad_row(float A, float N)
     return tally_digammaf(A) - tally_digammaf(N + A);
 }
 
+/* The element part from psi_na = psi(n + a) and psi_a = psi(a) at hand (the
+ * GPU kernel tabulates them per column); psi_na is not read for n == 0. */
+TALLY_FN float tally_dm_grad_term_of(float n, float psi_na, float psi_a)
+{
+    if (n == 0.0f) return 0.0f;
+    float v = psi_na - psi_a;
+    if (n < 0.0f) v = TALLY_F32_NAN;
+    return v;
+}
+
 TALLY_FN float tally_dm_grad_term(float n, float a)
 {
     if (n == 0.0f) return 0.0f;
-    float v = tally_digammaf(n + a) - tally_digammaf(a);
-    if (n < 0.0f) v = TALLY_F32_NAN;
-    return v;
+    return tally_dm_grad_term_of(n, tally_digammaf(n + a), tally_digammaf(a));
 }
 
 /* The weight of element (b, v): g_b * (R_b + T_bv). The gradient with
