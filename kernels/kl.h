@@ -219,12 +219,26 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
                          divisor, out, out_off, TALLY_K_DTYPE_F32, TALLY_K_DTYPE_F32);
 }
 
-/* The same with at least one half input (any mix of dtypes). */
+/* The same with at least one half input (any mix of dtypes). Two bf16
+ * inputs with the flags of the common forms (input_is_prob, or log input
+ * and probability target) run copies of the body in which the dtypes and
+ * the flags are constants, so the conversions are bare shifts and the
+ * terms straight-line code; the copies compute exactly what the general
+ * body computes for those arguments. */
 TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
-                         divisor, out, out_off, x_dtype, t_dtype);
+    const int bf16 = x_dtype == TALLY_K_DTYPE_BF16 && t_dtype == TALLY_K_DTYPE_BF16;
+    if (bf16 && flags == TALLY_KL_FLAG_INPUT_IS_PROB)
+        tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             TALLY_KL_FLAG_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_K_DTYPE_BF16,
+                             TALLY_K_DTYPE_BF16);
+    else if (bf16 && flags == 0u)
+        tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, 0u, finish,
+                             divisor, out, out_off, TALLY_K_DTYPE_BF16, TALLY_K_DTYPE_BF16);
+    else
+        tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags,
+                             finish, divisor, out, out_off, x_dtype, t_dtype);
 }
 
 /*
