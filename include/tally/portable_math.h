@@ -487,8 +487,11 @@ TALLY_FN float tally_divf(float a, float b)
 /* 1/x correctly rounded, including subnormal and overflowing results;
  * 1/+-0 = +-inf, 1/+-inf = +-0, NaN -> the same NaN.  The same steps as
  * tally_divf with a = 1, where y = RN(1/m) already is the rounded quotient
- * of the mantissas and only its remainder is needed. */
-TALLY_FN float tally_recipf(float x)
+ * of the mantissas and only its remainder is needed. tally_recipf takes a
+ * short path where the biased exponent e of x is 27 .. 227: then
+ * k = 127 - e is within [-100, 100], y 2^k is normal and exact, and
+ * tally_pm_scale_rn returns exactly that (as for tally_divf). */
+TALLY_FN float tally_pm_recipf_general(float x)
 {
     tally_u32 ux = tally_as_u32(x);
     tally_u32 sign = ux & 0x80000000u;
@@ -503,6 +506,18 @@ TALLY_FN float tally_recipf(float x)
     res = (ax == TALLY_F32_INF) ? tally_as_f32(sign) : res;
     res = (ax == 0.0f) ? tally_as_f32(sign | 0x7f800000u) : res;
     return (x != x) ? x : res;
+}
+
+TALLY_FN float tally_recipf(float x)
+{
+    const tally_u32 ux = tally_as_u32(x);
+    const tally_u32 e = (ux >> 23) & 0xffu;
+    if (e - 27u <= 200u) {
+        const float m = tally_as_f32((ux & 0x007fffffu) | 0x3f800000u);
+        const float y = tally_pm_recip_core(m);
+        return tally_as_f32(tally_as_u32(y * tally_pm_pow2i(127 - (tally_i32)e)) | (ux & 0x80000000u));
+    }
+    return tally_pm_recipf_general(x);
 }
 
 /* ---------------------------------------------------------------------
