@@ -1,9 +1,9 @@
 /*
  * src/ops_backward.c - the public gradient ops: every argument checked here,
- * once (with ops.c's own view checks, through src/check.h), the trees
+ * once (with ops.c's own view checks, through src/ops_check.h), the trees
  * planned, and a validated job handed to the backend.
  */
-#include "check.h"
+#include "ops_check.h"
 #include "tally/terms.h"
 
 /* An output of the given shape, or absent (buffer NULL: *out keeps a NULL
@@ -98,24 +98,10 @@ tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, tally_view
 {
     static const char name[] = "tally_dirichlet_multinomial_backward";
     BEGIN(name);
-    if (reduction != TALLY_REDUCTION_NONE && reduction != TALLY_REDUCTION_SUM && reduction != TALLY_REDUCTION_MEAN)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: reduction %d is not none, sum or mean", name,
-                            (int)reduction);
-    if (flags & ~TALLY_DM_WITH_COEFFICIENT)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
     tally__dm_backward_job job = {.divide = 0, .divisor = 1.0f};
-    CHECK(tally__check_view(ctx, name, "counts", counts, TALLY_F32, &job.counts));
-    CHECK(tally__check_view(ctx, name, "log_alpha", log_alpha, TALLY_F32, &job.log_alpha));
+    CHECK(tally__check_dm_inputs(ctx, name, counts, log_alpha, reduction, flags, TALLY_F32, &job.counts,
+                                 &job.log_alpha, &job.per_row_alpha));
     const uint64_t B = job.counts.rows, V = job.counts.cols;
-    if (job.log_alpha.cols != V || (job.log_alpha.rows != 1 && job.log_alpha.rows != B))
-        return tally__error(ctx, TALLY_SHAPE_MISMATCH,
-                            "%s: log_alpha is %llu x %llu but counts is %llu x %llu (need 1 x %llu or %llu x %llu)",
-                            name, (unsigned long long)job.log_alpha.rows, (unsigned long long)job.log_alpha.cols,
-                            (unsigned long long)B, (unsigned long long)V, (unsigned long long)V,
-                            (unsigned long long)B, (unsigned long long)V);
-    /* As in the forward: a 1 x V alpha with B == 1 is the shared case, whose
-     * one-row column tree gives the per-row bits anyway. */
-    job.per_row_alpha = job.log_alpha.rows == B && B != 1;
     job.per_row_grad = reduction == TALLY_REDUCTION_NONE;
     CHECK(tally__check_vector(ctx, name, "grad_out", grad_out, TALLY_F32, job.per_row_grad ? B : 1, &job.grad_out));
     if (reduction == TALLY_REDUCTION_MEAN) {

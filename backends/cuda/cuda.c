@@ -23,16 +23,6 @@
 /* cuMemAlloc returns memory aligned to at least this many bytes. */
 #define TALLY__CUDA_ALLOC_ALIGNMENT 256u
 
-static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                                const tally__gpu_arg *args, int nargs);
-static uint32_t cuda_buffer_alignment(const tally_buffer *buf);
-
-static const tally__gpu_device_ops cuda_device_ops = {
-    .launch = cuda_launch,
-    .max_groups = TALLY__CUDA_MAX_GROUPS,
-    .buffer_alignment = cuda_buffer_alignment,
-};
-
 /* ------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------ */
@@ -207,7 +197,7 @@ static tally_status cuda_open(int device, int use_app_stream, CUstream app_strea
     if (cc == NULL)
         return tally__error(NULL, TALLY_OUT_OF_MEMORY, "cuda backend: out of memory for a context");
     cc->gpu.base.ops = &tally__cuda_ops;
-    cc->gpu.dev = &cuda_device_ops;
+    cc->gpu.dev = &tally__cuda_device_ops;
 
     CUresult r = tally__cu.cuDeviceGet(&cc->device, device);
     if (r == CUDA_SUCCESS)
@@ -485,40 +475,27 @@ static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uin
     if (groups == 0) return TALLY_OK;
 
     /* cuLaunchKernel reads each argument through a pointer to a value of
-     * the parameter's size: a buffer becomes its 64-bit device address,
-     * scalars are passed by value. */
-    union {
-        CUdeviceptr pointer;
-        uint64_t u64;
-        uint32_t u32;
-        int32_t i32;
-        float f32;
-    } values[TALLY__GPU_MAX_ARGS];
+     * the parameter's size: a buffer becomes its 64-bit device address, and
+     * a scalar is read in place, since every member of the argument's union
+     * starts at the union's first byte (the driver only reads it). */
+    CUdeviceptr pointers[TALLY__GPU_MAX_ARGS];
     void *params[TALLY__GPU_MAX_ARGS + 1];
     for (int i = 0; i < nargs; i++) {
         switch (args[i].kind) {
         case TALLY__ARG_BUFFER:
-            values[i].pointer = args[i].v.buffer != NULL
-                                    ? ((const tally__cuda_buffer *)args[i].v.buffer)->pointer
-                                    : 0;
+            pointers[i] = args[i].v.buffer != NULL ? ((const tally__cuda_buffer *)args[i].v.buffer)->pointer : 0;
+            params[i] = &pointers[i];
             break;
         case TALLY__ARG_U64:
-            values[i].u64 = args[i].v.u64;
-            break;
         case TALLY__ARG_U32:
-            values[i].u32 = args[i].v.u32;
-            break;
         case TALLY__ARG_I32:
-            values[i].i32 = args[i].v.i32;
-            break;
         case TALLY__ARG_F32:
-            values[i].f32 = args[i].v.f32;
+            params[i] = (void *)&args[i].v;
             break;
         default:
             return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: argument %d has kind %d",
                                 name, i, (int)args[i].kind);
         }
-        params[i] = &values[i];
     }
     params[nargs] = NULL;
 
@@ -535,35 +512,12 @@ static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uin
     return TALLY_OK;
 }
 
-/* ------------------------------------------------------------------------
- * The ops table
- * ------------------------------------------------------------------------ */
-
-const tally__backend_ops tally__cuda_ops = {
-    .name = "cuda",
-    .kind = TALLY_BACKEND_CUDA,
-    .devices = cuda_devices,
-    .first_gpu = NULL,
-    .context_create = cuda_context_create,
-    .context_wrap = cuda_context_wrap,
-    .context_release = cuda_context_release,
-    .sync = cuda_sync,
-    .buffer_create = cuda_buffer_create,
-    .buffer_wrap = cuda_buffer_wrap,
-    .buffer_release = cuda_buffer_release,
-    .buffer_upload = cuda_buffer_upload,
-    .buffer_download = cuda_buffer_download,
-    .buffer_fill = cuda_buffer_fill,
-    .reduce = tally__gpu_reduce,
-    .kl_div = tally__gpu_kl_div,
-    .dirichlet_multinomial = tally__gpu_dirichlet_multinomial,
-    .gmm_log_prob = tally__gpu_gmm_log_prob,
-    .gmm_sample = tally__gpu_gmm_sample,
-    .rng_fill = tally__gpu_rng_fill,
-    .categorical = tally__gpu_categorical,
-    .widen = tally__gpu_widen,
-    .half_native = TALLY__GPU_HALF_NATIVE,
-    .kl_div_backward = tally__gpu_kl_div_backward,
-    .dirichlet_multinomial_backward = tally__gpu_dirichlet_multinomial_backward,
-    .gmm_backward = tally__gpu_gmm_backward,
-};
+/* The tables: the kernel launch that the shared GPU layer calls (each
+ * context points at it), and the ops table that the front end calls, whose
+ * op entries all come from the shared layer (TALLY__GPU_BACKEND_OPS,
+ * backends/gpu/gpu.h). */
+const tally__gpu_device_ops tally__cuda_device_ops = {
+    .launch = cuda_launch, .max_groups = TALLY__CUDA_MAX_GROUPS, .buffer_alignment = cuda_buffer_alignment};
+const tally__backend_ops tally__cuda_ops =
+    TALLY__GPU_BACKEND_OPS("cuda", TALLY_BACKEND_CUDA, cuda_, .context_wrap = cuda_context_wrap,
+                           .buffer_wrap = cuda_buffer_wrap);

@@ -12,7 +12,7 @@
 #ifndef TALLY_GPU_H
 #define TALLY_GPU_H
 
-#include "../../src/internal.h"
+#include "backend.h"
 
 /* Every kernel runs work-groups (blocks) of this many work-items. It equals
  * TALLY_TREE_LANES: one work-item per lane of a reduction tile. */
@@ -91,23 +91,31 @@ typedef struct tally__gpu_context {
     uint32_t compute_units;
 } tally__gpu_context;
 
-/* Shared op implementations for the backends' ops tables. */
-tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job);
-tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job);
-tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job);
-tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
-tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
-tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
-tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* The shared op implementations, tally__gpu_<op> for every row of
+ * TALLY__JOB_OPS (src/backend.h): gpu_ops.c, gpu_gmm.c and, for the
+ * gradients, gpu_backward.c. */
+TALLY__DECLARE_OPS(tally__gpu_)
 /* gpu_half.c: a BF16/F16 view widened to fp32 (the ops table's `widen`). */
+tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 /* The ops whose kernels read BF16 and F16 inputs themselves (the ops
  * table's half_native); the others' half inputs are widened first. */
 #define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
-tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
-/* Gradients (gpu_backward.c). */
-tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
-tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
-tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job);
+
+/* A GPU backend's ops table, built by this layer from the backend's device
+ * operations: `name` and `kind` as in tally__backend_ops, `p` the prefix of
+ * the backend's required device entries (TALLY__DEVICE_ENTRIES, src/backend.h),
+ * then its optional entries (context_wrap, buffer_wrap, buffer_wrap_host) as
+ * designated initializers. Every op entry, widen and half_native come from
+ * this layer, so CUDA and OpenCL write none of them and cannot drift apart;
+ * a macro rather than a table filled at run time keeps the ops table a
+ * const object the front end may read from any thread. The backend's
+ * kernel launch is its tally__gpu_device_ops, set in each context. */
+#define TALLY__GPU_BACKEND_OPS(name_, kind_, p, ...)                           \
+    {                                                                          \
+        .name = name_, .kind = kind_, TALLY__DEVICE_ENTRIES(p), __VA_ARGS__,   \
+        TALLY__OP_ENTRIES(tally__gpu_).widen = tally__gpu_widen,               \
+        .half_native = TALLY__GPU_HALF_NATIVE,                                 \
+    }
 
 /* Test hook (internal, reached through the static library): out[k] =
  * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from
