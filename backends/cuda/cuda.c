@@ -297,6 +297,60 @@ static tally_status cuda_sync(tally_context *ctx)
 }
 
 /* ------------------------------------------------------------------------
+ * Kernel launch (the shared GPU layer's device interface)
+ * ------------------------------------------------------------------------ */
+
+static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
+                                const tally__gpu_arg *args, int nargs)
+{
+    tally__cuda_context *cc = cuda_ctx(ctx);
+    if ((int)kernel < 0 || (int)kernel >= TALLY__KERNEL_COUNT)
+        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch: kernel id %d does not exist",
+                            (int)kernel);
+    const char *name = tally__gpu_kernel_name(kernel);
+    if (nargs < 0 || nargs > TALLY__GPU_MAX_ARGS)
+        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: %d arguments (at most %d)",
+                            name, nargs, TALLY__GPU_MAX_ARGS);
+    if (groups > TALLY__CUDA_MAX_GROUPS)
+        return tally__error(ctx, TALLY_BACKEND_ERROR,
+                            "cuda launch of %s: %llu blocks exceed the grid limit of %u", name,
+                            (unsigned long long)groups, TALLY__CUDA_MAX_GROUPS);
+    if (groups == 0) return TALLY_OK;
+
+    /* cuLaunchKernel reads each argument through a pointer to a value of
+     * the parameter's size: a buffer becomes its 64-bit device address, and
+     * a scalar is read in place (tally__gpu_scalar_bytes; the driver only
+     * reads it). */
+    CUdeviceptr pointers[TALLY__GPU_MAX_ARGS];
+    void *params[TALLY__GPU_MAX_ARGS + 1];
+    for (int i = 0; i < nargs; i++) {
+        const tally__gpu_arg *arg = &args[i];
+        if (arg->kind == TALLY__ARG_BUFFER) {
+            pointers[i] = arg->v.buffer != NULL ? ((const tally__cuda_buffer *)arg->v.buffer)->pointer : 0;
+            params[i] = &pointers[i];
+        } else if (tally__gpu_scalar_bytes(arg->kind) != 0) {
+            params[i] = (void *)&arg->v;
+        } else {
+            return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: argument %d has kind %d", name, i,
+                                (int)arg->kind);
+        }
+    }
+    params[nargs] = NULL;
+
+    tally_status st = enter(ctx, cc);
+    if (st != TALLY_OK) return st;
+    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
+                                          TALLY_GPU_GROUP_SIZE, 1, 1, 0, cc->stream, params, NULL);
+    leave();
+    if (r != CUDA_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
+        return tally__cuda_error(ctx, r, what);
+    }
+    return TALLY_OK;
+}
+
+/* ------------------------------------------------------------------------
  * Buffers
  * ------------------------------------------------------------------------ */
 
@@ -453,71 +507,7 @@ static tally_status cuda_buffer_fill(tally_buffer *buf, size_t offset, size_t by
     return TALLY_OK;
 }
 
-/* ------------------------------------------------------------------------
- * Kernel launch (the shared GPU layer's device interface)
- * ------------------------------------------------------------------------ */
-
-static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                                const tally__gpu_arg *args, int nargs)
-{
-    tally__cuda_context *cc = cuda_ctx(ctx);
-    if ((int)kernel < 0 || (int)kernel >= TALLY__KERNEL_COUNT)
-        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch: kernel id %d does not exist",
-                            (int)kernel);
-    const char *name = tally__gpu_kernel_name(kernel);
-    if (nargs < 0 || nargs > TALLY__GPU_MAX_ARGS)
-        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: %d arguments (at most %d)",
-                            name, nargs, TALLY__GPU_MAX_ARGS);
-    if (groups > TALLY__CUDA_MAX_GROUPS)
-        return tally__error(ctx, TALLY_BACKEND_ERROR,
-                            "cuda launch of %s: %llu blocks exceed the grid limit of %u", name,
-                            (unsigned long long)groups, TALLY__CUDA_MAX_GROUPS);
-    if (groups == 0) return TALLY_OK;
-
-    /* cuLaunchKernel reads each argument through a pointer to a value of
-     * the parameter's size: a buffer becomes its 64-bit device address, and
-     * a scalar is read in place, since every member of the argument's union
-     * starts at the union's first byte (the driver only reads it). */
-    CUdeviceptr pointers[TALLY__GPU_MAX_ARGS];
-    void *params[TALLY__GPU_MAX_ARGS + 1];
-    for (int i = 0; i < nargs; i++) {
-        switch (args[i].kind) {
-        case TALLY__ARG_BUFFER:
-            pointers[i] = args[i].v.buffer != NULL ? ((const tally__cuda_buffer *)args[i].v.buffer)->pointer : 0;
-            params[i] = &pointers[i];
-            break;
-        case TALLY__ARG_U64:
-        case TALLY__ARG_U32:
-        case TALLY__ARG_I32:
-        case TALLY__ARG_F32:
-            params[i] = (void *)&args[i].v;
-            break;
-        default:
-            return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: argument %d has kind %d",
-                                name, i, (int)args[i].kind);
-        }
-    }
-    params[nargs] = NULL;
-
-    tally_status st = enter(ctx, cc);
-    if (st != TALLY_OK) return st;
-    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
-                                          TALLY_GPU_GROUP_SIZE, 1, 1, 0, cc->stream, params, NULL);
-    leave();
-    if (r != CUDA_SUCCESS) {
-        char what[160];
-        snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
-        return tally__cuda_error(ctx, r, what);
-    }
-    return TALLY_OK;
-}
-
-/* The tables: the kernel launch that the shared GPU layer calls (each
- * context points at it), and the ops table that the front end calls, whose
- * op entries all come from the shared layer (TALLY__GPU_BACKEND_OPS,
- * backends/gpu/gpu.h). */
-const tally__gpu_device_ops tally__cuda_device_ops = {
-    .launch = cuda_launch, .max_groups = TALLY__CUDA_MAX_GROUPS, .buffer_alignment = cuda_buffer_alignment};
-const tally__backend_ops tally__cuda_ops =
-    TALLY__GPU_BACKEND_OPS("cuda", TALLY_BACKEND_CUDA, cuda_, .context_wrap = cuda_context_wrap,
-                           .buffer_wrap = cuda_buffer_wrap);
+/* The backend's tables, built by the shared GPU layer from the device
+ * operations above (TALLY__GPU_BACKEND, backends/gpu/gpu.h). */
+TALLY__GPU_BACKEND(cuda, TALLY_BACKEND_CUDA, cuda_, TALLY__CUDA_MAX_GROUPS, .context_wrap = cuda_context_wrap,
+                  .buffer_wrap = cuda_buffer_wrap);

@@ -57,6 +57,21 @@ typedef struct tally__gpu_arg {
 
 #define TALLY__GPU_MAX_ARGS 48 /* tally_k_gmm_bw_rows takes 39 */
 
+/* For a device's launch: the bytes of a scalar argument of `kind` (the size
+ * of its member of tally__gpu_arg's union, which starts at the union's
+ * first byte, so a launch may pass &arg.v itself), 0 for a buffer or an
+ * unknown kind. */
+static inline size_t tally__gpu_scalar_bytes(tally__gpu_arg_kind kind)
+{
+    switch (kind) {
+    case TALLY__ARG_U64: return sizeof(uint64_t);
+    case TALLY__ARG_U32: return sizeof(uint32_t);
+    case TALLY__ARG_I32: return sizeof(int32_t);
+    case TALLY__ARG_F32: return sizeof(float);
+    default: return 0;
+    }
+}
+
 typedef struct tally__gpu_device_ops {
     /* Enqueues `kernel` on `groups` work-groups of TALLY_GPU_GROUP_SIZE
      * work-items (a 1-D grid), in order after all earlier work of the
@@ -101,18 +116,24 @@ tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally
  * table's half_native); the others' half inputs are widened first. */
 #define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
 
-/* A GPU backend's ops table, built by this layer from the backend's device
- * operations: `name` and `kind` as in tally__backend_ops, `p` the prefix of
- * the backend's required device entries (TALLY__DEVICE_ENTRIES, src/backend.h),
- * then its optional entries (context_wrap, buffer_wrap, buffer_wrap_host) as
- * designated initializers. Every op entry, widen and half_native come from
- * this layer, so CUDA and OpenCL write none of them and cannot drift apart;
- * a macro rather than a table filled at run time keeps the ops table a
- * const object the front end may read from any thread. The backend's
- * kernel launch is its tally__gpu_device_ops, set in each context. */
-#define TALLY__GPU_BACKEND_OPS(name_, kind_, p, ...)                           \
-    {                                                                          \
-        .name = name_, .kind = kind_, TALLY__DEVICE_ENTRIES(p), __VA_ARGS__,   \
+/* Defines a GPU backend's two tables from its device operations:
+ * tally__<b>_device_ops, the kernel launch this layer calls (each context's
+ * `dev`: p##launch, p##buffer_alignment and `max_groups_`), and
+ * tally__<b>_ops, the ops table the front end calls, named #b, of
+ * `kind_`: the required device entries p##devices ... p##buffer_fill
+ * (TALLY__DEVICE_ENTRIES, src/backend.h), then the optional ones the
+ * backend has (context_wrap, buffer_wrap, buffer_wrap_host) as designated
+ * initializers, then every op entry, widen and half_native from this layer.
+ * So CUDA and OpenCL write no op entry and cannot drift apart; a macro
+ * rather than a table filled at run time keeps both tables const objects
+ * that any thread may read. */
+#define TALLY__GPU_BACKEND(b, kind_, p, max_groups_, ...)                      \
+    const tally__gpu_device_ops tally__##b##_device_ops = {                    \
+        .launch = p##launch, .max_groups = max_groups_,                        \
+        .buffer_alignment = p##buffer_alignment,                               \
+    };                                                                         \
+    const tally__backend_ops tally__##b##_ops = {                              \
+        .name = #b, .kind = kind_, TALLY__DEVICE_ENTRIES(p), __VA_ARGS__,      \
         TALLY__OP_ENTRIES(tally__gpu_).widen = tally__gpu_widen,               \
         .half_native = TALLY__GPU_HALF_NATIVE,                                 \
     }

@@ -427,18 +427,28 @@ int tally__opencl_fma_emulated(const tally_context *ctx)
  * Buffers
  * ------------------------------------------------------------------------ */
 
-static tally_status cl_buffer_create(tally_context *ctx, size_t bytes, tally_buffer **out)
+/* The host side of a new buffer of `bytes`, zeroed. Drivers may accept an
+ * oversized buffer and fail only when it is first used (NVIDIA does), so
+ * the device's limit is checked here. */
+static tally_status new_buffer(tally__cl_context *cc, size_t bytes, tally__cl_buffer **out)
 {
-    tally__cl_context *cc = cl_ctx(ctx);
-    /* Drivers may accept an oversized buffer and fail only when it is first
-     * used (NVIDIA does), so the device's limit is checked here. */
+    tally_context *ctx = &cc->gpu.base;
     if ((cl_ulong)bytes > cc->max_alloc)
         return tally__error(ctx, TALLY_OUT_OF_MEMORY,
                             "opencl: %zu bytes exceed the device's largest allocation "
                             "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu bytes)",
                             bytes, (unsigned long long)cc->max_alloc);
-    tally__cl_buffer *b = calloc(1, sizeof *b);
-    if (b == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    *out = calloc(1, sizeof **out);
+    if (*out == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    return TALLY_OK;
+}
+
+static tally_status cl_buffer_create(tally_context *ctx, size_t bytes, tally_buffer **out)
+{
+    tally__cl_context *cc = cl_ctx(ctx);
+    tally__cl_buffer *b = NULL;
+    tally_status st = new_buffer(cc, bytes, &b);
+    if (st != TALLY_OK) return st;
     cl_int err;
     /* OpenCL has no empty buffers: a zero-byte request gets a small one. */
     b->mem = tally__cl.clCreateBuffer(cc->context, CL_MEM_READ_WRITE, bytes > 0 ? bytes : 16u, NULL, &err);
@@ -497,13 +507,9 @@ static tally_status cl_buffer_wrap_host(tally_context *ctx, void *ptr, size_t by
                             "tally_buffer_wrap_host: %s does not share memory with the host "
                             "(CL_DEVICE_HOST_UNIFIED_MEMORY is false); create a buffer and upload instead",
                             ctx->device_name);
-    if ((cl_ulong)bytes > cc->max_alloc)
-        return tally__error(ctx, TALLY_OUT_OF_MEMORY,
-                            "opencl: %zu bytes exceed the device's largest allocation "
-                            "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu bytes)",
-                            bytes, (unsigned long long)cc->max_alloc);
-    tally__cl_buffer *b = calloc(1, sizeof *b);
-    if (b == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    tally__cl_buffer *b = NULL;
+    tally_status st = new_buffer(cc, bytes, &b);
+    if (st != TALLY_OK) return st;
     cl_int err;
     /* OpenCL has no empty buffers: an empty wrap gets a small buffer of its
      * own that no view can reach (the front end bounds views by bytes). */
@@ -611,26 +617,16 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
     for (int i = 0; i < nargs; i++) {
         /* A buffer becomes its cl_mem (a NULL buffer a NULL cl_mem, which
          * the kernel does not read and clSetKernelArg accepts); a scalar is
-         * passed in place, since every member of the argument's union starts
-         * at the union's first byte and has the size of its OpenCL type. */
+         * passed in place (tally__gpu_scalar_bytes), its OpenCL type having
+         * the size of its C type. */
         cl_mem m = NULL;
         const void *value = &args[i].v;
-        size_t size;
-        switch (args[i].kind) {
-        case TALLY__ARG_BUFFER:
+        size_t size = tally__gpu_scalar_bytes(args[i].kind);
+        if (args[i].kind == TALLY__ARG_BUFFER) {
             if (args[i].v.buffer != NULL) m = ((const tally__cl_buffer *)args[i].v.buffer)->mem;
             value = &m;
             size = sizeof m;
-            break;
-        case TALLY__ARG_U64:
-            size = sizeof(cl_ulong);
-            break;
-        case TALLY__ARG_U32:
-        case TALLY__ARG_I32:
-        case TALLY__ARG_F32:
-            size = sizeof(cl_uint);
-            break;
-        default:
+        } else if (size == 0) {
             return tally__error(ctx, TALLY_BACKEND_ERROR, "opencl launch of %s: argument %d has kind %d", name, i,
                                 (int)args[i].kind);
         }
@@ -652,12 +648,7 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
     return TALLY_OK;
 }
 
-/* The tables: the kernel launch that the shared GPU layer calls (each
- * context points at it), and the ops table that the front end calls, whose
- * op entries all come from the shared layer (TALLY__GPU_BACKEND_OPS,
- * backends/gpu/gpu.h). */
-const tally__gpu_device_ops tally__opencl_device_ops = {
-    .launch = cl_launch, .max_groups = TALLY__CL_MAX_GROUPS, .buffer_alignment = cl_buffer_alignment};
-const tally__backend_ops tally__opencl_ops =
-    TALLY__GPU_BACKEND_OPS("opencl", TALLY_BACKEND_OPENCL, cl_, .context_wrap = cl_context_wrap,
-                           .buffer_wrap = cl_buffer_wrap, .buffer_wrap_host = cl_buffer_wrap_host);
+/* The backend's tables, built by the shared GPU layer from the device
+ * operations above (TALLY__GPU_BACKEND, backends/gpu/gpu.h). */
+TALLY__GPU_BACKEND(opencl, TALLY_BACKEND_OPENCL, cl_, TALLY__CL_MAX_GROUPS, .context_wrap = cl_context_wrap,
+                  .buffer_wrap = cl_buffer_wrap, .buffer_wrap_host = cl_buffer_wrap_host);

@@ -36,7 +36,8 @@ typedef struct tally__cl_buffer {
 } tally__cl_buffer;
 
 /* The ops table (the front end's view) and the kernel launch (the shared
- * GPU layer's view, each context's `dev`), both at the end of opencl.c. */
+ * GPU layer's view, each context's `dev`), defined by TALLY__GPU_BACKEND
+ * at the end of opencl.c. */
 extern const tally__backend_ops tally__opencl_ops;
 extern const tally__gpu_device_ops tally__opencl_device_ops;
 
