@@ -5,15 +5,18 @@
 #
 #   bash scripts/compare_bits.sh OLD/tools/tally NEW/tools/tally [BACKEND...]
 #
-# BACKENDs default to host (with the vector kernels and, again, with
-# TALLY_HOST_IMPL=scalar) and opencl; name cuda to add it on a GPU machine.
+# BACKENDs default to host (with the vector kernels), host_scalar (the host
+# with TALLY_HOST_IMPL=scalar) and opencl; name cuda to add it on a GPU
+# machine. NEW_BACKEND:OLD_BACKEND runs NEW on one backend and OLD on
+# another: with the same binary twice, `cuda:host opencl:host` checks that a
+# GPU gives the host's bits (TALLY_DEVICE picks the OpenCL device).
 # Each op runs on odd shapes, two-level trees (300001 columns), every
 # reduction and flag, shared and per-row alpha, the mixture and its
 # gradients, and the random ops with non-zero seed, subsequence and offset.
 # Needs python3 with NumPy for the inputs. Exit 0: every output identical.
 set -uo pipefail
 if [ $# -lt 2 ]; then
-    echo "usage: $0 OLD_TALLY NEW_TALLY [host|host_scalar|opencl|cuda ...]" >&2
+    echo "usage: $0 OLD_TALLY NEW_TALLY [host|host_scalar|opencl|cuda|NEW_BACKEND:OLD_BACKEND ...]" >&2
     exit 2
 fi
 old=$(realpath "$1") new=$(realpath "$2")
@@ -87,12 +90,17 @@ ops() {
     r categorical --in weights=lp.bin $kl --seed 3 --logits
 }
 
+# Runs the ops through tally binary $1 on backend $2 (host_scalar: the host
+# backend's scalar path).
+ops_on() {
+    if [ "$2" = host_scalar ]; then TALLY_HOST_IMPL=scalar ops "$1" host; else ops "$1" "$2"; fi
+}
+
 status=0
 for b in "${backends[@]}"; do
-    backend=$b impl=
-    [ "$b" = host_scalar ] && backend=host impl=scalar
-    TALLY_HOST_IMPL=$impl ops "$old" "$backend" > "old_$b.txt"
-    TALLY_HOST_IMPL=$impl ops "$new" "$backend" > "new_$b.txt"
+    new_backend=${b%%:*} old_backend=${b#*:}
+    ops_on "$old" "$old_backend" > "old_$b.txt"
+    ops_on "$new" "$new_backend" > "new_$b.txt"
     runs=$(grep -c '^==' "new_$b.txt") values=$(grep -vc '^==' "new_$b.txt")
     failed=$(grep -c '^error' "new_$b.txt")
     if cmp -s "old_$b.txt" "new_$b.txt"; then
