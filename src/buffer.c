@@ -95,26 +95,29 @@ static tally_status check_range(tally_context *ctx, const char *call, const tall
     return TALLY_OK;
 }
 
+/* The checks of a copy between buf and the app's memory `host` (named
+ * host_name in the message): both present, and the bytes inside buf. */
+static tally_status check_copy(const tally_buffer *buf, const char *call, const char *host_name,
+                               const void *host, size_t offset, size_t bytes)
+{
+    if (buf == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "%s: buffer is NULL", call);
+    if (host == NULL && bytes > 0)
+        return tally__error(buf->ctx, TALLY_INVALID_ARGUMENT, "%s: %s is NULL", call, host_name);
+    return check_range(buf->ctx, call, buf, offset, bytes);
+}
+
 tally_status tally_buffer_upload(tally_buffer *buf, size_t byte_offset, const void *src, size_t bytes)
 {
-    if (buf == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_upload: buffer is NULL");
-    tally_context *ctx = buf->ctx;
-    if (src == NULL && bytes > 0)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_upload: src is NULL");
-    tally_status st = check_range(ctx, "tally_buffer_upload", buf, byte_offset, bytes);
+    tally_status st = check_copy(buf, "tally_buffer_upload", "src", src, byte_offset, bytes);
     if (st != TALLY_OK || bytes == 0) return st;
-    return ctx->ops->buffer_upload(buf, byte_offset, src, bytes);
+    return buf->ctx->ops->buffer_upload(buf, byte_offset, src, bytes);
 }
 
 tally_status tally_buffer_download(const tally_buffer *buf, size_t byte_offset, void *dst, size_t bytes)
 {
-    if (buf == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_buffer_download: buffer is NULL");
-    tally_context *ctx = buf->ctx;
-    if (dst == NULL && bytes > 0)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "tally_buffer_download: dst is NULL");
-    tally_status st = check_range(ctx, "tally_buffer_download", buf, byte_offset, bytes);
+    tally_status st = check_copy(buf, "tally_buffer_download", "dst", dst, byte_offset, bytes);
     if (st != TALLY_OK || bytes == 0) return st;
-    return ctx->ops->buffer_download(buf, byte_offset, dst, bytes);
+    return buf->ctx->ops->buffer_download(buf, byte_offset, dst, bytes);
 }
 
 tally_status tally_buffer_fill(tally_buffer *buf, size_t byte_offset, size_t bytes, uint32_t pattern)
@@ -151,16 +154,4 @@ tally_view tally_view_typed(tally_buffer *buf, tally_dtype dtype, int64_t offset
     tally_view v = {.buffer = buf, .offset = offset, .rows = rows, .cols = cols, .stride = cols,
                     .dtype = dtype};
     return v;
-}
-
-tally_status tally_rng_advance(tally_rng *rng, uint64_t consumed)
-{
-    if (rng == NULL) return tally__error(NULL, TALLY_INVALID_ARGUMENT, "tally_rng_advance: rng is NULL");
-    uint64_t next;
-    if (tally__add_u64(rng->offset, consumed, &next))
-        return tally__error(NULL, TALLY_RNG_EXHAUSTED,
-                            "tally_rng_advance: offset %llu + %llu passes 2^64",
-                            (unsigned long long)rng->offset, (unsigned long long)consumed);
-    rng->offset = next;
-    return TALLY_OK;
 }

@@ -104,40 +104,66 @@ static tally_status create_on(tally_backend backend, int device, tally_context *
     return ops->context_create(device, out);
 }
 
-/* AUTO: CUDA, then an OpenCL GPU, then any OpenCL device, then the host.
- * Each failure's reason is kept so that a total failure can say why every
- * candidate was passed over. */
+/* AUTO's order, one row per attempt, tried until one opens. A row of
+ * AUTO_ANY opens the device index asked for (0 by default). A row of
+ * AUTO_GPU opens the first device that the backend's `devices` entry marks
+ * as a GPU, and is passed over when the caller named a device (the index
+ * then belongs to the AUTO_ANY rows) or the backend lists no GPU. So on a
+ * machine whose first OpenCL device is a CPU, AUTO still prefers its GPU. */
+typedef enum auto_want { AUTO_ANY, AUTO_GPU } auto_want;
+
+static const struct auto_row {
+    tally_backend backend;
+    auto_want want;
+} auto_order[] = {
+    {TALLY_BACKEND_CUDA, AUTO_ANY},
+    {TALLY_BACKEND_OPENCL, AUTO_GPU},
+    {TALLY_BACKEND_OPENCL, AUTO_ANY},
+    {TALLY_BACKEND_HOST, AUTO_ANY},
+};
+
+/* The index of ops's first GPU device, or -1 (none, or the backend cannot
+ * list its devices). */
+static int first_gpu(const tally__backend_ops *ops)
+{
+    int count = 0;
+    if (ops->devices(NULL, 0, &count) != TALLY_OK || count <= 0) return -1;
+    tally_device_info *devices = malloc((size_t)count * sizeof *devices);
+    if (devices == NULL) return -1;
+    int found = -1;
+    if (ops->devices(devices, count, &count) == TALLY_OK)
+        for (int i = 0; i < count && found < 0; i++)
+            if (devices[i].is_gpu) found = devices[i].index;
+    free(devices);
+    return found;
+}
+
+/* Tries the rows of auto_order in turn. The reason each backend was passed
+ * over (its last row's failure) is kept, so that a total failure says why
+ * of every candidate. */
 static tally_status create_auto(int device, int device_given, tally_context **out)
 {
+    enum { ROWS = sizeof auto_order / sizeof auto_order[0] };
     char reasons[2048] = "";
     size_t used = 0;
-    tally_status st;
-
-    st = create_on(TALLY_BACKEND_CUDA, device, out);
-    if (st == TALLY_OK) return st;
-    used += (size_t)snprintf(reasons + used, sizeof reasons - used, "cuda: %s; ",
-                             tally_last_error(NULL));
-
-    const tally__backend_ops *cl = tally__backend_table(TALLY_BACKEND_OPENCL);
-    if (cl != NULL) {
-        int gpu = (!device_given && cl->first_gpu != NULL) ? cl->first_gpu() : -1;
-        if (gpu >= 0) {
-            st = cl->context_create(gpu, out);
+    tally_status st = TALLY_NO_DEVICE;
+    for (int r = 0; r < ROWS; r++) {
+        const struct auto_row *row = &auto_order[r];
+        int index = device;
+        if (row->want == AUTO_GPU) {
+            const tally__backend_ops *ops = tally__backend_table(row->backend);
+            index = (ops != NULL && !device_given) ? first_gpu(ops) : -1;
+        }
+        if (index >= 0) {
+            st = create_on(row->backend, index, out);
             if (st == TALLY_OK) return st;
         }
-        st = cl->context_create(device, out);
-        if (st == TALLY_OK) return st;
-    } else {
-        tally__error(NULL, TALLY_BACKEND_NOT_COMPILED, "not compiled in");
+        int last_of_backend = r + 1 == ROWS || auto_order[r + 1].backend != row->backend;
+        if (last_of_backend && index >= 0 && used < sizeof reasons)
+            used += (size_t)snprintf(reasons + used, sizeof reasons - used, "%s%s: %s",
+                                     used > 0 ? "; " : "", tally_backend_name(row->backend),
+                                     tally_last_error(NULL));
     }
-    if (used < sizeof reasons)
-        used += (size_t)snprintf(reasons + used, sizeof reasons - used, "opencl: %s; ",
-                                 tally_last_error(NULL));
-
-    st = create_on(TALLY_BACKEND_HOST, device, out);
-    if (st == TALLY_OK) return st;
-    if (used < sizeof reasons)
-        snprintf(reasons + used, sizeof reasons - used, "host: %s", tally_last_error(NULL));
     char copy[2048];
     snprintf(copy, sizeof copy, "%s", reasons);
     return tally__error(NULL, st, "no backend could be opened: %s", copy);

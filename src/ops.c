@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "check.h" /* internal.h, and the CHECK and BEGIN idioms */
+#include "ops_check.h" /* internal.h, and the CHECK and BEGIN idioms */
 #include "tally/terms.h"
 
 static const char *dtype_name(tally_dtype d)
@@ -164,39 +164,56 @@ tally_status tally_reduce(tally_context *ctx, tally_reduce_op op, tally_axis axi
     return tally__run_reduce(ctx, &job);
 }
 
+/* The KL divergence's arguments, forward and backward alike: the reduction
+ * and flags (translated into the job's TALLY_KL_FLAG_* in *job_flags),
+ * input and target of `dtype` and one shape, and the view `result_name`
+ * the reduction writes or reads (the forward's out, the backward's
+ * grad_out): the input's shape for NONE, else one value of an input that
+ * is not empty where the reduction divides by its size. */
+static tally_status check_kl_args(tally_context *ctx, const char *name, tally_view input, tally_view target,
+                                  tally_reduction reduction, unsigned flags, tally_dtype dtype,
+                                  const char *result_name, tally_view result, tally__array *input_out,
+                                  tally__array *target_out, tally__array *result_out, uint32_t *job_flags)
+{
+    if (reduction < TALLY_REDUCTION_NONE || reduction > TALLY_REDUCTION_BATCHMEAN)
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
+    if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
+    *job_flags = 0;
+    if (flags & TALLY_KL_LOG_TARGET) *job_flags |= TALLY_KL_FLAG_LOG_TARGET;
+    if (flags & TALLY_KL_INPUT_IS_PROB) *job_flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
+    CHECK(check_view(ctx, name, "input", input, dtype, input_out));
+    CHECK(check_view(ctx, name, "target", target, dtype, target_out));
+    const uint64_t rows = input_out->rows, cols = input_out->cols, n = rows * cols;
+    if (target_out->rows != rows || target_out->cols != cols)
+        return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: input is %llu x %llu but target is %llu x %llu", name,
+                            (unsigned long long)rows, (unsigned long long)cols,
+                            (unsigned long long)target_out->rows, (unsigned long long)target_out->cols);
+    if (reduction == TALLY_REDUCTION_NONE) {
+        CHECK(check_view(ctx, name, result_name, result, TALLY_F32, result_out));
+        if (result_out->rows != rows || result_out->cols != cols)
+            return tally__error(ctx, TALLY_SHAPE_MISMATCH,
+                                "%s: reduction none needs %s of the input's shape %llu x %llu, got %llu x %llu",
+                                name, result_name, (unsigned long long)rows, (unsigned long long)cols,
+                                (unsigned long long)result_out->rows, (unsigned long long)result_out->cols);
+        return TALLY_OK;
+    }
+    CHECK(check_vector(ctx, name, result_name, result, TALLY_F32, 1, result_out));
+    if ((reduction == TALLY_REDUCTION_MEAN && n == 0) || (reduction == TALLY_REDUCTION_BATCHMEAN && rows == 0))
+        return tally__error(ctx, TALLY_EMPTY_INPUT, "%s: %s of an empty input is undefined", name,
+                            reduction == TALLY_REDUCTION_MEAN ? "mean" : "batchmean");
+    return TALLY_OK;
+}
+
 tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view target, tally_reduction reduction,
                           unsigned flags, tally_view out)
 {
     static const char name[] = "tally_kl_div";
     BEGIN(name);
-    if (reduction < TALLY_REDUCTION_NONE || reduction > TALLY_REDUCTION_BATCHMEAN)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
-    if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
-    tally__kl_job job = {.reduction = reduction, .flags = 0};
-    if (flags & TALLY_KL_LOG_TARGET) job.flags |= TALLY_KL_FLAG_LOG_TARGET;
-    if (flags & TALLY_KL_INPUT_IS_PROB) job.flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
-    CHECK(check_view(ctx, name, "input", input, FLOAT_INPUT, &job.input));
-    CHECK(check_view(ctx, name, "target", target, FLOAT_INPUT, &job.target));
-    if (job.input.rows != job.target.rows || job.input.cols != job.target.cols)
-        return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: input is %llu x %llu but target is %llu x %llu", name,
-                            (unsigned long long)job.input.rows, (unsigned long long)job.input.cols,
-                            (unsigned long long)job.target.rows, (unsigned long long)job.target.cols);
-    uint64_t n = job.input.rows * job.input.cols;
-    if (reduction == TALLY_REDUCTION_NONE) {
-        CHECK(check_view(ctx, name, "out", out, TALLY_F32, &job.out));
-        if (job.out.rows != job.input.rows || job.out.cols != job.input.cols)
-            return tally__error(ctx, TALLY_SHAPE_MISMATCH,
-                                "%s: reduction none needs out of the input's shape %llu x %llu, got %llu x %llu",
-                                name, (unsigned long long)job.input.rows, (unsigned long long)job.input.cols,
-                                (unsigned long long)job.out.rows, (unsigned long long)job.out.cols);
-    } else {
-        CHECK(check_vector(ctx, name, "out", out, TALLY_F32, 1, &job.out));
-        if ((reduction == TALLY_REDUCTION_MEAN && n == 0) ||
-            (reduction == TALLY_REDUCTION_BATCHMEAN && job.input.rows == 0))
-            return tally__error(ctx, TALLY_EMPTY_INPUT, "%s: %s of an empty input is undefined", name,
-                                reduction == TALLY_REDUCTION_MEAN ? "mean" : "batchmean");
-    }
+    tally__kl_job job = {.reduction = reduction};
+    CHECK(check_kl_args(ctx, name, input, target, reduction, flags, FLOAT_INPUT, "out", out, &job.input, &job.target,
+                        &job.out, &job.flags));
+    const uint64_t n = job.input.rows * job.input.cols;
     CHECK(check_disjoint(ctx, name, "out", &job.out, "input", &job.input));
     CHECK(check_disjoint(ctx, name, "out", &job.out, "target", &job.target));
     if (reduction == TALLY_REDUCTION_NONE && n == 0) return TALLY_OK;
@@ -204,28 +221,42 @@ tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view targe
     return tally__run_kl_div(ctx, &job);
 }
 
-tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, tally_view log_alpha,
-                                         tally_reduction reduction, unsigned flags, tally_view out)
+/* The Dirichlet-multinomial's arguments, forward and backward alike: the
+ * reduction and flags, counts [B, V] and log_alpha [1, V] or [B, V] of
+ * `dtype`, and whether alpha is per row (a 1 x V alpha with B == 1 is the
+ * shared case, whose one-row trees give the per-row bits anyway). */
+static tally_status check_dm_inputs(tally_context *ctx, const char *name, tally_view counts, tally_view log_alpha,
+                                    tally_reduction reduction, unsigned flags, tally_dtype dtype,
+                                    tally__array *counts_out, tally__array *log_alpha_out, int *per_row_alpha)
 {
-    static const char name[] = "tally_dirichlet_multinomial";
-    BEGIN(name);
     if (reduction != TALLY_REDUCTION_NONE && reduction != TALLY_REDUCTION_SUM && reduction != TALLY_REDUCTION_MEAN)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: reduction %d is not none, sum or mean", name,
                             (int)reduction);
     if (flags & ~TALLY_DM_WITH_COEFFICIENT)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
-    tally__dm_job job = {.reduction = reduction,
-                         .flags = (flags & TALLY_DM_WITH_COEFFICIENT) ? TALLY_DM_FLAG_COEFFICIENT : 0u};
-    CHECK(check_view(ctx, name, "counts", counts, FLOAT_INPUT, &job.counts));
-    CHECK(check_view(ctx, name, "log_alpha", log_alpha, FLOAT_INPUT, &job.log_alpha));
-    uint64_t B = job.counts.rows, V = job.counts.cols;
-    if (job.log_alpha.cols != V || (job.log_alpha.rows != 1 && job.log_alpha.rows != B))
+    CHECK(check_view(ctx, name, "counts", counts, dtype, counts_out));
+    CHECK(check_view(ctx, name, "log_alpha", log_alpha, dtype, log_alpha_out));
+    const uint64_t B = counts_out->rows, V = counts_out->cols;
+    if (log_alpha_out->cols != V || (log_alpha_out->rows != 1 && log_alpha_out->rows != B))
         return tally__error(ctx, TALLY_SHAPE_MISMATCH,
                             "%s: log_alpha is %llu x %llu but counts is %llu x %llu (need 1 x %llu or %llu x %llu)",
-                            name, (unsigned long long)job.log_alpha.rows, (unsigned long long)job.log_alpha.cols,
+                            name, (unsigned long long)log_alpha_out->rows, (unsigned long long)log_alpha_out->cols,
                             (unsigned long long)B, (unsigned long long)V, (unsigned long long)V,
                             (unsigned long long)B, (unsigned long long)V);
-    job.per_row_alpha = job.log_alpha.rows == B && B != 1;
+    *per_row_alpha = log_alpha_out->rows == B && B != 1;
+    return TALLY_OK;
+}
+
+tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, tally_view log_alpha,
+                                         tally_reduction reduction, unsigned flags, tally_view out)
+{
+    static const char name[] = "tally_dirichlet_multinomial";
+    BEGIN(name);
+    tally__dm_job job = {.reduction = reduction,
+                         .flags = (flags & TALLY_DM_WITH_COEFFICIENT) ? TALLY_DM_FLAG_COEFFICIENT : 0u};
+    CHECK(check_dm_inputs(ctx, name, counts, log_alpha, reduction, flags, FLOAT_INPUT, &job.counts, &job.log_alpha,
+                          &job.per_row_alpha));
+    const uint64_t B = job.counts.rows, V = job.counts.cols;
     uint64_t outputs = reduction == TALLY_REDUCTION_NONE ? B : 1;
     CHECK(check_vector(ctx, name, "out", out, TALLY_F32, outputs, &job.out));
     CHECK(check_disjoint(ctx, name, "out", &job.out, "counts", &job.counts));
@@ -385,4 +416,4 @@ tally_status tally_read_scalar(tally_context *ctx, tally_view view, float *out)
     CHECK(check_vector(ctx, name, "view", view, TALLY_F32, 1, &a));
     return ctx->ops->buffer_download(a.buffer, (size_t)a.offset * sizeof(float), out, sizeof *out);
 }
-#include "check_export.inc" /* ops_backward.c reaches the checks above through src/check.h */
+#include "check_export.inc" /* ops_backward.c reaches the checks above through src/ops_check.h */

@@ -1,9 +1,9 @@
 /*
  * src/ops_backward.c - the public gradient ops: every argument checked here,
- * once (with ops.c's own view checks, through src/check.h), the trees
+ * once (with ops.c's own view checks, through src/ops_check.h), the trees
  * planned, and a validated job handed to the backend.
  */
-#include "check.h"
+#include "ops_check.h"
 #include "tally/terms.h"
 
 /* An output of the given shape, or absent (buffer NULL: *out keeps a NULL
@@ -48,32 +48,11 @@ tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_v
 {
     static const char name[] = "tally_kl_div_backward";
     BEGIN(name);
-    if (reduction < TALLY_REDUCTION_NONE || reduction > TALLY_REDUCTION_BATCHMEAN)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
-    if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
-    tally__kl_backward_job job = {.reduction = reduction, .flags = 0, .divide = 0, .divisor = 1.0f};
-    if (flags & TALLY_KL_LOG_TARGET) job.flags |= TALLY_KL_FLAG_LOG_TARGET;
-    if (flags & TALLY_KL_INPUT_IS_PROB) job.flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
-    CHECK(tally__check_view(ctx, name, "input", input, TALLY_F32, &job.input));
-    CHECK(tally__check_view(ctx, name, "target", target, TALLY_F32, &job.target));
+    tally__kl_backward_job job = {.reduction = reduction, .divide = 0, .divisor = 1.0f};
+    CHECK(tally__check_kl_args(ctx, name, input, target, reduction, flags, TALLY_F32, "grad_out", grad_out,
+                               &job.input, &job.target, &job.grad_out, &job.flags));
     const uint64_t rows = job.input.rows, cols = job.input.cols, n = rows * cols;
-    if (job.target.rows != rows || job.target.cols != cols)
-        return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: input is %llu x %llu but target is %llu x %llu", name,
-                            (unsigned long long)rows, (unsigned long long)cols,
-                            (unsigned long long)job.target.rows, (unsigned long long)job.target.cols);
-    if (reduction == TALLY_REDUCTION_NONE) {
-        CHECK(tally__check_view(ctx, name, "grad_out", grad_out, TALLY_F32, &job.grad_out));
-        if (job.grad_out.rows != rows || job.grad_out.cols != cols)
-            return tally__error(ctx, TALLY_SHAPE_MISMATCH,
-                                "%s: reduction none needs grad_out of the input's shape %llu x %llu, got %llu x %llu",
-                                name, (unsigned long long)rows, (unsigned long long)cols,
-                                (unsigned long long)job.grad_out.rows, (unsigned long long)job.grad_out.cols);
-    } else {
-        CHECK(tally__check_vector(ctx, name, "grad_out", grad_out, TALLY_F32, 1, &job.grad_out));
-        if ((reduction == TALLY_REDUCTION_MEAN && n == 0) || (reduction == TALLY_REDUCTION_BATCHMEAN && rows == 0))
-            return tally__error(ctx, TALLY_EMPTY_INPUT, "%s: %s of an empty input is undefined", name,
-                                reduction == TALLY_REDUCTION_MEAN ? "mean" : "batchmean");
+    if (reduction != TALLY_REDUCTION_NONE) {
         /* (float)n and (float)rows: the forward's own conversions. */
         job.divide = reduction != TALLY_REDUCTION_SUM;
         job.divisor = reduction == TALLY_REDUCTION_MEAN ? (float)n : reduction == TALLY_REDUCTION_BATCHMEAN
@@ -98,24 +77,10 @@ tally_status tally_dirichlet_multinomial_backward(tally_context *ctx, tally_view
 {
     static const char name[] = "tally_dirichlet_multinomial_backward";
     BEGIN(name);
-    if (reduction != TALLY_REDUCTION_NONE && reduction != TALLY_REDUCTION_SUM && reduction != TALLY_REDUCTION_MEAN)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: reduction %d is not none, sum or mean", name,
-                            (int)reduction);
-    if (flags & ~TALLY_DM_WITH_COEFFICIENT)
-        return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
     tally__dm_backward_job job = {.divide = 0, .divisor = 1.0f};
-    CHECK(tally__check_view(ctx, name, "counts", counts, TALLY_F32, &job.counts));
-    CHECK(tally__check_view(ctx, name, "log_alpha", log_alpha, TALLY_F32, &job.log_alpha));
+    CHECK(tally__check_dm_inputs(ctx, name, counts, log_alpha, reduction, flags, TALLY_F32, &job.counts,
+                                 &job.log_alpha, &job.per_row_alpha));
     const uint64_t B = job.counts.rows, V = job.counts.cols;
-    if (job.log_alpha.cols != V || (job.log_alpha.rows != 1 && job.log_alpha.rows != B))
-        return tally__error(ctx, TALLY_SHAPE_MISMATCH,
-                            "%s: log_alpha is %llu x %llu but counts is %llu x %llu (need 1 x %llu or %llu x %llu)",
-                            name, (unsigned long long)job.log_alpha.rows, (unsigned long long)job.log_alpha.cols,
-                            (unsigned long long)B, (unsigned long long)V, (unsigned long long)V,
-                            (unsigned long long)B, (unsigned long long)V);
-    /* As in the forward: a 1 x V alpha with B == 1 is the shared case, whose
-     * one-row column tree gives the per-row bits anyway. */
-    job.per_row_alpha = job.log_alpha.rows == B && B != 1;
     job.per_row_grad = reduction == TALLY_REDUCTION_NONE;
     CHECK(tally__check_vector(ctx, name, "grad_out", grad_out, TALLY_F32, job.per_row_grad ? B : 1, &job.grad_out));
     if (reduction == TALLY_REDUCTION_MEAN) {

@@ -3,7 +3,7 @@
  * tree that every backend follows (docs/reduction-tree.md). Pure C with no
  * device dependence: the plan is a function of n alone.
  */
-#include "internal.h"
+#include "backend.h"
 #include "tally/terms.h"
 
 static uint32_t next_pow2_u32(uint64_t v)
@@ -44,24 +44,4 @@ tally__tree_plan tally__plan_vector(uint64_t n)
         n = level.tiles;
     }
     return plan;
-}
-
-int tally__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-    if (a != 0 && b > UINT64_MAX / a) return 1;
-    *out = a * b;
-    return 0;
-}
-
-int tally__add_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-    if (b > UINT64_MAX - a) return 1;
-    *out = a + b;
-    return 0;
-}
-
-uint64_t tally__round_up4(uint64_t count)
-{
-    if (count > UINT64_MAX - 3) return 0;
-    return (count + 3) & ~(uint64_t)3;
 }

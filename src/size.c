@@ -1,5 +1,6 @@
 /*
- * src/size.c - the one bound every count that reaches a backend obeys.
+ * src/size.c - checked size arithmetic, and the one bound every count that
+ * reaches a backend obeys.
  *
  * A backend sizes its scratch (per-row values, tree partials, device
  * scratch) from the counts of a validated job: rows, columns, components,
@@ -13,7 +14,28 @@
  */
 #include <stdint.h>
 
-#include "internal.h"
+#include "backend.h" /* tally__error */
+#include "size.h"
+
+int tally__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a) return 1;
+    *out = a * b;
+    return 0;
+}
+
+int tally__add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (b > UINT64_MAX - a) return 1;
+    *out = a + b;
+    return 0;
+}
+
+uint64_t tally__round_up4(uint64_t count)
+{
+    if (count > UINT64_MAX - 3) return 0;
+    return (count + 3) & ~(uint64_t)3;
+}
 
 int tally__count_ok(uint64_t count)
 {

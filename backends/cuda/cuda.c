@@ -23,16 +23,6 @@
 /* cuMemAlloc returns memory aligned to at least this many bytes. */
 #define TALLY__CUDA_ALLOC_ALIGNMENT 256u
 
-static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                                const tally__gpu_arg *args, int nargs);
-static uint32_t cuda_buffer_alignment(const tally_buffer *buf);
-
-static const tally__gpu_device_ops cuda_device_ops = {
-    .launch = cuda_launch,
-    .max_groups = TALLY__CUDA_MAX_GROUPS,
-    .buffer_alignment = cuda_buffer_alignment,
-};
-
 /* ------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------ */
@@ -207,7 +197,7 @@ static tally_status cuda_open(int device, int use_app_stream, CUstream app_strea
     if (cc == NULL)
         return tally__error(NULL, TALLY_OUT_OF_MEMORY, "cuda backend: out of memory for a context");
     cc->gpu.base.ops = &tally__cuda_ops;
-    cc->gpu.dev = &cuda_device_ops;
+    cc->gpu.dev = &tally__cuda_device_ops;
 
     CUresult r = tally__cu.cuDeviceGet(&cc->device, device);
     if (r == CUDA_SUCCESS)
@@ -303,6 +293,60 @@ static tally_status cuda_sync(tally_context *ctx)
     CUresult r = tally__cu.cuStreamSynchronize(cc->stream);
     leave();
     if (r != CUDA_SUCCESS) return tally__cuda_error(ctx, r, "cuStreamSynchronize");
+    return TALLY_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Kernel launch (the shared GPU layer's device interface)
+ * ------------------------------------------------------------------------ */
+
+static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
+                                const tally__gpu_arg *args, int nargs)
+{
+    tally__cuda_context *cc = cuda_ctx(ctx);
+    if ((int)kernel < 0 || (int)kernel >= TALLY__KERNEL_COUNT)
+        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch: kernel id %d does not exist",
+                            (int)kernel);
+    const char *name = tally__gpu_kernel_name(kernel);
+    if (nargs < 0 || nargs > TALLY__GPU_MAX_ARGS)
+        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: %d arguments (at most %d)",
+                            name, nargs, TALLY__GPU_MAX_ARGS);
+    if (groups > TALLY__CUDA_MAX_GROUPS)
+        return tally__error(ctx, TALLY_BACKEND_ERROR,
+                            "cuda launch of %s: %llu blocks exceed the grid limit of %u", name,
+                            (unsigned long long)groups, TALLY__CUDA_MAX_GROUPS);
+    if (groups == 0) return TALLY_OK;
+
+    /* cuLaunchKernel reads each argument through a pointer to a value of
+     * the parameter's size: a buffer becomes its 64-bit device address, and
+     * a scalar is read in place (tally__gpu_scalar_bytes; the driver only
+     * reads it). */
+    CUdeviceptr pointers[TALLY__GPU_MAX_ARGS];
+    void *params[TALLY__GPU_MAX_ARGS + 1];
+    for (int i = 0; i < nargs; i++) {
+        const tally__gpu_arg *arg = &args[i];
+        if (arg->kind == TALLY__ARG_BUFFER) {
+            pointers[i] = arg->v.buffer != NULL ? ((const tally__cuda_buffer *)arg->v.buffer)->pointer : 0;
+            params[i] = &pointers[i];
+        } else if (tally__gpu_scalar_bytes(arg->kind) != 0) {
+            params[i] = (void *)&arg->v;
+        } else {
+            return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: argument %d has kind %d", name, i,
+                                (int)arg->kind);
+        }
+    }
+    params[nargs] = NULL;
+
+    tally_status st = enter(ctx, cc);
+    if (st != TALLY_OK) return st;
+    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
+                                          TALLY_GPU_GROUP_SIZE, 1, 1, 0, cc->stream, params, NULL);
+    leave();
+    if (r != CUDA_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
+        return tally__cuda_error(ctx, r, what);
+    }
     return TALLY_OK;
 }
 
@@ -463,107 +507,7 @@ static tally_status cuda_buffer_fill(tally_buffer *buf, size_t offset, size_t by
     return TALLY_OK;
 }
 
-/* ------------------------------------------------------------------------
- * Kernel launch (the shared GPU layer's device interface)
- * ------------------------------------------------------------------------ */
-
-static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                                const tally__gpu_arg *args, int nargs)
-{
-    tally__cuda_context *cc = cuda_ctx(ctx);
-    if ((int)kernel < 0 || (int)kernel >= TALLY__KERNEL_COUNT)
-        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch: kernel id %d does not exist",
-                            (int)kernel);
-    const char *name = tally__gpu_kernel_name(kernel);
-    if (nargs < 0 || nargs > TALLY__GPU_MAX_ARGS)
-        return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: %d arguments (at most %d)",
-                            name, nargs, TALLY__GPU_MAX_ARGS);
-    if (groups > TALLY__CUDA_MAX_GROUPS)
-        return tally__error(ctx, TALLY_BACKEND_ERROR,
-                            "cuda launch of %s: %llu blocks exceed the grid limit of %u", name,
-                            (unsigned long long)groups, TALLY__CUDA_MAX_GROUPS);
-    if (groups == 0) return TALLY_OK;
-
-    /* cuLaunchKernel reads each argument through a pointer to a value of
-     * the parameter's size: a buffer becomes its 64-bit device address,
-     * scalars are passed by value. */
-    union {
-        CUdeviceptr pointer;
-        uint64_t u64;
-        uint32_t u32;
-        int32_t i32;
-        float f32;
-    } values[TALLY__GPU_MAX_ARGS];
-    void *params[TALLY__GPU_MAX_ARGS + 1];
-    for (int i = 0; i < nargs; i++) {
-        switch (args[i].kind) {
-        case TALLY__ARG_BUFFER:
-            values[i].pointer = args[i].v.buffer != NULL
-                                    ? ((const tally__cuda_buffer *)args[i].v.buffer)->pointer
-                                    : 0;
-            break;
-        case TALLY__ARG_U64:
-            values[i].u64 = args[i].v.u64;
-            break;
-        case TALLY__ARG_U32:
-            values[i].u32 = args[i].v.u32;
-            break;
-        case TALLY__ARG_I32:
-            values[i].i32 = args[i].v.i32;
-            break;
-        case TALLY__ARG_F32:
-            values[i].f32 = args[i].v.f32;
-            break;
-        default:
-            return tally__error(ctx, TALLY_BACKEND_ERROR, "cuda launch of %s: argument %d has kind %d",
-                                name, i, (int)args[i].kind);
-        }
-        params[i] = &values[i];
-    }
-    params[nargs] = NULL;
-
-    tally_status st = enter(ctx, cc);
-    if (st != TALLY_OK) return st;
-    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
-                                          TALLY_GPU_GROUP_SIZE, 1, 1, 0, cc->stream, params, NULL);
-    leave();
-    if (r != CUDA_SUCCESS) {
-        char what[160];
-        snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
-        return tally__cuda_error(ctx, r, what);
-    }
-    return TALLY_OK;
-}
-
-/* ------------------------------------------------------------------------
- * The ops table
- * ------------------------------------------------------------------------ */
-
-const tally__backend_ops tally__cuda_ops = {
-    .name = "cuda",
-    .kind = TALLY_BACKEND_CUDA,
-    .devices = cuda_devices,
-    .first_gpu = NULL,
-    .context_create = cuda_context_create,
-    .context_wrap = cuda_context_wrap,
-    .context_release = cuda_context_release,
-    .sync = cuda_sync,
-    .buffer_create = cuda_buffer_create,
-    .buffer_wrap = cuda_buffer_wrap,
-    .buffer_release = cuda_buffer_release,
-    .buffer_upload = cuda_buffer_upload,
-    .buffer_download = cuda_buffer_download,
-    .buffer_fill = cuda_buffer_fill,
-    .reduce = tally__gpu_reduce,
-    .kl_div = tally__gpu_kl_div,
-    .dirichlet_multinomial = tally__gpu_dirichlet_multinomial,
-    .gmm_log_prob = tally__gpu_gmm_log_prob,
-    .gmm_sample = tally__gpu_gmm_sample,
-    .rng_fill = tally__gpu_rng_fill,
-    .categorical = tally__gpu_categorical,
-    .widen = tally__gpu_widen,
-    .half_native = TALLY__GPU_HALF_NATIVE,
-    .kl_div_backward = tally__gpu_kl_div_backward,
-    .dirichlet_multinomial_backward = tally__gpu_dirichlet_multinomial_backward,
-    .gmm_backward = tally__gpu_gmm_backward,
-};
+/* The backend's tables, built by the shared GPU layer from the device
+ * operations above (TALLY__GPU_BACKEND, backends/gpu/gpu.h). */
+TALLY__GPU_BACKEND(cuda, TALLY_BACKEND_CUDA, cuda_, TALLY__CUDA_MAX_GROUPS, .context_wrap = cuda_context_wrap,
+                  .buffer_wrap = cuda_buffer_wrap);

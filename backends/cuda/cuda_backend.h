@@ -28,7 +28,11 @@ typedef struct tally__cuda_buffer {
     CUdeviceptr pointer;    /* 0 for an empty buffer */
 } tally__cuda_buffer;
 
+/* The ops table (the front end's view) and the kernel launch (the shared
+ * GPU layer's view, each context's `dev`), defined by TALLY__GPU_BACKEND
+ * at the end of cuda.c. */
 extern const tally__backend_ops tally__cuda_ops;
+extern const tally__gpu_device_ops tally__cuda_device_ops;
 
 /* The kernels as a fatbin (machine code for each supported architecture plus
  * PTX), generated at build time by scripts/embed_binary.py from nvcc's

@@ -14,7 +14,7 @@
 
 #include <cuda.h>
 
-#include "../../src/internal.h"
+#include "backend.h"
 
 /* The soname of the driver library that the NVIDIA driver installs. */
 #define TALLY__CUDA_LIBRARY "libcuda.so.1"

@@ -12,7 +12,7 @@
 #ifndef TALLY_GPU_H
 #define TALLY_GPU_H
 
-#include "../../src/internal.h"
+#include "backend.h"
 
 /* Every kernel runs work-groups (blocks) of this many work-items. It equals
  * TALLY_TREE_LANES: one work-item per lane of a reduction tile. */
@@ -57,6 +57,21 @@ typedef struct tally__gpu_arg {
 
 #define TALLY__GPU_MAX_ARGS 48 /* tally_k_gmm_bw_rows takes 39 */
 
+/* For a device's launch: the bytes of a scalar argument of `kind` (the size
+ * of its member of tally__gpu_arg's union, which starts at the union's
+ * first byte, so a launch may pass &arg.v itself), 0 for a buffer or an
+ * unknown kind. */
+static inline size_t tally__gpu_scalar_bytes(tally__gpu_arg_kind kind)
+{
+    switch (kind) {
+    case TALLY__ARG_U64: return sizeof(uint64_t);
+    case TALLY__ARG_U32: return sizeof(uint32_t);
+    case TALLY__ARG_I32: return sizeof(int32_t);
+    case TALLY__ARG_F32: return sizeof(float);
+    default: return 0;
+    }
+}
+
 typedef struct tally__gpu_device_ops {
     /* Enqueues `kernel` on `groups` work-groups of TALLY_GPU_GROUP_SIZE
      * work-items (a 1-D grid), in order after all earlier work of the
@@ -91,23 +106,37 @@ typedef struct tally__gpu_context {
     uint32_t compute_units;
 } tally__gpu_context;
 
-/* Shared op implementations for the backends' ops tables. */
-tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job);
-tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job);
-tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job);
-tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
-tally_status tally__gpu_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
-tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job);
-tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* The shared op implementations, tally__gpu_<op> for every row of
+ * TALLY__JOB_OPS (src/backend.h): gpu_ops.c, gpu_gmm.c and, for the
+ * gradients, gpu_backward.c. */
+TALLY__DECLARE_OPS(tally__gpu_)
 /* gpu_half.c: a BF16/F16 view widened to fp32 (the ops table's `widen`). */
+tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 /* The ops whose kernels read BF16 and F16 inputs themselves (the ops
  * table's half_native); the others' half inputs are widened first. */
 #define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
-tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
-/* Gradients (gpu_backward.c). */
-tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
-tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
-tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job);
+
+/* Defines a GPU backend's two tables from its device operations:
+ * tally__<b>_device_ops, the kernel launch this layer calls (each context's
+ * `dev`: p##launch, p##buffer_alignment and `max_groups_`), and
+ * tally__<b>_ops, the ops table the front end calls, named #b, of
+ * `kind_`: the required device entries p##devices ... p##buffer_fill
+ * (TALLY__DEVICE_ENTRIES, src/backend.h), then the optional ones the
+ * backend has (context_wrap, buffer_wrap, buffer_wrap_host) as designated
+ * initializers, then every op entry, widen and half_native from this layer.
+ * So CUDA and OpenCL write no op entry and cannot drift apart; a macro
+ * rather than a table filled at run time keeps both tables const objects
+ * that any thread may read. */
+#define TALLY__GPU_BACKEND(b, kind_, p, max_groups_, ...)                      \
+    const tally__gpu_device_ops tally__##b##_device_ops = {                    \
+        .launch = p##launch, .max_groups = max_groups_,                        \
+        .buffer_alignment = p##buffer_alignment,                               \
+    };                                                                         \
+    const tally__backend_ops tally__##b##_ops = {                              \
+        .name = #b, .kind = kind_, TALLY__DEVICE_ENTRIES(p), __VA_ARGS__,      \
+        TALLY__OP_ENTRIES(tally__gpu_).widen = tally__gpu_widen,               \
+        .half_native = TALLY__GPU_HALF_NATIVE,                                 \
+    }
 
 /* Test hook (internal, reached through the static library): out[k] =
  * f(in[k]) for one portable math function, f a TALLY_K_MATH_* code from

@@ -58,20 +58,9 @@ static void host_context_release(tally_context *ctx)
 }
 
 /* Each op runs with its context's pool current on the calling thread, so
- * that its parallel loops use the context's workers (host_parallel.h). */
-#define HOST_OPS(X)                                                            \
-    X(reduce, tally__reduce_job)                                               \
-    X(kl_div, tally__kl_job)                                                   \
-    X(dirichlet_multinomial, tally__dm_job)                                    \
-    X(gmm_log_prob, tally__gmm_job)                                            \
-    X(gmm_sample, tally__gmm_job)                                              \
-    X(rng_fill, tally__rng_job)                                                \
-    X(categorical, tally__categorical_job)                                     \
-    X(kl_div_backward, tally__kl_backward_job)                                 \
-    X(dirichlet_multinomial_backward, tally__dm_backward_job)                  \
-    X(gmm_backward, tally__gmm_backward_job)
-
-#define DEFINE_POOLED_OP(name, job_type)                                       \
+ * that its parallel loops use the context's workers (host_parallel.h):
+ * pooled_<op> wraps tally__host_<op> for every row of TALLY__JOB_OPS. */
+#define DEFINE_POOLED_OP(p, name, job_type)                                    \
     static tally_status pooled_##name(tally_context *ctx, const job_type *job) \
     {                                                                          \
         tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool); \
@@ -79,7 +68,8 @@ static void host_context_release(tally_context *ctx)
         tally__host_pool_use(previous);                                        \
         return st;                                                             \
     }
-HOST_OPS(DEFINE_POOLED_OP)
+TALLY__JOB_OPS(DEFINE_POOLED_OP, )
+#undef DEFINE_POOLED_OP
 
 /* Widening half inputs (host_half.c) runs parallel loops too. */
 static tally_status pooled_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
@@ -161,28 +151,8 @@ static tally_status host_buffer_fill(tally_buffer *buf, size_t offset, size_t by
 const tally__backend_ops tally__host_ops = {
     .name = "host",
     .kind = TALLY_BACKEND_HOST,
-    .devices = host_devices,
-    .first_gpu = NULL,
-    .context_create = host_context_create,
-    .context_wrap = NULL,
-    .context_release = host_context_release,
-    .sync = host_sync,
-    .buffer_create = host_buffer_create,
-    .buffer_wrap = NULL,
+    TALLY__DEVICE_ENTRIES(host_),
     .buffer_wrap_host = host_buffer_wrap_host,
-    .buffer_release = host_buffer_release,
-    .buffer_upload = host_buffer_upload,
-    .buffer_download = host_buffer_download,
-    .buffer_fill = host_buffer_fill,
-    .reduce = pooled_reduce,
-    .kl_div = pooled_kl_div,
-    .dirichlet_multinomial = pooled_dirichlet_multinomial,
-    .gmm_log_prob = pooled_gmm_log_prob,
-    .gmm_sample = pooled_gmm_sample,
-    .rng_fill = pooled_rng_fill,
-    .categorical = pooled_categorical,
+    TALLY__OP_ENTRIES(pooled_)
     .widen = pooled_widen,
-    .kl_div_backward = pooled_kl_div_backward,
-    .dirichlet_multinomial_backward = pooled_dirichlet_multinomial_backward,
-    .gmm_backward = pooled_gmm_backward,
 };

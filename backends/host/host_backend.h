@@ -5,7 +5,7 @@
 #ifndef TALLY_HOST_BACKEND_H
 #define TALLY_HOST_BACKEND_H
 
-#include "../../src/internal.h"
+#include "backend.h"
 #include "host_parallel.h"
 #include "host_simd.h"
 
@@ -32,19 +32,18 @@ typedef struct tally__host_buffer {
 
 extern const tally__backend_ops tally__host_ops;
 
-tally_status tally__host_reduce(tally_context *ctx, const tally__reduce_job *job);
-tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job);
-tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job);
-tally_status tally__host_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
-tally_status tally__host_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
-tally_status tally__host_rng_fill(tally_context *ctx, const tally__rng_job *job);
-tally_status tally__host_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* tally__host_<op> for every row of TALLY__JOB_OPS (src/backend.h): the
+ * forward ops in host_ops.c, the gradients in host_backward.c. */
+TALLY__DECLARE_OPS(tally__host_)
 /* host_half.c: BF16/F16 views widened to fp32 (the ops table's `widen`). */
 tally_status tally__host_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 
-/* Gradients (host_backward.c). */
-tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job);
-tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job);
-tally_status tally__host_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job);
+/* The Gaussian term of dimension d, tally_gauss_term(z[d], mu[d],
+ * log_var[d]), as a tree term (host_tree.h; host_ops.c): the mixture's
+ * forward and backward reduce the same terms. */
+typedef struct tally__host_gauss_state {
+    const float *z, *mu, *log_var;
+} tally__host_gauss_state;
+float tally__host_term_gauss(const void *state, uint64_t d);
 
 #endif

@@ -185,16 +185,6 @@ typedef struct gmm_bw_task {
     int failed;
 } gmm_bw_task;
 
-typedef struct gauss_bw_state {
-    const float *z, *mu, *lv;
-} gauss_bw_state;
-
-static float term_gauss_bw(const void *st, uint64_t d)
-{
-    const gauss_bw_state *s = st;
-    return tally_gauss_term(s->z[d], s->mu[d], s->lv[d]);
-}
-
 static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
 {
     gmm_bw_task *t = arg;
@@ -241,9 +231,9 @@ static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
             z = host_ptr(&f->z) + b * f->z.stride;
         }
         for (uint64_t k = 0; k < K; k++) {
-            gauss_bw_state gs = {.z = z, .mu = mu + k * D, .lv = lv + k * D};
-            if (tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, term_gauss_bw, &gs, 0, 0.0f, &s[k]) !=
-                TALLY_OK)
+            tally__host_gauss_state gs = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
+            if (tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &gs, 0, 0.0f,
+                                        &s[k]) != TALLY_OK)
                 t->failed = 1;
         }
         const float L = tally_gmm_row_lse(s, t->logits, t->llse, K);

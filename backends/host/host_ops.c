@@ -342,13 +342,9 @@ tally_status tally__host_dirichlet_multinomial(tally_context *ctx, const tally__
 
 /* ---- Gaussian mixture ------------------------------------------------- */
 
-typedef struct gauss_state {
-    const float *z, *mu, *log_var;
-} gauss_state;
-
-static float term_gauss(const void *st, uint64_t d)
+float tally__host_term_gauss(const void *state, uint64_t d)
 {
-    const gauss_state *s = st;
+    const tally__host_gauss_state *s = state;
     return tally_gauss_term(s->z[d], s->mu[d], s->log_var[d]);
 }
 
@@ -359,7 +355,7 @@ static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *
 {
     const uint64_t K = job->components, D = job->dim;
     for (uint64_t k = 0; k < K; k++) {
-        gauss_state s = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
+        tally__host_gauss_state s = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
         float sk = 0.0f;
         tally_status st;
         if (kn != NULL && job->dim_plan.levels > 0) {
@@ -369,7 +365,7 @@ static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *
                                           {.p = s.log_var, .cols = D, .stride = D}}};
             st = tally__host_tree_reduce_k(&job->dim_plan, TALLY_COMBINE_SUM, kn, &src, 0, 0.0f, &sk);
         } else {
-            st = tally__host_tree_reduce(&job->dim_plan, TALLY_COMBINE_SUM, term_gauss, &s, 0, 0.0f, &sk);
+            st = tally__host_tree_reduce(&job->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &s, 0, 0.0f, &sk);
         }
         if (st != TALLY_OK) sk = TALLY_F32_NAN;
         v[k] = K > 1 ? (logits[k] - logits_lse) + sk : sk;

@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "../../src/internal.h"
+#include "backend.h"
 
 /* The per-element terms the kernels know, one row per term: the name and
  * how many input vectors it reads. */

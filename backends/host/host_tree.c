@@ -41,11 +41,22 @@ static float reduce_tile(const tally__tree_level *level, uint64_t tile, int kind
     return lane[0];
 }
 
+static float read_partial(const void *state, uint64_t k)
+{
+    return ((const float *)state)[k];
+}
+
+/* One tile of one level, by one of the two paths below: level 0 reads the
+ * source's terms (partials NULL), an upper level the partials of the level
+ * beneath it. */
+typedef float (*tile_fn)(const void *source, const tally__tree_level *level, uint64_t tile, int kind,
+                         const float *partials);
+
 typedef struct level_task {
     const tally__tree_level *level;
     int kind;
-    tally__host_term_fn term;
-    const void *state;
+    tile_fn tile;
+    const void *source;
     float *partials;
 } level_task;
 
@@ -53,28 +64,25 @@ static void run_tiles(void *arg, uint64_t begin, uint64_t end)
 {
     level_task *t = arg;
     for (uint64_t tile = begin; tile < end; tile++)
-        t->partials[tile] = reduce_tile(t->level, tile, t->kind, t->term, t->state);
+        t->partials[tile] = t->tile(t->source, t->level, tile, t->kind, NULL);
 }
 
-static float read_partial(const void *state, uint64_t k)
-{
-    return ((const float *)state)[k];
-}
-
-tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tally__host_term_fn term,
-                                     const void *state, int parallel, float empty_value, float *out)
+/* The tree of `plan` by either path: level 0's tiles (over threads when
+ * `parallel`), then each upper level in turn. */
+static tally_status tree_reduce(const tally__tree_plan *plan, int kind, tile_fn tile, const void *source,
+                                int parallel, float empty_value, float *out)
 {
     if (plan->levels == 0) {
         *out = empty_value;
         return TALLY_OK;
     }
     if (plan->levels == 1) {
-        *out = reduce_tile(&plan->level[0], 0, kind, term, state);
+        *out = tile(source, &plan->level[0], 0, kind, NULL);
         return TALLY_OK;
     }
-    float *partials = calloc(plan->level[0].tiles, sizeof *partials);
+    float *partials = malloc(plan->level[0].tiles * sizeof *partials);
     if (partials == NULL) return TALLY_OUT_OF_MEMORY;
-    level_task task = {.level = &plan->level[0], .kind = kind, .term = term, .state = state,
+    level_task task = {.level = &plan->level[0], .kind = kind, .tile = tile, .source = source,
                        .partials = partials};
     if (parallel)
         tally__host_parallel_for(plan->level[0].tiles, TALLY_TREE_TILE, run_tiles, &task);
@@ -82,62 +90,59 @@ tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tal
         run_tiles(&task, 0, plan->level[0].tiles);
     /* Upper levels reduce the partials in place: tile t of a level reads
      * only partials at or after t * tile_size, so writing partial t never
-     * clobbers an unread value. */
+     * clobbers an unread value. The partials of a level are one contiguous
+     * vector. */
     for (int i = 1; i < plan->levels; i++) {
         const tally__tree_level *level = &plan->level[i];
-        float *next = partials;
-        for (uint64_t tile = 0; tile < level->tiles; tile++)
-            next[tile] = reduce_tile(level, tile, kind, read_partial, partials);
+        for (uint64_t t = 0; t < level->tiles; t++) partials[t] = tile(source, level, t, kind, partials);
     }
     *out = partials[0];
     free(partials);
     return TALLY_OK;
 }
 
+/* ---- The scalar path: a term function over the elements. ---- */
+
+typedef struct term_source {
+    tally__host_term_fn term;
+    const void *state;
+} term_source;
+
+static float term_tile(const void *source, const tally__tree_level *level, uint64_t tile, int kind,
+                       const float *partials)
+{
+    const term_source *s = source;
+    if (partials != NULL) return reduce_tile(level, tile, kind, read_partial, partials);
+    return reduce_tile(level, tile, kind, s->term, s->state);
+}
+
+tally_status tally__host_tree_reduce(const tally__tree_plan *plan, int kind, tally__host_term_fn term,
+                                     const void *state, int parallel, float empty_value, float *out)
+{
+    const term_source source = {.term = term, .state = state};
+    return tree_reduce(plan, kind, term_tile, &source, parallel, empty_value, out);
+}
+
 /* ---- The same tree through vector kernels (host_simd.h). ---- */
 
-typedef struct level_task_k {
-    const tally__tree_level *level;
-    int kind;
+typedef struct kernel_source {
     const tally__host_kernels *k;
     const tally__host_src *src;
-    float *partials;
-} level_task_k;
+} kernel_source;
 
-static void run_tiles_k(void *arg, uint64_t begin, uint64_t end)
+static float kernel_tile(const void *source, const tally__tree_level *level, uint64_t tile, int kind,
+                         const float *partials)
 {
-    level_task_k *t = arg;
-    for (uint64_t tile = begin; tile < end; tile++)
-        t->partials[tile] = t->k->tile(t->level, tile, t->kind, t->src);
+    const kernel_source *s = source;
+    if (partials == NULL) return s->k->tile(level, tile, kind, s->src);
+    const tally__host_src up = {.term = TALLY__HOST_TERM_PLAIN,
+                                .in = {{.p = partials, .cols = level->n, .stride = level->n}}};
+    return s->k->tile(level, tile, kind, &up);
 }
 
 tally_status tally__host_tree_reduce_k(const tally__tree_plan *plan, int kind, const tally__host_kernels *k,
                                        const tally__host_src *src, int parallel, float empty_value, float *out)
 {
-    if (plan->levels == 0) {
-        *out = empty_value;
-        return TALLY_OK;
-    }
-    if (plan->levels == 1) {
-        *out = k->tile(&plan->level[0], 0, kind, src);
-        return TALLY_OK;
-    }
-    float *partials = malloc(plan->level[0].tiles * sizeof *partials);
-    if (partials == NULL) return TALLY_OUT_OF_MEMORY;
-    level_task_k task = {.level = &plan->level[0], .kind = kind, .k = k, .src = src, .partials = partials};
-    if (parallel)
-        tally__host_parallel_for(plan->level[0].tiles, TALLY_TREE_TILE, run_tiles_k, &task);
-    else
-        run_tiles_k(&task, 0, plan->level[0].tiles);
-    /* As above: each tile of an upper level reads partials at or after the
-     * one it writes. The partials of a level are one contiguous vector. */
-    for (int i = 1; i < plan->levels; i++) {
-        const tally__tree_level *level = &plan->level[i];
-        tally__host_src up = {.term = TALLY__HOST_TERM_PLAIN,
-                              .in = {{.p = partials, .cols = level->n, .stride = level->n}}};
-        for (uint64_t tile = 0; tile < level->tiles; tile++) partials[tile] = k->tile(level, tile, kind, &up);
-    }
-    *out = partials[0];
-    free(partials);
-    return TALLY_OK;
+    const kernel_source source = {.k = k, .src = src};
+    return tree_reduce(plan, kind, kernel_tile, &source, parallel, empty_value, out);
 }

@@ -6,7 +6,7 @@
 #ifndef TALLY_HOST_TREE_H
 #define TALLY_HOST_TREE_H
 
-#include "../../src/internal.h"
+#include "backend.h"
 #include "host_simd.h"
 
 /* The term of element k of the vector being reduced. */

@@ -19,16 +19,6 @@
  * accepts; kernels stride over larger work. */
 #define TALLY__CL_MAX_GROUPS ((1u << 23) - 1u)
 
-static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                              const tally__gpu_arg *args, int nargs);
-static uint32_t cl_buffer_alignment(const tally_buffer *buf);
-
-static const tally__gpu_device_ops cl_device_ops = {
-    .launch = cl_launch,
-    .max_groups = TALLY__CL_MAX_GROUPS,
-    .buffer_alignment = cl_buffer_alignment,
-};
-
 static tally__cl_context *cl_ctx(tally_context *ctx)
 {
     return (tally__cl_context *)ctx;
@@ -120,18 +110,6 @@ static tally_status cl_devices(tally_device_info *devices, int capacity, int *co
     }
     free(list);
     return st;
-}
-
-static int cl_first_gpu(void)
-{
-    cl_device_list *list = malloc(sizeof *list);
-    if (list == NULL) return -1;
-    int found = -1;
-    if (list_devices(list) == TALLY_OK)
-        for (int i = 0; i < list->count && found < 0; i++)
-            if (is_gpu(list->device[i])) found = i;
-    free(list);
-    return found;
 }
 
 /* ------------------------------------------------------------------------
@@ -292,7 +270,7 @@ static tally_status open_device(int index, const char *source, size_t source_siz
         return tally__error(NULL, TALLY_OUT_OF_MEMORY, "opencl backend: out of memory for a context");
     }
     cc->gpu.base.ops = &tally__opencl_ops;
-    cc->gpu.dev = &cl_device_ops;
+    cc->gpu.dev = &tally__opencl_device_ops;
     cc->platform = list->platform[index];
     cc->device = list->device[index];
     free(list);
@@ -366,7 +344,7 @@ static tally_status cl_context_wrap(void *const handles[3], tally_context **out)
     tally__cl_context *cc = calloc(1, sizeof *cc);
     if (cc == NULL) return tally__error(NULL, TALLY_OUT_OF_MEMORY, "opencl backend: out of memory for a context");
     cc->gpu.base.ops = &tally__opencl_ops;
-    cc->gpu.dev = &cl_device_ops;
+    cc->gpu.dev = &tally__opencl_device_ops;
     cc->device = device;
     tally_context *ctx = &cc->gpu.base;
     err = tally__cl.clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof cc->platform, &cc->platform, NULL);
@@ -445,27 +423,32 @@ int tally__opencl_fma_emulated(const tally_context *ctx)
     return ((const tally__cl_context *)ctx)->fma_emulated;
 }
 
-const tally__cl_api *tally__opencl_api(void)
-{
-    return tally__cl_load() == TALLY_OK ? &tally__cl : NULL;
-}
-
 /* ------------------------------------------------------------------------
  * Buffers
  * ------------------------------------------------------------------------ */
 
-static tally_status cl_buffer_create(tally_context *ctx, size_t bytes, tally_buffer **out)
+/* The host side of a new buffer of `bytes`, zeroed. Drivers may accept an
+ * oversized buffer and fail only when it is first used (NVIDIA does), so
+ * the device's limit is checked here. */
+static tally_status new_buffer(tally__cl_context *cc, size_t bytes, tally__cl_buffer **out)
 {
-    tally__cl_context *cc = cl_ctx(ctx);
-    /* Drivers may accept an oversized buffer and fail only when it is first
-     * used (NVIDIA does), so the device's limit is checked here. */
+    tally_context *ctx = &cc->gpu.base;
     if ((cl_ulong)bytes > cc->max_alloc)
         return tally__error(ctx, TALLY_OUT_OF_MEMORY,
                             "opencl: %zu bytes exceed the device's largest allocation "
                             "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu bytes)",
                             bytes, (unsigned long long)cc->max_alloc);
-    tally__cl_buffer *b = calloc(1, sizeof *b);
-    if (b == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    *out = calloc(1, sizeof **out);
+    if (*out == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    return TALLY_OK;
+}
+
+static tally_status cl_buffer_create(tally_context *ctx, size_t bytes, tally_buffer **out)
+{
+    tally__cl_context *cc = cl_ctx(ctx);
+    tally__cl_buffer *b = NULL;
+    tally_status st = new_buffer(cc, bytes, &b);
+    if (st != TALLY_OK) return st;
     cl_int err;
     /* OpenCL has no empty buffers: a zero-byte request gets a small one. */
     b->mem = tally__cl.clCreateBuffer(cc->context, CL_MEM_READ_WRITE, bytes > 0 ? bytes : 16u, NULL, &err);
@@ -524,13 +507,9 @@ static tally_status cl_buffer_wrap_host(tally_context *ctx, void *ptr, size_t by
                             "tally_buffer_wrap_host: %s does not share memory with the host "
                             "(CL_DEVICE_HOST_UNIFIED_MEMORY is false); create a buffer and upload instead",
                             ctx->device_name);
-    if ((cl_ulong)bytes > cc->max_alloc)
-        return tally__error(ctx, TALLY_OUT_OF_MEMORY,
-                            "opencl: %zu bytes exceed the device's largest allocation "
-                            "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu bytes)",
-                            bytes, (unsigned long long)cc->max_alloc);
-    tally__cl_buffer *b = calloc(1, sizeof *b);
-    if (b == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "opencl: out of host memory for a buffer");
+    tally__cl_buffer *b = NULL;
+    tally_status st = new_buffer(cc, bytes, &b);
+    if (st != TALLY_OK) return st;
     cl_int err;
     /* OpenCL has no empty buffers: an empty wrap gets a small buffer of its
      * own that no view can reach (the front end bounds views by bytes). */
@@ -636,39 +615,22 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
                             (unsigned long long)groups, TALLY__CL_MAX_GROUPS);
     cl_kernel k = cc->kernels[kernel];
     for (int i = 0; i < nargs; i++) {
-        cl_int err;
-        switch (args[i].kind) {
-        case TALLY__ARG_BUFFER: {
-            /* A NULL buffer passes a NULL pointer (the kernel does not read
-             * it), which clSetKernelArg accepts. */
-            cl_mem m = args[i].v.buffer != NULL ? ((const tally__cl_buffer *)args[i].v.buffer)->mem : NULL;
-            err = tally__cl.clSetKernelArg(k, (cl_uint)i, sizeof m, &m);
-            break;
-        }
-        case TALLY__ARG_U64: {
-            cl_ulong v = args[i].v.u64;
-            err = tally__cl.clSetKernelArg(k, (cl_uint)i, sizeof v, &v);
-            break;
-        }
-        case TALLY__ARG_U32: {
-            cl_uint v = args[i].v.u32;
-            err = tally__cl.clSetKernelArg(k, (cl_uint)i, sizeof v, &v);
-            break;
-        }
-        case TALLY__ARG_I32: {
-            cl_int v = args[i].v.i32;
-            err = tally__cl.clSetKernelArg(k, (cl_uint)i, sizeof v, &v);
-            break;
-        }
-        case TALLY__ARG_F32: {
-            cl_float v = args[i].v.f32;
-            err = tally__cl.clSetKernelArg(k, (cl_uint)i, sizeof v, &v);
-            break;
-        }
-        default:
+        /* A buffer becomes its cl_mem (a NULL buffer a NULL cl_mem, which
+         * the kernel does not read and clSetKernelArg accepts); a scalar is
+         * passed in place (tally__gpu_scalar_bytes), its OpenCL type having
+         * the size of its C type. */
+        cl_mem m = NULL;
+        const void *value = &args[i].v;
+        size_t size = tally__gpu_scalar_bytes(args[i].kind);
+        if (args[i].kind == TALLY__ARG_BUFFER) {
+            if (args[i].v.buffer != NULL) m = ((const tally__cl_buffer *)args[i].v.buffer)->mem;
+            value = &m;
+            size = sizeof m;
+        } else if (size == 0) {
             return tally__error(ctx, TALLY_BACKEND_ERROR, "opencl launch of %s: argument %d has kind %d", name, i,
                                 (int)args[i].kind);
         }
+        cl_int err = tally__cl.clSetKernelArg(k, (cl_uint)i, size, value);
         if (err != CL_SUCCESS) {
             char what[96];
             snprintf(what, sizeof what, "clSetKernelArg(%s, argument %d)", name, i);
@@ -686,36 +648,7 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
     return TALLY_OK;
 }
 
-/* ------------------------------------------------------------------------
- * The ops table
- * ------------------------------------------------------------------------ */
-
-const tally__backend_ops tally__opencl_ops = {
-    .name = "opencl",
-    .kind = TALLY_BACKEND_OPENCL,
-    .devices = cl_devices,
-    .first_gpu = cl_first_gpu,
-    .context_create = cl_context_create,
-    .context_wrap = cl_context_wrap,
-    .context_release = cl_context_release,
-    .sync = cl_sync,
-    .buffer_create = cl_buffer_create,
-    .buffer_wrap = cl_buffer_wrap,
-    .buffer_wrap_host = cl_buffer_wrap_host,
-    .buffer_release = cl_buffer_release,
-    .buffer_upload = cl_buffer_upload,
-    .buffer_download = cl_buffer_download,
-    .buffer_fill = cl_buffer_fill,
-    .reduce = tally__gpu_reduce,
-    .kl_div = tally__gpu_kl_div,
-    .dirichlet_multinomial = tally__gpu_dirichlet_multinomial,
-    .gmm_log_prob = tally__gpu_gmm_log_prob,
-    .gmm_sample = tally__gpu_gmm_sample,
-    .rng_fill = tally__gpu_rng_fill,
-    .categorical = tally__gpu_categorical,
-    .widen = tally__gpu_widen,
-    .half_native = TALLY__GPU_HALF_NATIVE,
-    .kl_div_backward = tally__gpu_kl_div_backward,
-    .dirichlet_multinomial_backward = tally__gpu_dirichlet_multinomial_backward,
-    .gmm_backward = tally__gpu_gmm_backward,
-};
+/* The backend's tables, built by the shared GPU layer from the device
+ * operations above (TALLY__GPU_BACKEND, backends/gpu/gpu.h). */
+TALLY__GPU_BACKEND(opencl, TALLY_BACKEND_OPENCL, cl_, TALLY__CL_MAX_GROUPS, .context_wrap = cl_context_wrap,
+                  .buffer_wrap = cl_buffer_wrap, .buffer_wrap_host = cl_buffer_wrap_host);

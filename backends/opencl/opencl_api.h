@@ -16,7 +16,7 @@
 #endif
 #include <CL/cl.h>
 
-#include "../../src/internal.h"
+#include "backend.h"
 
 /* X(return type, name, parameter list) */
 #define TALLY__CL_SYMBOLS(X)                                                                              \

@@ -6,7 +6,7 @@
 #ifndef TALLY_OPENCL_BACKEND_H
 #define TALLY_OPENCL_BACKEND_H
 
-#include "../../kernels/abi.h"
+#include "kernels/abi.h"
 #include "../gpu/gpu.h"
 #include "opencl_api.h"
 
@@ -35,7 +35,11 @@ typedef struct tally__cl_buffer {
     struct tally__cl_buffer *next_host, *prev_host; /* the context's host_wrapped list */
 } tally__cl_buffer;
 
+/* The ops table (the front end's view) and the kernel launch (the shared
+ * GPU layer's view, each context's `dev`), defined by TALLY__GPU_BACKEND
+ * at the end of opencl.c. */
 extern const tally__backend_ops tally__opencl_ops;
+extern const tally__gpu_device_ops tally__opencl_device_ops;
 
 /* The program's text, baked in at build time (scripts/embed_cl.py). */
 extern const char tally__opencl_source[];
@@ -65,8 +69,5 @@ int tally__opencl_fma_emulated(const tally_context *ctx);
 /* tally_context_create(TALLY_BACKEND_OPENCL, device) with another program
  * text (a deliberately broken one, to test build failures). */
 tally_status tally__opencl_context_create_with_source(int device, const char *source, tally_context **out);
-/* The loaded OpenCL entry points (NULL when libOpenCL is missing), so that
- * tests can make their own cl_context, queue and cl_mem for interop. */
-const tally__cl_api *tally__opencl_api(void);
 
 #endif /* TALLY_OPENCL_BACKEND_H */

@@ -108,17 +108,24 @@ static uint64_t get_u64(const unsigned char *p)
     return v;
 }
 
-/* Reads exactly n bytes; 0 on a short read or an error. */
-static int read_all(int fd, unsigned char *p, size_t n)
+/* Reads (writing 0) or writes exactly n bytes at p, through interruptions
+ * and partial transfers; 0 on a short transfer or an error. write() only
+ * reads p. */
+static int transfer_all(int fd, unsigned char *p, size_t n, int writing)
 {
     while (n > 0) {
-        ssize_t got = read(fd, p, n);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return 0;
-        p += got;
-        n -= (size_t)got;
+        ssize_t done = writing ? write(fd, p, n) : read(fd, p, n);
+        if (done < 0 && errno == EINTR) continue;
+        if (done <= 0) return 0;
+        p += done;
+        n -= (size_t)done;
     }
     return 1;
+}
+
+static int read_all(int fd, unsigned char *p, size_t n)
+{
+    return transfer_all(fd, p, n, 0);
 }
 
 unsigned char *tally__cl_cache_read(const tally__cl_cache *cache, size_t *size)
@@ -156,14 +163,7 @@ fail:
 
 static int write_all(int fd, const unsigned char *p, size_t n)
 {
-    while (n > 0) {
-        ssize_t put = write(fd, p, n);
-        if (put < 0 && errno == EINTR) continue;
-        if (put <= 0) return 0;
-        p += put;
-        n -= (size_t)put;
-    }
-    return 1;
+    return transfer_all(fd, (unsigned char *)p, n, 1);
 }
 
 void tally__cl_cache_write(const tally__cl_cache *cache, const unsigned char *data, size_t size)

@@ -1,11 +1,11 @@
 /*
- * src/check.h - ops.c's argument checks, for the other front-end files
+ * src/ops_check.h - ops.c's argument checks, for the other front-end files
  * (src/ops_backward.c). The rules live in ops.c only; src/check_export.inc,
  * included at the end of ops.c, defines these thin entry points to them so
  * that every op checks its views in exactly the same way.
  */
-#ifndef TALLY_CHECK_H
-#define TALLY_CHECK_H
+#ifndef TALLY_OPS_CHECK_H
+#define TALLY_OPS_CHECK_H
 
 #include "internal.h"
 
@@ -35,6 +35,18 @@ tally_status tally__check_disjoint(tally_context *ctx, const char *op, const cha
 tally_status tally__check_gmm_params(tally_context *ctx, const char *name, tally_view mu, tally_view log_var,
                                      tally_view logits, int64_t components, uint64_t B, uint64_t D,
                                      tally__gmm_job *job);
+/* The KL divergence's reduction, flags (into *job_flags), input, target and
+ * the view the reduction writes or reads (result_name: out or grad_out),
+ * forward and backward alike. */
+tally_status tally__check_kl_args(tally_context *ctx, const char *name, tally_view input, tally_view target,
+                                  tally_reduction reduction, unsigned flags, tally_dtype dtype,
+                                  const char *result_name, tally_view result, tally__array *input_out,
+                                  tally__array *target_out, tally__array *result_out, uint32_t *job_flags);
+/* The Dirichlet-multinomial's reduction, flags, counts and log_alpha of
+ * `dtype`, and whether alpha is per row (forward and backward alike). */
+tally_status tally__check_dm_inputs(tally_context *ctx, const char *name, tally_view counts, tally_view log_alpha,
+                                    tally_reduction reduction, unsigned flags, tally_dtype dtype,
+                                    tally__array *counts_out, tally__array *log_alpha_out, int *per_row_alpha);
 /* A random op that needs `consumed_count` stream elements from rng. */
 tally_status tally__check_rng(tally_context *ctx, const char *op, tally_rng rng, uint64_t consumed_count,
                               int overflowed);
