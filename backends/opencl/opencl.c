@@ -445,11 +445,6 @@ int tally__opencl_fma_emulated(const tally_context *ctx)
     return ((const tally__cl_context *)ctx)->fma_emulated;
 }
 
-const tally__cl_api *tally__opencl_api(void)
-{
-    return tally__cl_load() == TALLY_OK ? &tally__cl : NULL;
-}
-
 /* ------------------------------------------------------------------------
  * Buffers
  * ------------------------------------------------------------------------ */

@@ -65,8 +65,5 @@ int tally__opencl_fma_emulated(const tally_context *ctx);
 /* tally_context_create(TALLY_BACKEND_OPENCL, device) with another program
  * text (a deliberately broken one, to test build failures). */
 tally_status tally__opencl_context_create_with_source(int device, const char *source, tally_context **out);
-/* The loaded OpenCL entry points (NULL when libOpenCL is missing), so that
- * tests can make their own cl_context, queue and cl_mem for interop. */
-const tally__cl_api *tally__opencl_api(void);
 
 #endif /* TALLY_OPENCL_BACKEND_H */
