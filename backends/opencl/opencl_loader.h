@@ -1,6 +1,6 @@
 /*
- * backends/opencl/opencl_loader.h - the OpenCL entry points, opened at run
- * time with dlopen so that nothing links libOpenCL: a machine without an
+ * backends/opencl/opencl_loader.h - the OpenCL entry points, looked up at
+ * run time so that nothing links libOpenCL: a machine without an
  * OpenCL loader still runs the other backends, and this one reports
  * TALLY_LIBRARY_MISSING. The one list of entry points for the library, the
  * tests and the bench alike.
