@@ -1,16 +1,8 @@
 /*
- * backends/cuda/cuda_driver.c - the driver loader's outcomes as tally
+ * backends/cuda/cuda_driver.c - failed driver calls as tally
  * statuses and messages (see cuda_driver.h).
  */
 #include "cuda_driver.h"
-
-tally_status tally__cuda_load(void)
-{
-    const char *message = NULL;
-    tally_status st = tally__cuda_open(&message);
-    if (st != TALLY_OK) return tally__error(NULL, st, "%s", message);
-    return TALLY_OK;
-}
 
 tally_status tally__cuda_error(tally_context *ctx, CUresult result, const char *what)
 {

@@ -14,7 +14,7 @@
  * thread's record: LIBRARY_MISSING, NO_DEVICE or BACKEND_ERROR (see
  * tally__cuda_open). Once per process; any thread.
  */
-tally_status tally__cuda_load(void);
+#define tally__cuda_load() tally__vendor_load(tally__cuda_open)
 
 /*
  * Reports a failed driver call in one line on ctx (or the thread record when

@@ -1,16 +1,8 @@
 /*
- * backends/opencl/opencl_api.c - the OpenCL loader's outcomes as tally
+ * backends/opencl/opencl_api.c - failed OpenCL calls as tally
  * statuses and messages (see opencl_api.h).
  */
 #include "opencl_api.h"
-
-tally_status tally__cl_load(void)
-{
-    const char *message = NULL;
-    tally_status st = tally__cl_open(&message);
-    if (st != TALLY_OK) return tally__error(NULL, st, "%s", message);
-    return TALLY_OK;
-}
 
 tally_status tally__cl_error(tally_context *ctx, cl_int code, const char *call)
 {

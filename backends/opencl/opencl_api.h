@@ -11,7 +11,7 @@
 
 /* tally__cl_open, with the reason of a failure (TALLY_LIBRARY_MISSING)
  * written to the calling thread's record. Once per process; any thread. */
-tally_status tally__cl_load(void);
+#define tally__cl_load() tally__vendor_load(tally__cl_open)
 
 /* Reports a failed call on ctx (NULL: the thread): "<call> failed:
  * <NAME> (<code>)". Allocation failures (CL_MEM_OBJECT_ALLOCATION_FAILURE,
