@@ -1,11 +1,13 @@
 /*
  * bench/bench.h - shared state of tally-bench.
  *
- * bench_vendor.c owns everything that talks to a vendor library directly
- * (opened with dlopen, so one binary runs on any machine): the app-side CUDA
- * stream and events, the app-side OpenCL context and profiling queue, the
- * batch timer and the bandwidth ceilings. bench_ops.c owns the workloads,
- * which go through tally's public API only, and the report.
+ * bench_vendor.c and the backend files it dispatches to (bench_host.c,
+ * bench_opencl.c, bench_cuda.c; bench_vendor.h) own everything that talks to
+ * a vendor library directly, through tally's vendor loaders, so one binary
+ * runs on any machine: the app-side CUDA stream and events, the app-side
+ * OpenCL context and profiling queue, the batch timer and the bandwidth
+ * ceilings. bench_ops.c owns the workloads, which go through tally's public
+ * API only, and the report.
  */
 #ifndef TALLY_BENCH_H
 #define TALLY_BENCH_H

@@ -61,6 +61,10 @@ void tally__error_append(tally_context *ctx, const char *text);
 /* Moves a context's message to the thread record (used when a context that
  * failed half way is torn down during creation). */
 void tally__error_to_thread(tally_context *ctx);
+/* Runs a vendor loader's open (tally__cuda_open, tally__cl_open; each loads
+ * once per process) and reports its failure, in the loader's words, on the
+ * calling thread's record. */
+tally_status tally__vendor_load(tally_status (*open)(const char **message));
 
 /* ------------------------------------------------------------------------
  * The reduction planner (src/plan.c; docs/reduction-tree.md).

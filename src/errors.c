@@ -100,6 +100,14 @@ void tally__error_to_thread(tally_context *ctx)
         snprintf(thread_error, sizeof thread_error, "%s", ctx->error);
 }
 
+tally_status tally__vendor_load(tally_status (*open)(const char **message))
+{
+    const char *message = NULL;
+    tally_status st = open(&message);
+    if (st != TALLY_OK) return tally__error(NULL, st, "%s", message);
+    return TALLY_OK;
+}
+
 const char *tally_last_error(const tally_context *ctx)
 {
     if (ctx == NULL) return thread_error;

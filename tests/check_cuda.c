@@ -8,19 +8,12 @@
  * Needs no backend (runs once, in the core suite). The device tests are in
  * check_cuda_interop.c.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
-
-/* The driver's values for the results this file reads (cuda.h's CUresult);
- * the file is built where the toolkit is absent too, so it declares them. */
-#define DRV_SUCCESS 0
-#define DRV_ERROR_STUB_LIBRARY 34
-#define DRV_ERROR_NO_DEVICE 100
 
 /* What tally must report for CUDA on this machine. */
 typedef struct expectation {
@@ -31,8 +24,55 @@ typedef struct expectation {
     char situation[256];    /* for failure messages */
 } expectation;
 
-/* Asks the driver directly, as tally would: not compiled in, no
- * libcuda.so.1, cuInit failing, no device, or usable. */
+/* Asks the driver itself, through the one CUDA loader
+ * (backends/cuda/cuda_loader.h), what tally must report: the loader's own
+ * outcome for a missing library or symbol, then cuInit and the device count
+ * called here. Built only where the CUDA backend is (TALLY_TEST_CUDA): cuda.h
+ * is needed, and elsewhere expect_cuda stops at "not compiled". */
+#if TALLY_TEST_CUDA
+#  include "backends/cuda/cuda_loader.h"
+
+static void probe_driver(expectation *e)
+{
+    const char *why = NULL;
+    tally__cuda_open(&why);
+    if (tally__cu.cuInit == NULL) {
+        e->status = TALLY_LIBRARY_MISSING;
+        e->prefix = "libcuda.so.1 was not found (";
+        snprintf(e->situation, sizeof e->situation, "no NVIDIA driver (%s)", why);
+        ck_assert_msg(strncmp(why, e->prefix, strlen(e->prefix)) == 0, "libcuda.so.1 is incomplete: %s", why);
+        return;
+    }
+    CUresult r = tally__cu.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        e->status = r == CUDA_ERROR_NO_DEVICE      ? TALLY_NO_DEVICE
+                    : r == CUDA_ERROR_STUB_LIBRARY ? TALLY_LIBRARY_MISSING
+                                                   : TALLY_BACKEND_ERROR; /* refined below */
+        e->prefix = "libcuda.so.1 was loaded but cuInit failed: CUDA_ERROR_";
+        e->contains = r == CUDA_ERROR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : NULL;
+        snprintf(e->situation, sizeof e->situation, "a driver whose cuInit fails with %d", (int)r);
+        return;
+    }
+    int n = 0;
+    ck_assert_int_eq(tally__cu.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    if (n == 0) {
+        e->status = TALLY_NO_DEVICE;
+        e->contains = "libcuda.so.1";
+        snprintf(e->situation, sizeof e->situation, "a driver with no device");
+        return;
+    }
+    e->devices = n;
+    snprintf(e->situation, sizeof e->situation, "a driver with %d device(s)", n);
+}
+#else
+static void probe_driver(expectation *e)
+{
+    (void)e;
+    ck_abort_msg("the cuda backend is compiled, but this test was built without its loader");
+}
+#endif
+
+/* Not compiled in, no libcuda.so.1, cuInit failing, no device, or usable. */
 static expectation expect_cuda(void)
 {
     expectation e = {.status = TALLY_OK};
@@ -42,39 +82,7 @@ static expectation expect_cuda(void)
         snprintf(e.situation, sizeof e.situation, "the cuda backend is not compiled in");
         return e;
     }
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        e.status = TALLY_LIBRARY_MISSING;
-        e.prefix = "libcuda.so.1 was not found (";
-        snprintf(e.situation, sizeof e.situation, "no NVIDIA driver (dlopen: %s)", dlerror());
-        return e;
-    }
-    int (*init)(unsigned) = NULL;
-    int (*count)(int *) = NULL;
-    void *a = dlsym(lib, "cuInit"), *b = dlsym(lib, "cuDeviceGetCount");
-    memcpy(&init, &a, sizeof a);
-    memcpy(&count, &b, sizeof b);
-    ck_assert_msg(init != NULL && count != NULL, "libcuda.so.1 lacks cuInit or cuDeviceGetCount");
-    int r = init(0);
-    if (r != DRV_SUCCESS) {
-        e.status = r == DRV_ERROR_NO_DEVICE      ? TALLY_NO_DEVICE
-                   : r == DRV_ERROR_STUB_LIBRARY ? TALLY_LIBRARY_MISSING
-                                                 : TALLY_BACKEND_ERROR; /* refined below */
-        e.prefix = "libcuda.so.1 was loaded but cuInit failed: CUDA_ERROR_";
-        e.contains = r == DRV_ERROR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : NULL;
-        snprintf(e.situation, sizeof e.situation, "a driver whose cuInit fails with %d", r);
-        return e;
-    }
-    int n = 0;
-    ck_assert_int_eq(count(&n), DRV_SUCCESS);
-    if (n == 0) {
-        e.status = TALLY_NO_DEVICE;
-        e.contains = "libcuda.so.1";
-        snprintf(e.situation, sizeof e.situation, "a driver with no device");
-        return e;
-    }
-    e.devices = n;
-    snprintf(e.situation, sizeof e.situation, "a driver with %d device(s)", n);
+    probe_driver(&e);
     return e;
 }
 
@@ -219,13 +227,15 @@ static void *attempt_create(void *arg)
 
 START_TEST(test_concurrent_first_use)
 {
-    expectation e = expect_cuda();
     enum { THREADS = 4 };
     pthread_t threads[THREADS];
     attempt attempts[THREADS];
     for (int i = 0; i < THREADS; i++)
         ck_assert_int_eq(pthread_create(&threads[i], NULL, attempt_create, &attempts[i]), 0);
     for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(threads[i], NULL), 0);
+    /* Asked only now: the probe opens the driver through the same loader,
+     * and the threads must be the first to. */
+    expectation e = expect_cuda();
     for (int i = 0; i < THREADS; i++) {
         check_outcome(&e, attempts[i].status, attempts[i].message, "tally_context_create(CUDA) on a thread");
         ck_assert_int_eq(attempts[i].status, attempts[0].status);

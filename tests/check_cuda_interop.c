@@ -1,7 +1,8 @@
 /*
  * tests/check_cuda_interop.c - tally inside a CUDA application, on a GPU.
  *
- * The test plays the app: it opens the driver itself, makes the device's
+ * The test plays the app: it opens the driver (through the loader tally
+ * uses too), makes the device's
  * primary context current (as the CUDA runtime does), allocates memory and
  * creates a stream, then hands both to tally (tally_context_create_cuda,
  * tally_buffer_wrap_cuda). It checks results against float64 references
@@ -13,7 +14,6 @@
  * Registered with TALLY_TEST_BACKEND=cuda: the runner exits 77 (SKIP) where
  * CUDA has no library or device, so this file only runs on GPU machines.
  */
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,96 +22,45 @@
 
 #include "reference.h"
 #include "testutil.h"
+#include "backends/cuda/cuda_loader.h"
 
 const int tally_test_needs_backend = 1;
 
 /* ---- The app's own use of the driver ---------------------------------------
- * Declared here rather than taken from cuda.h, so that this file builds where
- * the toolkit is absent (and is then skipped at run time). The symbols are the
- * driver's versioned names, as cuda.h maps them. */
-typedef int drv_result;
-typedef int drv_device;
-typedef void *drv_context;
-typedef void *drv_stream;
-typedef unsigned long long drv_ptr;
-typedef void *drv_module;
-typedef void *drv_function;
-#define DRV_SUCCESS 0
-/* The driver's special stream handles (cuda.h's CU_STREAM_LEGACY and
- * CU_STREAM_PER_THREAD); 0 is the legacy default stream too. */
-#define DRV_STREAM_LEGACY ((drv_stream)0x1)
-#define DRV_STREAM_PER_THREAD ((drv_stream)0x2)
-#define DRV_STREAM_NON_BLOCKING 1u
-
-#define APP_SYMBOLS(X)                                                                   \
-    X(cuInit, (unsigned flags))                                                          \
-    X(cuDeviceGet, (drv_device * device, int ordinal))                                   \
-    X(cuDevicePrimaryCtxRetain, (drv_context * ctx, drv_device device))                  \
-    X(cuDevicePrimaryCtxRelease_v2, (drv_device device))                                 \
-    X(cuCtxSetCurrent, (drv_context ctx))                                                \
-    X(cuCtxGetCurrent, (drv_context * ctx))                                              \
-    X(cuMemAlloc_v2, (drv_ptr * ptr, size_t bytes))                                      \
-    X(cuMemFree_v2, (drv_ptr ptr))                                                       \
-    X(cuMemcpyHtoD_v2, (drv_ptr dst, const void *src, size_t bytes))                     \
-    X(cuMemcpyDtoH_v2, (void *dst, drv_ptr src, size_t bytes))                           \
-    X(cuStreamCreate, (drv_stream * stream, unsigned flags))                             \
-    X(cuStreamDestroy_v2, (drv_stream stream))                                           \
-    X(cuStreamSynchronize, (drv_stream stream))                                          \
-    X(cuCtxCreate_v2, (drv_context * ctx, unsigned flags, drv_device device))            \
-    X(cuCtxDestroy_v2, (drv_context ctx))                                                \
-    X(cuMemsetD32_v2, (drv_ptr dst, unsigned value, size_t count))                       \
-    X(cuModuleLoadData, (drv_module * module, const void *image))                        \
-    X(cuModuleUnload, (drv_module module))                                               \
-    X(cuModuleGetFunction, (drv_function * function, drv_module module, const char *name)) \
-    X(cuLaunchKernel, (drv_function f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, \
-                       unsigned by, unsigned bz, unsigned shared, drv_stream stream,      \
-                       void **params, void **extra))
-
-static struct {
-#define APP_FIELD(sym, params) drv_result(*sym) params;
-    APP_SYMBOLS(APP_FIELD)
-#undef APP_FIELD
-} drv;
-
-static drv_device app_device;
-static drv_context app_primary;
+ * Through the one CUDA loader (backends/cuda/cuda_loader.h), whose table
+ * holds the entry points an application calls as well as tally's own. This
+ * file is built only where the CUDA backend is (it needs cuda.h); elsewhere
+ * the suite is registered as skipped. */
+static CUdevice app_device;
+static CUcontext app_primary;
 
 /* Opens the driver and makes device 0's primary context current on this
  * thread, the state a CUDA runtime app is in after its first cudaMalloc. */
 static void app_setup(void)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(lib != NULL, "dlopen(libcuda.so.1): %s", dlerror());
-#define APP_RESOLVE(sym, params)                                   \
-    {                                                              \
-        void *address = dlsym(lib, #sym);                          \
-        ck_assert_msg(address != NULL, "libcuda lacks %s", #sym);  \
-        memcpy(&drv.sym, &address, sizeof address);                \
-    }
-    APP_SYMBOLS(APP_RESOLVE)
-#undef APP_RESOLVE
-    ck_assert_int_eq(drv.cuInit(0), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuDeviceGet(&app_device, 0), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuDevicePrimaryCtxRetain(&app_primary, app_device), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuCtxSetCurrent(app_primary), DRV_SUCCESS);
+    const char *why = NULL;
+    ck_assert_msg(tally__cuda_open(&why) == TALLY_OK, "%s", why);
+    ck_assert_int_eq(tally__cu.cuDeviceGet(&app_device, 0), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuDevicePrimaryCtxRetain(&app_primary, app_device), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuCtxSetCurrent(app_primary), CUDA_SUCCESS);
 }
 
 static void app_teardown(void)
 {
-    ck_assert_int_eq(drv.cuDevicePrimaryCtxRelease_v2(app_device), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuDevicePrimaryCtxRelease_v2(app_device), CUDA_SUCCESS);
 }
 
-static drv_ptr app_alloc(size_t bytes)
+static CUdeviceptr app_alloc(size_t bytes)
 {
-    drv_ptr p = 0;
-    ck_assert_int_eq(drv.cuMemAlloc_v2(&p, bytes), DRV_SUCCESS);
+    CUdeviceptr p = 0;
+    ck_assert_int_eq(tally__cu.cuMemAlloc_v2(&p, bytes), CUDA_SUCCESS);
     return p;
 }
 
 static void assert_current_is_app(const char *when)
 {
-    drv_context current = NULL;
-    ck_assert_int_eq(drv.cuCtxGetCurrent(&current), DRV_SUCCESS);
+    CUcontext current = NULL;
+    ck_assert_int_eq(tally__cu.cuCtxGetCurrent(&current), CUDA_SUCCESS);
     ck_assert_msg(current == app_primary, "%s: the thread's current context changed", when);
 }
 
@@ -142,11 +91,11 @@ START_TEST(test_app_memory_and_stream)
     float *x = tt_alloc(SUM_N * sizeof *x);
     tt_fill_uniform(x, SUM_N, 11, -1.0, 1.0);
 
-    drv_stream stream = NULL;
-    ck_assert_int_eq(drv.cuStreamCreate(&stream, DRV_STREAM_NON_BLOCKING), DRV_SUCCESS);
-    drv_ptr dx = app_alloc(SUM_N * 4), dsum = app_alloc(16), draw = app_alloc(RNG_N * 4),
+    CUstream stream = NULL;
+    ck_assert_int_eq(tally__cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CUdeviceptr dx = app_alloc(SUM_N * 4), dsum = app_alloc(16), draw = app_alloc(RNG_N * 4),
             duni = app_alloc(RNG_N * 4);
-    ck_assert_int_eq(drv.cuMemcpyHtoD_v2(dx, x, SUM_N * 4), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemcpyHtoD_v2(dx, x, SUM_N * 4), CUDA_SUCCESS);
 
     tally_context *ctx = NULL;
     tt_ok(tally_context_create_cuda(0, stream, &ctx), NULL);
@@ -174,10 +123,10 @@ START_TEST(test_app_memory_and_stream)
     ck_assert_uint_eq(consumed, (RNG_N + 3) / 4 * 4);
     tt_ok(tally_rng_fill(ctx, TALLY_DIST_UNIFORM, rng, tally_view_f32(buni, 0, 1, RNG_N), NULL), ctx);
     assert_current_is_app("after the ops");
-    ck_assert_int_eq(drv.cuStreamSynchronize(stream), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuStreamSynchronize(stream), CUDA_SUCCESS);
 
     float sums[4];
-    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(sums, dsum, sizeof sums), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemcpyDtoH_v2(sums, dsum, sizeof sums), CUDA_SUCCESS);
     ck_assert_uint_eq(tt_bits(sums[0]), TT_POISON);
     ck_assert_uint_eq(tt_bits(sums[2]), TT_POISON);
     double ref = 0.0, mag = 0.0;
@@ -189,8 +138,8 @@ START_TEST(test_app_memory_and_stream)
 
     uint32_t *raw = tt_alloc(RNG_N * 4);
     float *uni = tt_alloc(RNG_N * 4);
-    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(raw, draw, RNG_N * 4), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(uni, duni, RNG_N * 4), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemcpyDtoH_v2(raw, draw, RNG_N * 4), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemcpyDtoH_v2(uni, duni, RNG_N * 4), CUDA_SUCCESS);
     for (uint64_t k = 0; k < RNG_N; k++) {
         uint32_t want = tally_ref_rng_raw(rng.seed, rng.subsequence, rng.offset + k);
         ck_assert_msg(raw[k] == want, "raw[%llu] = 0x%08x, reference 0x%08x", (unsigned long long)k, raw[k],
@@ -213,15 +162,15 @@ START_TEST(test_app_memory_and_stream)
 
     /* Nothing of the app's was freed or destroyed: its data is intact, its
      * stream still works, and each free succeeds exactly once. */
-    ck_assert_int_eq(drv.cuStreamSynchronize(stream), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuStreamSynchronize(stream), CUDA_SUCCESS);
     float *back = tt_alloc(SUM_N * sizeof *back);
-    ck_assert_int_eq(drv.cuMemcpyDtoH_v2(back, dx, SUM_N * 4), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemcpyDtoH_v2(back, dx, SUM_N * 4), CUDA_SUCCESS);
     ck_assert_msg(memcmp(back, x, SUM_N * 4) == 0, "the app's input changed");
-    ck_assert_int_eq(drv.cuMemFree_v2(dx), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemFree_v2(dsum), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemFree_v2(draw), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemFree_v2(duni), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuStreamDestroy_v2(stream), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(dx), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(dsum), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(draw), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(duni), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuStreamDestroy_v2(stream), CUDA_SUCCESS);
     free(back);
     free(raw);
     free(uni);
@@ -278,7 +227,7 @@ START_TEST(test_wrap_rejects)
 {
     tally_context *ctx = NULL;
     tt_ok(tally_context_create_cuda(0, NULL, &ctx), NULL);
-    drv_ptr p = app_alloc(64);
+    CUdeviceptr p = app_alloc(64);
     tally_buffer *buf = NULL;
     tt_assert_status(tally_buffer_wrap_cuda(ctx, p + 2, 16, &buf), TALLY_INVALID_ARGUMENT, ctx);
     ck_assert_msg(strstr(tally_last_error(ctx), "aligned") != NULL, "message: %s", tally_last_error(ctx));
@@ -294,7 +243,7 @@ START_TEST(test_wrap_rejects)
     tt_ok(tally_buffer_wrap_cuda(ctx, 0, 0, &buf), ctx);
     tally_buffer_release(buf);
     tally_context_release(ctx);
-    ck_assert_int_eq(drv.cuMemFree_v2(p), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(p), CUDA_SUCCESS);
 }
 END_TEST
 
@@ -305,17 +254,17 @@ typedef struct worker {
     tally_buffer *in, *out;
     tally_status status;
     float result;
-    drv_context before, after;
+    CUcontext before, after;
 } worker;
 
 static void *work(void *arg)
 {
     worker *w = arg;
-    drv.cuCtxGetCurrent(&w->before);
+    tally__cu.cuCtxGetCurrent(&w->before);
     w->status = tally_reduce(w->ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(w->in, 0, 1, 4097),
                              tally_view_f32(w->out, 0, 1, 1));
     if (w->status == TALLY_OK) w->status = tally_buffer_download(w->out, 0, &w->result, 4);
-    drv.cuCtxGetCurrent(&w->after);
+    tally__cu.cuCtxGetCurrent(&w->after);
     return NULL;
 }
 
@@ -343,18 +292,18 @@ END_TEST
  * refused at creation instead of failing in the first launch. */
 START_TEST(test_foreign_stream_rejected)
 {
-    drv_context other = NULL;
-    ck_assert_int_eq(drv.cuCtxCreate_v2(&other, 0, app_device), DRV_SUCCESS); /* now current */
-    drv_stream stream = NULL;
-    ck_assert_int_eq(drv.cuStreamCreate(&stream, DRV_STREAM_NON_BLOCKING), DRV_SUCCESS);
+    CUcontext other = NULL;
+    ck_assert_int_eq(tally__cu.ctx_create(&other, 0, app_device), CUDA_SUCCESS); /* now current */
+    CUstream stream = NULL;
+    ck_assert_int_eq(tally__cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     tally_context *ctx = NULL;
     tt_assert_status(tally_context_create_cuda(0, stream, &ctx), TALLY_INVALID_ARGUMENT, NULL);
     ck_assert_ptr_null(ctx);
     ck_assert_msg(strstr(tally_last_error(NULL), "another CUDA context") != NULL, "message: %s",
                   tally_last_error(NULL));
-    ck_assert_int_eq(drv.cuStreamDestroy_v2(stream), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuCtxDestroy_v2(other), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuCtxSetCurrent(app_primary), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuStreamDestroy_v2(stream), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuCtxDestroy_v2(other), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuCtxSetCurrent(app_primary), CUDA_SUCCESS);
 }
 END_TEST
 
@@ -428,12 +377,12 @@ static const char app_fill_ptx[] =
     "  ret;\n"
     "}\n";
 
-static void app_fill(drv_function f, drv_stream stream, drv_ptr dst, unsigned long long count, float value,
+static void app_fill(CUfunction f, CUstream stream, CUdeviceptr dst, unsigned long long count, float value,
                      unsigned long long delay_ns)
 {
     unsigned bits = tt_bits(value);
     void *params[] = {&dst, &count, &bits, &delay_ns};
-    ck_assert_int_eq(drv.cuLaunchKernel(f, 264, 1, 1, 256, 1, 1, 0, stream, params, NULL), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuLaunchKernel(f, 264, 1, 1, 256, 1, 1, 0, stream, params, NULL), CUDA_SUCCESS);
 }
 
 /* Rows x cols of the KL below: big enough that the app's writes take a while
@@ -441,17 +390,17 @@ static void app_fill(drv_function f, drv_stream stream, drv_ptr dst, unsigned lo
 #define DEFAULT_ROWS 256u
 #define DEFAULT_COLS 16384u
 
-static void check_default_stream(drv_stream stream, const char *label)
+static void check_default_stream(CUstream stream, const char *label)
 {
     const size_t n = (size_t)DEFAULT_ROWS * DEFAULT_COLS;
-    drv_module module = NULL;
-    drv_function fill = NULL;
-    ck_assert_int_eq(drv.cuModuleLoadData(&module, app_fill_ptx), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuModuleGetFunction(&fill, module, "app_fill"), DRV_SUCCESS);
-    drv_ptr dp = app_alloc(n * 4), dt = app_alloc(n * 4), dy = app_alloc(16);
-    ck_assert_int_eq(drv.cuMemsetD32_v2(dp, 0u, n), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemsetD32_v2(dt, 0u, n), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemsetD32_v2(dy, TT_POISON, 4), DRV_SUCCESS);
+    CUmodule module = NULL;
+    CUfunction fill = NULL;
+    ck_assert_int_eq(tally__cu.cuModuleLoadData(&module, app_fill_ptx), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuModuleGetFunction(&fill, module, "app_fill"), CUDA_SUCCESS);
+    CUdeviceptr dp = app_alloc(n * 4), dt = app_alloc(n * 4), dy = app_alloc(16);
+    ck_assert_int_eq(tally__cu.cuMemsetD32_v2(dp, 0u, n), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemsetD32_v2(dt, 0u, n), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemsetD32_v2(dy, TT_POISON, 4), CUDA_SUCCESS);
 
     tally_context *ctx = NULL;
     tt_ok(tally_context_create_cuda(0, stream, &ctx), NULL);
@@ -501,10 +450,10 @@ static void check_default_stream(drv_stream stream, const char *label)
     tally_buffer_release(by);
     tally_context_release(ctx);
     assert_current_is_app(label);
-    ck_assert_int_eq(drv.cuMemFree_v2(dp), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemFree_v2(dt), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuMemFree_v2(dy), DRV_SUCCESS);
-    ck_assert_int_eq(drv.cuModuleUnload(module), DRV_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(dp), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(dt), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuMemFree_v2(dy), CUDA_SUCCESS);
+    ck_assert_int_eq(tally__cu.cuModuleUnload(module), CUDA_SUCCESS);
 }
 
 START_TEST(test_stream_zero_is_default_stream)
@@ -515,13 +464,13 @@ END_TEST
 
 START_TEST(test_stream_legacy)
 {
-    check_default_stream(DRV_STREAM_LEGACY, "CU_STREAM_LEGACY");
+    check_default_stream(CU_STREAM_LEGACY, "CU_STREAM_LEGACY");
 }
 END_TEST
 
 START_TEST(test_stream_per_thread)
 {
-    check_default_stream(DRV_STREAM_PER_THREAD, "CU_STREAM_PER_THREAD");
+    check_default_stream(CU_STREAM_PER_THREAD, "CU_STREAM_PER_THREAD");
 }
 END_TEST
 

@@ -15,7 +15,6 @@
  * when the OpenCL backend is compiled out (the runner then skips it).
  */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "backends/opencl/opencl_loader.h"
 
 const int tally_test_needs_backend = 1;
 
@@ -1014,69 +1014,25 @@ END_TEST
  * Interop: the app's own OpenCL objects, made here through libOpenCL.
  * ------------------------------------------------------------------------ */
 
-typedef struct app_cl {
-    void *lib;
-    int32_t (*GetPlatformIDs)(uint32_t, void **, uint32_t *);
-    int32_t (*GetDeviceIDs)(void *, uint64_t, uint32_t, void **, uint32_t *);
-    void *(*CreateContext)(const intptr_t *, uint32_t, void *const *, void *, void *, int32_t *);
-    void *(*CreateCommandQueue)(void *, void *, uint64_t, int32_t *);
-    void *(*CreateBuffer)(void *, uint64_t, size_t, void *, int32_t *);
-    int32_t (*EnqueueReadBuffer)(void *, void *, uint32_t, size_t, size_t, void *, uint32_t, const void *, void *);
-    int32_t (*GetMemObjectInfo)(void *, uint32_t, size_t, void *, size_t *);
-    int32_t (*GetContextInfo)(void *, uint32_t, size_t, void *, size_t *);
-    int32_t (*GetCommandQueueInfo)(void *, uint32_t, size_t, void *, size_t *);
-    int32_t (*ReleaseMemObject)(void *);
-    int32_t (*ReleaseCommandQueue)(void *);
-    int32_t (*ReleaseContext)(void *);
-    int32_t (*Finish)(void *);
-} app_cl;
-
-#define CL_DEVICE_TYPE_ALL_ 0xFFFFFFFFull
-#define CL_MEM_READ_WRITE_ 1ull
-#define CL_MEM_COPY_HOST_PTR_ 32ull
-#define CL_MEM_SIZE_ 0x1102u
-#define CL_MEM_REFERENCE_COUNT_ 0x1105u
-#define CL_CONTEXT_REFERENCE_COUNT_ 0x1080u
-#define CL_QUEUE_REFERENCE_COUNT_ 0x1092u
-#define CL_CONTEXT_PLATFORM_ 0x1084
-
-static void app_load(app_cl *a)
+/* The app's calls go through the same loader as tally's own
+ * (backends/opencl/opencl_loader.h); a missing libOpenCL skips this suite
+ * before any test runs. */
+static void app_load(void)
 {
-    a->lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (a->lib == NULL) a->lib = dlopen("libOpenCL.so", RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(a->lib != NULL, "libOpenCL: %s", dlerror());
-#define LOAD(field, sym)                                      \
-    do {                                                      \
-        void *p_ = dlsym(a->lib, sym);                        \
-        ck_assert_msg(p_ != NULL, "libOpenCL lacks %s", sym); \
-        memcpy(&a->field, &p_, sizeof p_);                    \
-    } while (0)
-    LOAD(GetPlatformIDs, "clGetPlatformIDs");
-    LOAD(GetDeviceIDs, "clGetDeviceIDs");
-    LOAD(CreateContext, "clCreateContext");
-    LOAD(CreateCommandQueue, "clCreateCommandQueue");
-    LOAD(CreateBuffer, "clCreateBuffer");
-    LOAD(EnqueueReadBuffer, "clEnqueueReadBuffer");
-    LOAD(GetMemObjectInfo, "clGetMemObjectInfo");
-    LOAD(GetContextInfo, "clGetContextInfo");
-    LOAD(GetCommandQueueInfo, "clGetCommandQueueInfo");
-    LOAD(ReleaseMemObject, "clReleaseMemObject");
-    LOAD(ReleaseCommandQueue, "clReleaseCommandQueue");
-    LOAD(ReleaseContext, "clReleaseContext");
-    LOAD(Finish, "clFinish");
-#undef LOAD
+    const char *why = NULL;
+    ck_assert_msg(tally__cl_open(&why) == TALLY_OK, "%s", why);
 }
 
 /* Device 0 in tally's order: the first device of the first platform that
  * has one. */
-static void app_device(app_cl *a, void **platform, void **device)
+static void app_device(cl_platform_id *platform, cl_device_id *device)
 {
-    void *platforms[16];
-    uint32_t np = 0;
-    ck_assert_int_eq(a->GetPlatformIDs(16, platforms, &np), 0);
-    for (uint32_t p = 0; p < np && p < 16; p++) {
-        uint32_t nd = 0;
-        if (a->GetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL_, 1, device, &nd) == 0 && nd > 0) {
+    cl_platform_id platforms[16];
+    cl_uint np = 0;
+    ck_assert_int_eq(tally__cl.clGetPlatformIDs(16, platforms, &np), CL_SUCCESS);
+    for (cl_uint p = 0; p < np && p < 16; p++) {
+        cl_uint nd = 0;
+        if (tally__cl.clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 1, device, &nd) == CL_SUCCESS && nd > 0) {
             *platform = platforms[p];
             return;
         }
@@ -1084,49 +1040,55 @@ static void app_device(app_cl *a, void **platform, void **device)
     ck_abort_msg("no OpenCL device");
 }
 
-static uint32_t refcount(int32_t (*query)(void *, uint32_t, size_t, void *, size_t *), void *obj, uint32_t what)
+/* The reference count of one of the app's objects, as OpenCL reports it:
+ * REFCOUNT(clGetMemObjectInfo, m, CL_MEM_REFERENCE_COUNT). */
+static cl_uint refcount_value;
+
+static cl_uint refcount_checked(cl_int e)
 {
-    uint32_t n = 0;
-    ck_assert_int_eq(query(obj, what, sizeof n, &n, NULL), 0);
-    return n;
+    ck_assert_int_eq(e, CL_SUCCESS);
+    return refcount_value;
 }
+
+#define REFCOUNT(query, obj, what) \
+    refcount_checked(tally__cl.query((obj), (what), sizeof refcount_value, &refcount_value, NULL))
 
 START_TEST(test_interop)
 {
-    app_cl a;
-    app_load(&a);
-    void *platform = NULL, *device = NULL;
-    app_device(&a, &platform, &device);
-    int32_t err = 0;
-    intptr_t props[3] = {CL_CONTEXT_PLATFORM_, (intptr_t)platform, 0};
-    void *context = a.CreateContext(props, 1, &device, NULL, NULL, &err);
+    app_load();
+    cl_platform_id platform = NULL;
+    cl_device_id device = NULL;
+    app_device(&platform, &device);
+    cl_int err = 0;
+    cl_context_properties props[3] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
+    cl_context context = tally__cl.clCreateContext(props, 1, &device, NULL, NULL, &err);
     ck_assert_int_eq(err, 0);
-    void *queue = a.CreateCommandQueue(context, device, 0, &err);
+    cl_command_queue queue = tally__cl.clCreateCommandQueue(context, device, 0, &err);
     ck_assert_int_eq(err, 0);
 
     enum { ROWS = 37, COLS = 301, N = ROWS * COLS };
     float *x = make_data(N, 11, gen_normal), *t = make_data(N, 12, gen_prob);
-    void *mx = a.CreateBuffer(context, CL_MEM_READ_WRITE_ | CL_MEM_COPY_HOST_PTR_, N * 4u, x, &err);
+    cl_mem mx = tally__cl.clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, N * 4u, x, &err);
     ck_assert_int_eq(err, 0);
-    void *mt = a.CreateBuffer(context, CL_MEM_READ_WRITE_ | CL_MEM_COPY_HOST_PTR_, N * 4u, t, &err);
+    cl_mem mt = tally__cl.clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, N * 4u, t, &err);
     ck_assert_int_eq(err, 0);
-    void *mo = a.CreateBuffer(context, CL_MEM_READ_WRITE_, (N + 8) * 4u, NULL, &err);
+    cl_mem mo = tally__cl.clCreateBuffer(context, CL_MEM_READ_WRITE, (N + 8) * 4u, NULL, &err);
     ck_assert_int_eq(err, 0);
 
-    uint32_t queue_refs = refcount(a.GetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT_);
+    uint32_t queue_refs = REFCOUNT(clGetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT);
 
     tally_context *tc = NULL;
     tally_status st = tally_context_create_opencl(context, device, queue, &tc);
     ck_assert_msg(st == TALLY_OK, "%s", tally_last_error(NULL));
     ck_assert_int_eq(tally_context_backend(tc), TALLY_BACKEND_OPENCL);
-    ck_assert_uint_eq(refcount(a.GetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT_), queue_refs + 1);
+    ck_assert_uint_eq(REFCOUNT(clGetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT), queue_refs + 1);
     tally_buffer *bx = NULL, *bt = NULL, *bo = NULL, *bs = NULL;
     ck_assert_int_eq(tally_buffer_wrap_opencl(tc, mx, &bx), TALLY_OK);
     ck_assert_int_eq(tally_buffer_wrap_opencl(tc, mt, &bt), TALLY_OK);
     ck_assert_int_eq(tally_buffer_wrap_opencl(tc, mo, &bo), TALLY_OK);
     ck_assert_uint_eq(tally_buffer_size(bx), N * 4u);
     ck_assert_uint_eq(tally_buffer_size(bo), (N + 8) * 4u);
-    ck_assert_uint_eq(refcount(a.GetMemObjectInfo, mx, CL_MEM_REFERENCE_COUNT_), 2);
+    ck_assert_uint_eq(REFCOUNT(clGetMemObjectInfo, mx, CL_MEM_REFERENCE_COUNT), 2);
     ck_assert_int_eq(tally_buffer_create(tc, 16, &bs), TALLY_OK);
 
     /* Pointwise KL into the app's buffer (at an offset), batchmean into
@@ -1152,7 +1114,7 @@ START_TEST(test_interop)
     float *want = tt_alloc(N * 4u), *got = tt_alloc((N + 8) * 4u);
     tt_read(ho, 0, want, N);
     /* Read back by the app itself, on its own queue. */
-    ck_assert_int_eq(a.EnqueueReadBuffer(queue, mo, 1, 0, (N + 8) * 4u, got, 0, NULL, NULL), 0);
+    ck_assert_int_eq(tally__cl.clEnqueueReadBuffer(queue, mo, 1, 0, (N + 8) * 4u, got, 0, NULL, NULL), 0);
     ck_assert_msg(same_bits((const uint32_t *)(got + 4), (const uint32_t *)want, N),
                   "pointwise KL through the app's cl_mem differs from the host");
     uint32_t red[2] = {tt_bits(tt_read1(bs, 1)), tt_bits(tt_read1(hs, 1))};
@@ -1160,11 +1122,11 @@ START_TEST(test_interop)
 
     /* A cl_mem of another context is refused; so is a queue of another
      * context. */
-    void *context2 = a.CreateContext(props, 1, &device, NULL, NULL, &err);
+    cl_context context2 = tally__cl.clCreateContext(props, 1, &device, NULL, NULL, &err);
     ck_assert_int_eq(err, 0);
-    void *queue2 = a.CreateCommandQueue(context2, device, 0, &err);
+    cl_command_queue queue2 = tally__cl.clCreateCommandQueue(context2, device, 0, &err);
     ck_assert_int_eq(err, 0);
-    void *foreign = a.CreateBuffer(context2, CL_MEM_READ_WRITE_, 64, NULL, &err);
+    cl_mem foreign = tally__cl.clCreateBuffer(context2, CL_MEM_READ_WRITE, 64, NULL, &err);
     ck_assert_int_eq(err, 0);
     tally_buffer *bf = (tally_buffer *)1;
     ck_assert_int_eq(tally_buffer_wrap_opencl(tc, foreign, &bf), TALLY_WRONG_CONTEXT);
@@ -1182,29 +1144,29 @@ START_TEST(test_interop)
      * a while longer (PoCL does), so the queue's and context's counts must
      * drop by at least tally's one reference rather than return to where
      * they started. */
-    uint32_t queue_before = refcount(a.GetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT_);
-    uint32_t ctx_before = refcount(a.GetContextInfo, context, CL_CONTEXT_REFERENCE_COUNT_);
+    uint32_t queue_before = REFCOUNT(clGetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT);
+    uint32_t ctx_before = REFCOUNT(clGetContextInfo, context, CL_CONTEXT_REFERENCE_COUNT);
     tally_context_release(tc);
-    ck_assert_uint_eq(refcount(a.GetMemObjectInfo, mx, CL_MEM_REFERENCE_COUNT_), 1);
-    ck_assert_uint_eq(refcount(a.GetMemObjectInfo, mo, CL_MEM_REFERENCE_COUNT_), 1);
-    ck_assert_uint_le(refcount(a.GetContextInfo, context, CL_CONTEXT_REFERENCE_COUNT_), ctx_before - 1);
-    ck_assert_uint_le(refcount(a.GetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT_), queue_before - 1);
-    ck_assert_uint_ge(refcount(a.GetContextInfo, context, CL_CONTEXT_REFERENCE_COUNT_), 1);
-    ck_assert_int_eq(a.Finish(queue), 0);
+    ck_assert_uint_eq(REFCOUNT(clGetMemObjectInfo, mx, CL_MEM_REFERENCE_COUNT), 1);
+    ck_assert_uint_eq(REFCOUNT(clGetMemObjectInfo, mo, CL_MEM_REFERENCE_COUNT), 1);
+    ck_assert_uint_le(REFCOUNT(clGetContextInfo, context, CL_CONTEXT_REFERENCE_COUNT), ctx_before - 1);
+    ck_assert_uint_le(REFCOUNT(clGetCommandQueueInfo, queue, CL_QUEUE_REFERENCE_COUNT), queue_before - 1);
+    ck_assert_uint_ge(REFCOUNT(clGetContextInfo, context, CL_CONTEXT_REFERENCE_COUNT), 1);
+    ck_assert_int_eq(tally__cl.clFinish(queue), 0);
 
     tally_buffer_release(hx);
     tally_buffer_release(ht);
     tally_buffer_release(ho);
     tally_buffer_release(hs);
     tally_context_release(hc);
-    a.ReleaseMemObject(foreign);
-    a.ReleaseCommandQueue(queue2);
-    a.ReleaseContext(context2);
-    a.ReleaseMemObject(mx);
-    a.ReleaseMemObject(mt);
-    a.ReleaseMemObject(mo);
-    a.ReleaseCommandQueue(queue);
-    a.ReleaseContext(context);
+    tally__cl.clReleaseMemObject(foreign);
+    tally__cl.clReleaseCommandQueue(queue2);
+    tally__cl.clReleaseContext(context2);
+    tally__cl.clReleaseMemObject(mx);
+    tally__cl.clReleaseMemObject(mt);
+    tally__cl.clReleaseMemObject(mo);
+    tally__cl.clReleaseCommandQueue(queue);
+    tally__cl.clReleaseContext(context);
     free(x);
     free(t);
     free(want);
