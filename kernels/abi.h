@@ -1,11 +1,14 @@
 /*
  * kernels/abi.h - the constants that the kernels and the host code which
  * launches them (backends/gpu/) must agree on: argument codes, local-memory
- * sizes and the work-group size. Plain #defines, so the file is valid C11,
+ * sizes and the work-group size (the kernels and their arguments are listed
+ * in kernel_list.h, included here). Plain #defines, so the file is valid C11,
  * CUDA C++ and OpenCL C alike.
  */
 #ifndef TALLY_KERNEL_ABI_H
 #define TALLY_KERNEL_ABI_H
+
+#include "kernel_list.h"
 
 /* Work-items per work-group in every launch: one per lane of a full
  * reduction tile (TALLY_TREE_LANES). backends/gpu/gpu.h checks that

@@ -50,9 +50,7 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_l
  * its lgamma bit for bit. Row index [k][v] lets consecutive work-items of
  * tally_k_dm_rows, which read consecutive columns, read nearby entries.
  */
-TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 V,
-                                  TALLY_GLOBAL float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
-                                  tally_u32 rows, tally_u32 la_dtype)
+TALLY_KERNEL void tally_k_dm_prep(TALLY_K_PARAMS(dm_prep))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     const tally_u64 total = V * rows;
@@ -86,12 +84,7 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, t
  * lgamma calls (tally_dm_term returns 0 for it), which is most of the work
  * on sparse counts.
  */
-TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off, tally_u64 c_stride,
-                                  TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 la_stride,
-                                  TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
-                                  tally_u32 alpha_mode, tally_u64 B, tally_u64 V, tally_u32 lanes, tally_u32 qpl,
-                                  tally_u64 tiles, tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                  tally_u64 out_off, tally_u64 out_stride, tally_u32 c_dtype, tally_u32 la_dtype)
+TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
@@ -206,12 +199,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
  * rows per group and per barrier) and log2(P) fewer shared-memory steps.
  * vec4: every row starts 16-byte aligned, so whole quads load as float4.
  */
-TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
-                                        tally_u64 c_stride, tally_u32 vec4, TALLY_GLOBAL const float *TALLY_RESTRICT pre,
-                                        tally_u64 ea_off, tally_u64 lga_off, tally_u64 B, tally_u64 V,
-                                        tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
-                                        TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride,
-                                        tally_u32 c_dtype)
+TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
@@ -334,9 +322,7 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT
 
 /* Row values from the reduced sums of a multi-level row plan: A of row b at
  * sums[off + b], N at sums[off + B + b], S at sums[off + 2B + b]. */
-TALLY_KERNEL void tally_k_dm_finish(TALLY_GLOBAL const float *TALLY_RESTRICT sums, tally_u64 sums_off, tally_u64 B,
-                                    tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
-                                    tally_u64 out_stride)
+TALLY_KERNEL void tally_k_dm_finish(TALLY_K_PARAMS(dm_finish))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step)

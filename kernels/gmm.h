@@ -20,8 +20,7 @@
 #include "tree.h"
 
 /* logsumexp of the K logits, once, into out[out_off]. */
-TALLY_KERNEL void tally_k_logits_lse(TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                     tally_u64 K, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
 {
     if (TALLY_GROUP_ID() == 0u && TALLY_LID() == 0u) out[out_off] = tally_lse_seq(logits + logits_off, K);
 }
@@ -111,16 +110,7 @@ TALLY_FN float tally_k_gauss_lane(TALLY_GLOBAL const float *zr, TALLY_GLOBAL con
  * the component; VEC4 reads whole aligned quads; LSE_PREPARED takes the
  * logits' logsumexp from pre[pre_off] instead of computing it per group.
  */
-TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tally_u64 z_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
-                                    tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
-                                    tally_u32 rows_per_pass, tally_u64 seed, tally_u64 subsequence, tally_u64 offset,
-                                    TALLY_GLOBAL float *TALLY_RESTRICT log_q, tally_u64 lq_off, tally_u64 lq_stride,
-                                    TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp, tally_u64 comp_off,
-                                    tally_u64 comp_stride)
+TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);
@@ -238,11 +228,7 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
 
 /* Component of every row: picks[picks_off + b], also written to comp when
  * has_comp. */
-TALLY_KERNEL void tally_k_gmm_pick(TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                   tally_u64 B, tally_u64 K, tally_u64 seed, tally_u64 subsequence,
-                                   tally_u64 offset, TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp,
-                                   tally_u64 comp_off, tally_u64 comp_stride, tally_u32 has_comp,
-                                   TALLY_GLOBAL tally_i32 *TALLY_RESTRICT picks, tally_u64 picks_off)
+TALLY_KERNEL void tally_k_gmm_pick(TALLY_K_PARAMS(gmm_pick))
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
@@ -264,12 +250,7 @@ TALLY_KERNEL void tally_k_gmm_pick(TALLY_GLOBAL const float *TALLY_RESTRICT logi
 #define TALLY_K_GMM_PICK_GLOBAL(p) (picks[picks_off + (p)])
 
 /* z of every row from the picks, one Philox block per work-item step. */
-TALLY_KERNEL void tally_k_gmm_noise(TALLY_GLOBAL float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                    TALLY_GLOBAL const tally_i32 *TALLY_RESTRICT picks, tally_u64 picks_off,
-                                    tally_u64 B, tally_u64 D, tally_u64 seed, tally_u64 subsequence,
-                                    tally_u64 offset)
+TALLY_KERNEL void tally_k_gmm_noise(TALLY_K_PARAMS(gmm_noise))
 {
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u;
     const tally_u64 D2 = D + (D & 1u);
@@ -287,12 +268,7 @@ TALLY_KERNEL void tally_k_gmm_noise(TALLY_GLOBAL float *TALLY_RESTRICT z, tally_
  * tiles + t writes out[out_off + u]; with tiles == 1 that is s of the pair
  * (D == 0 is passed as lanes = qpl = tiles = 1 and gives 0).
  */
-TALLY_KERNEL void tally_k_gmm_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                    tally_u64 B, tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl,
-                                    tally_u64 tiles, tally_u32 load_mode, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                    tally_u64 out_off)
+TALLY_KERNEL void tally_k_gmm_tiles(TALLY_K_PARAMS(gmm_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
@@ -325,12 +301,7 @@ TALLY_KERNEL void tally_k_gmm_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT z, 
 
 /* log q of every row from s[s_off + b*K + k] (overwritten with v_k) and,
  * for K > 1, the logits' logsumexp in pre[pre_off]. */
-TALLY_KERNEL void tally_k_gmm_finish(TALLY_GLOBAL float *TALLY_RESTRICT s, tally_u64 s_off,
-                                     TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                     TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
-                                     tally_u64 K, TALLY_GLOBAL const tally_i32 *TALLY_RESTRICT picks,
-                                     tally_u64 picks_off, tally_u32 sample, TALLY_GLOBAL float *TALLY_RESTRICT log_q,
-                                     tally_u64 lq_off, tally_u64 lq_stride)
+TALLY_KERNEL void tally_k_gmm_finish(TALLY_K_PARAMS(gmm_finish))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {

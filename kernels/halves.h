@@ -89,9 +89,7 @@ TALLY_FN void tally_k_load_pair(TALLY_GLOBAL const float *p, TALLY_GLOBAL const 
  * flat; a strided one row by row (groups over rows, work-items over
  * columns), so no element needs a division.
  */
-TALLY_KERNEL void tally_k_widen(TALLY_GLOBAL const tally_u16 *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
-                                tally_u64 rows, tally_u64 cols, tally_u32 dtype, TALLY_GLOBAL float *TALLY_RESTRICT o,
-                                tally_u64 o_off)
+TALLY_KERNEL void tally_k_widen(TALLY_K_PARAMS(widen))
 {
     const tally_u32 lid = TALLY_LID();
     TALLY_GLOBAL const tally_u16 *xp = x + x_off;

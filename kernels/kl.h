@@ -200,17 +200,10 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
     }
 }
 
-#define TALLY_K_KL_TILES_PARAMS                                                                                     \
-    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,                                \
-        TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride, tally_u64 cols,             \
-        tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles, tally_u32 flags,               \
-        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
-        tally_u32 x_dtype, tally_u32 t_dtype
-
 /* fp32 inputs only (the dtype arguments are ignored): the halves' code is
  * compiled out, so this kernel keeps the registers, and with them the
  * occupancy, of an fp32-only kernel. */
-TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
+TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
@@ -220,7 +213,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
 }
 
 /* The same with at least one half input (any mix of dtypes). */
-TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
+TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
@@ -235,11 +228,7 @@ TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
  * CONTIGUOUS: one element per step. STRIDED: groups walk rows, work-items
  * walk the columns of a row.
  */
-TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
-                                       tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t,
-                                       tally_u64 t_off, tally_u64 t_stride, TALLY_GLOBAL float *TALLY_RESTRICT o,
-                                       tally_u64 o_off, tally_u64 o_stride, tally_u64 rows, tally_u64 cols,
-                                       tally_u32 mode, tally_u32 flags, tally_u32 x_dtype, tally_u32 t_dtype)
+TALLY_KERNEL void tally_k_kl_pointwise(TALLY_K_PARAMS(kl_pointwise))
 {
     const tally_u32 lid = TALLY_LID();
     const tally_u64 gid = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid;

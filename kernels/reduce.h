@@ -164,16 +164,9 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
     }
 }
 
-#define TALLY_K_REDUCE_TILES_PARAMS                                                                               \
-    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_cols, tally_u64 x_stride, tally_u32 mode,  \
-        tally_u64 nvec, tally_u64 vec_stride, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles,          \
-        tally_u32 term, tally_u32 kind, TALLY_GLOBAL const float *TALLY_RESTRICT shift, tally_u64 shift_off,          \
-        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
-        tally_u64 out_stride, tally_u32 x_dtype
-
 /* fp32 input only (x_dtype is ignored): the halves' code is compiled out,
  * so the fp32 kernel keeps its registers and occupancy. */
-TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_REDUCE_TILES_PARAMS)
+TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
@@ -182,7 +175,7 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_REDUCE_TILES_PARAMS)
 }
 
 /* The same on a bf16 or f16 input. */
-TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_REDUCE_TILES_PARAMS)
+TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_PARAMS(reduce_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,
@@ -191,8 +184,7 @@ TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_REDUCE_TILES_PARAMS)
 
 /* out[off + k * stride] = pattern (as bits) for k < n. Used for the results
  * of empty inputs, whose values the host computes. */
-TALLY_KERNEL void tally_k_fill(TALLY_GLOBAL tally_u32 *out, tally_u64 off, tally_u64 stride, tally_u64 n,
-                               tally_u32 pattern)
+TALLY_KERNEL void tally_k_fill(TALLY_K_PARAMS(fill))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); k < n; k += step)
