@@ -64,10 +64,7 @@
  * itself; beyond it one small launch computes it once. */
 #define TALLY_K_GMM_INLINE_LSE_K 32u
 
-/* Distributions of tally_k_rng_fill (the values of tally_distribution). */
-#define TALLY_K_DIST_RAW 1u
-#define TALLY_K_DIST_UNIFORM 2u
-#define TALLY_K_DIST_NORMAL 3u
+/* Distributions of tally_k_rng_fill: tally_distribution (tally/flags.h). */
 /* Philox blocks each work-item of tally_k_rng_fill and tally_k_rng_fill_any
  * computes per pass: independent evaluations it can interleave while its
  * stores drain. The kernels stride over whatever grid they get, so this

@@ -29,7 +29,7 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_l
 {
     if (n == 0.0f) return 0.0f;
     float v = (has_lgn ? lgn : tally_lgammaf(n + a)) - lga;
-    if (flags & TALLY_DM_FLAG_COEFFICIENT) {
+    if (flags & TALLY_DM_WITH_COEFFICIENT) {
         float lg1;
         if (n >= 0.0f && n < (float)TALLY_K_DM_FACT_TABLE && n == tally_floor(n))
             lg1 = fact[(tally_u32)n];
@@ -102,7 +102,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
     }
     /* fact[k] = lgamma(k + 1): the same value tally_lgammaf(n + 1.0f) gives
      * for a count n == k, since k + 1 is exact. */
-    if ((flags & TALLY_DM_FLAG_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+    if ((flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
@@ -206,7 +206,7 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
     TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
     const tally_u32 lid = TALLY_LID();
-    if ((flags & TALLY_DM_FLAG_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+    if ((flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
@@ -258,7 +258,7 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
                              * tabulated one without the coefficient
                              * lgamma(n + a) - lgamma(a). */
                             float term = n == 0.0f ? 0.0f : lgn - lga;
-                            if (!(n == 0.0f || (has_lgn && !(flags & TALLY_DM_FLAG_COEFFICIENT))))
+                            if (!(n == 0.0f || (has_lgn && !(flags & TALLY_DM_WITH_COEFFICIENT))))
                                 term = tally_k_dm_term(n, a, lga, lgn, has_lgn, fact, flags);
                             if (first_term) {
                                 sa = a;

@@ -55,10 +55,10 @@ TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1
                       tally_k_pos_normal4(a3);
     const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
                       tally_k_pos_normal4(b3);
-    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
-                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
-    if (fast && flags == TALLY_KL_FLAG_INPUT_IS_PROB) {
-        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_FLAG_INPUT_IS_PROB);
+    const int fast = (((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | xs_ok) &
+                     (((flags & TALLY_KL_LOG_TARGET) != 0u) | ts_ok);
+    if (fast && flags == TALLY_KL_INPUT_IS_PROB) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_INPUT_IS_PROB);
     } else if (fast && flags == 0u) {
         TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, 0u);
     } else if (fast) {
@@ -80,8 +80,8 @@ TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f
                       tally_k_pos_normal4(a3);
     const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
                       tally_k_pos_normal4(b3);
-    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
-                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
+    const int fast = (((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | xs_ok) &
+                     (((flags & TALLY_KL_LOG_TARGET) != 0u) | ts_ok);
     if (fast) {
         TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
     } else {
@@ -94,7 +94,7 @@ TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
  * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
  * when finish is DIVIDE and this is the only level (mean, batchmean).
- * x_dtype and t_dtype (TALLY_K_DTYPE_*) are the inputs' element types;
+ * x_dtype and t_dtype (tally_dtype) are the inputs' element types;
  * offsets and strides count their elements.
  *
  * mode VEC4 (both views contiguous and 16-byte aligned) takes a fast path
@@ -117,7 +117,7 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
     const tally_u64 quads = tally_k_quads(n);
     const tally_u64 full_quads = n >> 2;
     const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    const int halves = x_dtype != TALLY_K_DTYPE_F32 || t_dtype != TALLY_K_DTYPE_F32;
+    const int halves = x_dtype != TALLY_F32 || t_dtype != TALLY_F32;
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
     /* A plan narrower than a group has a single tile: segment 0 runs it and
@@ -209,7 +209,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
     (void)x_dtype;
     (void)t_dtype;
     tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
-                         divisor, out, out_off, TALLY_K_DTYPE_F32, TALLY_K_DTYPE_F32);
+                         divisor, out, out_off, TALLY_F32, TALLY_F32);
 }
 
 /* The same with at least one half input (any mix of dtypes). */
@@ -250,8 +250,8 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_K_PARAMS(kl_pointwise))
     if (mode == TALLY_K_LOAD_VEC4) {
         const tally_u64 nq = n >> 2;
         for (tally_u64 g = gid; g < nq; g += step) {
-            const tally_f4 a = x_dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(xs.p, g) : tally_k_load_h4(xs.h, x_dtype, g);
-            const tally_f4 b = t_dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(ts.p, g) : tally_k_load_h4(ts.h, t_dtype, g);
+            const tally_f4 a = x_dtype == TALLY_F32 ? TALLY_LOAD_F4(xs.p, g) : tally_k_load_h4(xs.h, x_dtype, g);
+            const tally_f4 b = t_dtype == TALLY_F32 ? TALLY_LOAD_F4(ts.p, g) : tally_k_load_h4(ts.h, t_dtype, g);
             tally_f4 r;
             r.x = tally_canonical(tally_kl_term(a.x, b.x, flags));
             r.y = tally_canonical(tally_kl_term(a.y, b.y, flags));

@@ -76,7 +76,7 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
             active = tally_k_active(quads, base, lanes);
             const int full = mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE &&
                              qpl == TALLY_TREE_QUADS_PER_LANE && base + tile_quads <= (n >> 2);
-            if (full && x_dtype != TALLY_K_DTYPE_F32 && term == TALLY_K_TERM_PLAIN) {
+            if (full && x_dtype != TALLY_F32 && term == TALLY_K_TERM_PLAIN) {
                 /* Halves: lanes 2 lid and 2 lid + 1 read adjacent quads, so
                  * work-item lid plays both, one 16-byte load bringing a
                  * quad for each (work-items 128 .. 255 only join the tree;
@@ -119,7 +119,7 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
                 const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                 float acc = 0.0f;
                 int first_term = 1, done = 0;
-                if (full && x_dtype == TALLY_K_DTYPE_F32) {
+                if (full && x_dtype == TALLY_F32) {
                     /* A full tile of whole aligned quads: four 16-byte loads
                      * in flight per batch, then the fold in plan order. */
                     const tally_u64 L = TALLY_K_GROUP_SIZE;
@@ -171,7 +171,7 @@ TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
     tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,
-                             shift, shift_off, finish, divisor, out, out_off, out_stride, TALLY_K_DTYPE_F32);
+                             shift, shift_off, finish, divisor, out, out_off, out_stride, TALLY_F32);
 }
 
 /* The same on a bf16 or f16 input. */

@@ -36,12 +36,12 @@ typedef uint4 tally_k_u4;
  * distribution gets its own loop with no branch inside. */
 TALLY_FN void tally_k_rng_words(tally_philox4 blk, tally_u32 dist, tally_u32 *bits)
 {
-    if (dist == TALLY_K_DIST_NORMAL) {
+    if (dist == TALLY_DIST_NORMAL) {
         float f[4];
         tally_normal_pair(blk.v[0], blk.v[1], &f[0], &f[1]);
         tally_normal_pair(blk.v[2], blk.v[3], &f[2], &f[3]);
         for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(f[w]);
-    } else if (dist == TALLY_K_DIST_UNIFORM) {
+    } else if (dist == TALLY_DIST_UNIFORM) {
         for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(tally_uniform_from_bits(blk.v[w]));
     } else {
         for (tally_u32 w = 0; w < 4u; w++) bits[w] = blk.v[w];
@@ -116,12 +116,12 @@ TALLY_KERNEL void tally_k_rng_fill(TALLY_K_PARAMS(rng_fill))
         }
     }
     const tally_u64 nfull = jend > jlo ? jend - jlo : 0u;
-    if (dist == TALLY_K_DIST_RAW)
-        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_RAW, seed, subsequence, b0);
-    else if (dist == TALLY_K_DIST_UNIFORM)
-        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_UNIFORM, seed, subsequence, b0);
+    if (dist == TALLY_DIST_RAW)
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_RAW, seed, subsequence, b0);
+    else if (dist == TALLY_DIST_UNIFORM)
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_UNIFORM, seed, subsequence, b0);
     else
-        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_NORMAL, seed, subsequence, b0);
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_NORMAL, seed, subsequence, b0);
 }
 
 /*

@@ -58,7 +58,7 @@ TALLY_FN tally_k_src tally_k_src_at(TALLY_GLOBAL const float *base, tally_u32 dt
     s.dtype = dtype;
     s.p = base;
     s.h = (TALLY_GLOBAL const tally_u16 *)base;
-    if (dtype == TALLY_K_DTYPE_F32) s.p = base + first;
+    if (dtype == TALLY_F32) s.p = base + first;
     else s.h = s.h + first;
     s.cols = cols;
     s.stride = stride;
@@ -76,7 +76,7 @@ TALLY_FN tally_k_src tally_k_src_at(TALLY_GLOBAL const float *base, tally_u32 dt
  * 8-byte load of halves widened exactly. */
 TALLY_FN tally_f4 tally_k_quad4(const tally_k_src *s, tally_u64 g)
 {
-    return s->dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
+    return s->dtype == TALLY_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
 }
 
 TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u64 g, float *e)
@@ -86,7 +86,7 @@ TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u6
     if (s->mode == TALLY_K_LOAD_VEC4 && count == 4u) {
         /* A quad of halves is one 8-byte load (VEC4 halves are 8-byte
          * aligned quads). */
-        tally_f4 q = s->dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
+        tally_f4 q = s->dtype == TALLY_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
         e[0] = q.x;
         e[1] = q.y;
         e[2] = q.z;

@@ -173,9 +173,7 @@ tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view targe
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
     if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
-    tally__kl_job job = {.reduction = reduction, .flags = 0};
-    if (flags & TALLY_KL_LOG_TARGET) job.flags |= TALLY_KL_FLAG_LOG_TARGET;
-    if (flags & TALLY_KL_INPUT_IS_PROB) job.flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
+    tally__kl_job job = {.reduction = reduction, .flags = flags};
     CHECK(check_view(ctx, name, "input", input, FLOAT_INPUT, &job.input));
     CHECK(check_view(ctx, name, "target", target, FLOAT_INPUT, &job.target));
     if (job.input.rows != job.target.rows || job.input.cols != job.target.cols)
@@ -215,7 +213,7 @@ tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, 
     if (flags & ~TALLY_DM_WITH_COEFFICIENT)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
     tally__dm_job job = {.reduction = reduction,
-                         .flags = (flags & TALLY_DM_WITH_COEFFICIENT) ? TALLY_DM_FLAG_COEFFICIENT : 0u};
+                         .flags = flags & TALLY_DM_WITH_COEFFICIENT};
     CHECK(check_view(ctx, name, "counts", counts, FLOAT_INPUT, &job.counts));
     CHECK(check_view(ctx, name, "log_alpha", log_alpha, FLOAT_INPUT, &job.log_alpha));
     uint64_t B = job.counts.rows, V = job.counts.cols;

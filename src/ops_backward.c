@@ -52,9 +52,7 @@ tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_v
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
     if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
-    tally__kl_backward_job job = {.reduction = reduction, .flags = 0, .divide = 0, .divisor = 1.0f};
-    if (flags & TALLY_KL_LOG_TARGET) job.flags |= TALLY_KL_FLAG_LOG_TARGET;
-    if (flags & TALLY_KL_INPUT_IS_PROB) job.flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
+    tally__kl_backward_job job = {.reduction = reduction, .flags = flags, .divide = 0, .divisor = 1.0f};
     CHECK(tally__check_view(ctx, name, "input", input, TALLY_F32, &job.input));
     CHECK(tally__check_view(ctx, name, "target", target, TALLY_F32, &job.target));
     const uint64_t rows = job.input.rows, cols = job.input.cols, n = rows * cols;

@@ -244,9 +244,9 @@ static tally_status launch_level(tally_context *ctx, const tally__gpu_vectors *s
         .nvec = src->nvec, .vec_stride = src->vec_stride, .n = lv->n, .lanes = lv->lanes,
         .qpl = lv->quads_per_lane, .tiles = lv->tiles, .term = term, .kind = kind, .shift = {shift, shift_off},
         .finish = finish, .divisor = divisor, .out = {out, out_off}, .out_stride = out_stride,
-        .x_dtype = src->dtype != 0 ? src->dtype : TALLY_K_DTYPE_F32};
+        .x_dtype = src->dtype != 0 ? src->dtype : TALLY_F32};
     const uint64_t groups = tally__gpu_ceil_div(src->nvec * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
-    if (src->dtype != 0 && src->dtype != TALLY_K_DTYPE_F32) return tally__gpu_launch_reduce_tiles_half(ctx, groups, &a);
+    if (src->dtype != 0 && src->dtype != TALLY_F32) return tally__gpu_launch_reduce_tiles_half(ctx, groups, &a);
     return tally__gpu_launch_reduce_tiles(ctx, groups, &a);
 }
 

@@ -6,9 +6,6 @@
 #include "gpu_internal.h"
 #include "tally/half.h"
 
-_Static_assert(TALLY_K_DTYPE_BF16 == TALLY_BF16 && TALLY_K_DTYPE_F16 == TALLY_F16 && TALLY_K_DTYPE_F32 == TALLY_F32,
-               "tally/half.h's dtype codes must be tally_dtype's values");
-
 tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
 {
     if (src->dtype != TALLY_BF16 && src->dtype != TALLY_F16)

@@ -81,7 +81,7 @@ typedef struct tally__gpu_vectors {
     uint32_t mode;
     uint64_t nvec;
     uint64_t vec_stride;
-    uint32_t dtype; /* TALLY_K_DTYPE_* of buf's elements (off, stride counted in them); 0 = fp32 */
+    uint32_t dtype; /* tally_dtype of buf's elements (off, stride counted in them); 0 = fp32 */
 } tally__gpu_vectors;
 
 /* Where the last level writes: value of vector b to element off + b *

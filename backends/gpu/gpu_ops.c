@@ -8,28 +8,23 @@
 #include "tally/half.h"
 #include "tally/terms.h"
 
-_Static_assert(TALLY_K_DIST_RAW == TALLY_DIST_RAW && TALLY_K_DIST_UNIFORM == TALLY_DIST_UNIFORM &&
-                   TALLY_K_DIST_NORMAL == TALLY_DIST_NORMAL,
-               "kernels/abi.h's distribution codes must be tally_distribution's values");
-
 /* 1 when a view's rows are one contiguous run of rows*cols elements. */
 static int contiguous(const tally__array *a)
 {
     return a->rows <= 1 || a->stride == a->cols;
 }
 
-/* The kernels' code for a view's element type (TALLY_K_DTYPE_*, tally/half.h). */
+/* A view's element type as the kernels take it: the tally_dtype of a half
+ * view, else TALLY_F32. */
 static uint32_t kdtype(const tally__array *a)
 {
-    if (a->dtype == TALLY_BF16) return TALLY_K_DTYPE_BF16;
-    if (a->dtype == TALLY_F16) return TALLY_K_DTYPE_F16;
-    return TALLY_K_DTYPE_F32;
+    return a->dtype == TALLY_BF16 || a->dtype == TALLY_F16 ? (uint32_t)a->dtype : (uint32_t)TALLY_F32;
 }
 
 /* Elements of the view's dtype per 16 bytes: 4 fp32, 8 halves. */
 static uint64_t per16(const tally__array *a)
 {
-    return kdtype(a) == TALLY_K_DTYPE_F32 ? 4u : 8u;
+    return kdtype(a) == TALLY_F32 ? 4u : 8u;
 }
 
 /* 1 when every row of the view starts 16-byte aligned. */
@@ -182,7 +177,7 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
         .out = single ? tally__gpu_at_view(&job->out) : (tally__gpu_at){scratch, space.a_off},
         .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
-    if (kdtype(x) != TALLY_K_DTYPE_F32 || kdtype(t) != TALLY_K_DTYPE_F32)
+    if (kdtype(x) != TALLY_F32 || kdtype(t) != TALLY_F32)
         st = tally__gpu_launch_kl_tiles_half(ctx, lv->tiles, &a);
     else
         st = tally__gpu_launch_kl_tiles(ctx, lv->tiles, &a);
