@@ -272,30 +272,21 @@ TALLY_KERNEL void tally_k_gmm_tiles(TALLY_K_PARAMS(gmm_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 seg = lid / lanes;
-    const tally_u32 j = lid - seg * lanes;
-    const tally_u64 units = B * K * tiles;
-    const tally_u64 quads = tally_k_quads(D);
-    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
-         first += TALLY_GROUP_COUNT() * segments) {
-        const tally_u64 unit = first + seg;
-        tally_u64 active = 0;
-        if (unit < units) {
-            const tally_u64 pair = unit / tiles;
-            const tally_u64 base = (unit - pair * tiles) * tile_quads;
-            active = tally_k_active(quads, base, lanes);
-            if ((tally_u64)j < active) {
-                const tally_u64 b = pair / K;
-                const tally_u64 k = pair - b * K;
-                v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
-                                            lv + lv_off + b * lv_stride + k * D, D, quads, base, lanes, qpl, j,
-                                            load_mode == TALLY_K_LOAD_VEC4);
-            }
+    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B * K, tiles, D);
+    for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < lay.units;
+         first += TALLY_GROUP_COUNT() * lay.segments) {
+        const tally_u64 unit = first + lay.seg;
+        const tally_k_unit at = tally_k_unit_at(&lay, unit);
+        if ((tally_u64)lay.j < at.active) {
+            /* The unit's vector is the (row, component) pair b * K + k. */
+            const tally_u64 b = at.vec / K;
+            const tally_u64 k = at.vec - b * K;
+            v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
+                                        lv + lv_off + b * lv_stride + k * D, D, lay.quads, at.base, lanes, qpl,
+                                        lay.j, load_mode == TALLY_K_LOAD_VEC4);
         }
-        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-        if (unit < units && j == 0u) out[out_off + unit] = active > 0u ? v[lid] : 0.0f;
+        tally_k_tree(v, lid, lanes, at.active, TALLY_COMBINE_SUM);
+        if (unit < lay.units && lay.j == 0u) out[out_off + unit] = at.active > 0u ? v[lid] : 0.0f;
     }
 }
 

@@ -38,6 +38,18 @@ TALLY_FN int tally_k_pos_normal4(tally_f4 a)
            tally_kl_is_pos_normal(a.w);
 }
 
+/* 1 when every pair of a batch of four quads may take tally_kl_term_fast:
+ * tally_kl_fast_ok of each pair, as one chain of tests per input. */
+TALLY_FN int tally_k_kl_fast16(tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3, tally_f4 b0, tally_f4 b1,
+                               tally_f4 b2, tally_f4 b3, tally_u32 flags)
+{
+    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
+                      tally_k_pos_normal4(a3);
+    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
+                      tally_k_pos_normal4(b3);
+    return (((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | xs_ok) & (((flags & TALLY_KL_LOG_TARGET) != 0u) | ts_ok);
+}
+
 /*
  * The sixteen terms of one lane's batch of four quads, (a0, b0) .. (a3, b3),
  * folded into acc in element order; the lane's first batch (q == 0) starts
@@ -45,18 +57,12 @@ TALLY_FN int tally_k_pos_normal4(tally_f4 a)
  * the short path made once for the sixteen elements, and the two common
  * flag sets as constants so that the short path is straight-line code. A
  * batch with any special value takes the plain definition, which gives the
- * same bits as the short path would. The test is tally_kl_fast_ok of every
- * pair, as one chain of tests per input.
+ * same bits as the short path would (the test: tally_k_kl_fast16).
  */
 TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3, tally_f4 b0,
                                 tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
 {
-    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
-                      tally_k_pos_normal4(a3);
-    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
-                      tally_k_pos_normal4(b3);
-    const int fast = (((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | xs_ok) &
-                     (((flags & TALLY_KL_LOG_TARGET) != 0u) | ts_ok);
+    const int fast = tally_k_kl_fast16(a0, a1, a2, a3, b0, b1, b2, b3, flags);
     if (fast && flags == TALLY_KL_INPUT_IS_PROB) {
         TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_INPUT_IS_PROB);
     } else if (fast && flags == 0u) {
@@ -76,12 +82,7 @@ TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1
 TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3,
                                     tally_f4 b0, tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
 {
-    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
-                      tally_k_pos_normal4(a3);
-    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
-                      tally_k_pos_normal4(b3);
-    const int fast = (((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | xs_ok) &
-                     (((flags & TALLY_KL_LOG_TARGET) != 0u) | ts_ok);
+    const int fast = tally_k_kl_fast16(a0, a1, a2, a3, b0, b1, b2, b3, flags);
     if (fast) {
         TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
     } else {

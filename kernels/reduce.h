@@ -27,6 +27,21 @@
         acc = tally_combine((int)kind, acc, (q4).w);         \
     } while (0)
 
+/* acc folded with the sixteen plain terms of quads e0 .. e3 in element
+ * order; a lane's first batch (first) starts acc with its first term. */
+TALLY_FN float tally_k_fold_plain16(float acc, int first, tally_f4 e0, tally_f4 e1, tally_f4 e2, tally_f4 e3,
+                                    tally_u32 kind)
+{
+    acc = first ? e0.x : tally_combine((int)kind, acc, e0.x);
+    acc = tally_combine((int)kind, acc, e0.y);
+    acc = tally_combine((int)kind, acc, e0.z);
+    acc = tally_combine((int)kind, acc, e0.w);
+    TALLY_K_REDUCE_PLAIN4(acc, e1);
+    TALLY_K_REDUCE_PLAIN4(acc, e2);
+    TALLY_K_REDUCE_PLAIN4(acc, e3);
+    return acc;
+}
+
 /* The value of one element under a reduce term. */
 TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
 {
@@ -59,21 +74,16 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
                                        tally_u64 out_off, tally_u64 out_stride, tally_u32 x_dtype)
 {
     const tally_u32 lid = TALLY_LID();
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 seg = lid / lanes;
-    const tally_u32 j = lid - seg * lanes;
-    const tally_u64 units = nvec * tiles;
-    const tally_u64 quads = tally_k_quads(n);
-    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
-         first += TALLY_GROUP_COUNT() * segments) {
-        const tally_u64 unit = first + seg;
-        tally_u64 active = 0;
-        tally_u64 b = 0;
+    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, nvec, tiles, n);
+    const tally_u32 j = lay.j;
+    const tally_u64 units = lay.units, quads = lay.quads, tile_quads = lay.tile_quads;
+    for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < units;
+         first += TALLY_GROUP_COUNT() * lay.segments) {
+        const tally_u64 unit = first + lay.seg;
+        const tally_k_unit at = tally_k_unit_at(&lay, unit);
+        const tally_u64 active = at.active, b = at.vec;
         if (unit < units) {
-            b = unit / tiles;
-            const tally_u64 base = (unit - b * tiles) * tile_quads;
-            active = tally_k_active(quads, base, lanes);
+            const tally_u64 base = at.base;
             const int full = mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE &&
                              qpl == TALLY_TREE_QUADS_PER_LANE && base + tile_quads <= (n >> 2);
             if (full && x_dtype != TALLY_F32 && term == TALLY_K_TERM_PLAIN) {
@@ -96,20 +106,8 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
                         tally_k_load_h8(src.h, x_dtype, m + L2, &e1, &o1);
                         tally_k_load_h8(src.h, x_dtype, m + 2u * L2, &e2, &o2);
                         tally_k_load_h8(src.h, x_dtype, m + 3u * L2, &e3, &o3);
-                        accA = q == 0u ? e0.x : tally_combine((int)kind, accA, e0.x);
-                        accA = tally_combine((int)kind, accA, e0.y);
-                        accA = tally_combine((int)kind, accA, e0.z);
-                        accA = tally_combine((int)kind, accA, e0.w);
-                        TALLY_K_REDUCE_PLAIN4(accA, e1);
-                        TALLY_K_REDUCE_PLAIN4(accA, e2);
-                        TALLY_K_REDUCE_PLAIN4(accA, e3);
-                        accB = q == 0u ? o0.x : tally_combine((int)kind, accB, o0.x);
-                        accB = tally_combine((int)kind, accB, o0.y);
-                        accB = tally_combine((int)kind, accB, o0.z);
-                        accB = tally_combine((int)kind, accB, o0.w);
-                        TALLY_K_REDUCE_PLAIN4(accB, o1);
-                        TALLY_K_REDUCE_PLAIN4(accB, o2);
-                        TALLY_K_REDUCE_PLAIN4(accB, o3);
+                        accA = tally_k_fold_plain16(accA, q == 0u, e0, e1, e2, e3, kind);
+                        accB = tally_k_fold_plain16(accB, q == 0u, o0, o1, o2, o3, kind);
                     }
                     v[2u * lid] = accA;
                     v[2u * lid + 1u] = accB;

@@ -3,8 +3,6 @@
  * argument lists, launches, the scratch buffer and the launches of the
  * reduction tree (docs/reduction-tree.md).
  */
-#include <string.h>
-
 #include "gpu_internal.h"
 #include "tally/half.h"
 #include "tally/terms.h"
@@ -57,7 +55,8 @@ typedef struct arg_list {
     int n;
 } arg_list;
 
-/* The static assertions above bound every list, so n never passes the end. */
+/* The static assertions above bound every list, so n never passes the end.
+ * A buffer is the handle, then its element offset (the kernels' order). */
 static void push_buf(arg_list *l, tally__gpu_at at)
 {
     l->a[l->n].kind = TALLY__ARG_BUFFER;
@@ -84,9 +83,11 @@ static const char *kind_name(unsigned kind)
     return kind < sizeof names / sizeof names[0] ? names[kind] : "(unknown kind)";
 }
 
-/* The debug build checks each list against the kernel's table before the
- * backend sees it: a list built by other means than the launchers below
- * (or a backend fed a wrong one) is refused with the first disagreement. */
+/* The debug build (no NDEBUG, as meson's default release build) checks
+ * each packed list against its kernel's kinds before the backend sees it:
+ * a packer, kind or type mapping edited out of step with the tables is
+ * refused at its first launch with the first disagreement, instead of
+ * reaching a kernel as misread bits. */
 static tally_status check_args(tally_context *ctx, tally__kernel_id kernel, const arg_list *l)
 {
 #ifndef NDEBUG
