@@ -1,7 +1,7 @@
 /*
  * backends/gpu/gpu_internal.h - helpers of the shared GPU op layer: typed
  * kernel launches, the scratch buffer and the reduction tree's launches.
- * Used only by the layer's own files (gpu_core.c, gpu_ops.c, gpu_gmm.c).
+ * Used only by the layer's own files (backends/gpu/gpu_*.c).
  */
 #ifndef TALLY_GPU_INTERNAL_H
 #define TALLY_GPU_INTERNAL_H
