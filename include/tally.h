@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "tally_version.h"
+#include "tally/flags.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -266,13 +267,8 @@ TALLY_API tally_status tally_buffer_fill(tally_buffer *buf, size_t byte_offset, 
 /* ------------------------------------------------------------------------
  * Views: a 2-D window on a buffer.
  * ------------------------------------------------------------------------ */
-typedef enum tally_dtype {
-    TALLY_F32 = 1,  /* float: every floating input and output */
-    TALLY_U32 = 2,  /* raw random draws */
-    TALLY_I32 = 3,  /* indices and components */
-    TALLY_BF16 = 4, /* bfloat16 (the high 16 bits of a float): floating inputs */
-    TALLY_F16 = 5   /* IEEE binary16: floating inputs */
-} tally_dtype;
+/* The element types, tally_dtype (TALLY_F32, TALLY_U32, TALLY_I32, TALLY_BF16,
+ * TALLY_F16), are in tally/flags.h. */
 
 /*
  * Element (r, c) lives at element index offset + r * stride + c of the buffer
@@ -343,9 +339,9 @@ typedef enum tally_reduction {
     TALLY_REDUCTION_BATCHMEAN = 3 /* KL only: divided by rows */
 } tally_reduction;
 
-/* Flags for tally_kl_div. */
-#define TALLY_KL_LOG_TARGET 1u    /* target holds log-probabilities */
-#define TALLY_KL_INPUT_IS_PROB 2u /* input holds p; log p is taken in the same pass */
+/* Flags for tally_kl_div (tally/flags.h): TALLY_KL_LOG_TARGET (target holds
+ * log-probabilities), TALLY_KL_INPUT_IS_PROB (input holds p; log p is taken in
+ * the same pass). */
 
 /*
  * KL divergence with torch.nn.functional.kl_div semantics (docs/ops.md).
@@ -357,8 +353,8 @@ typedef enum tally_reduction {
 TALLY_API tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view target,
                                     tally_reduction reduction, unsigned flags, tally_view out);
 
-/* Flags for tally_dirichlet_multinomial. */
-#define TALLY_DM_WITH_COEFFICIENT 1u /* add lgamma(N+1) - sum lgamma(n+1) */
+/* Flag for tally_dirichlet_multinomial (tally/flags.h):
+ * TALLY_DM_WITH_COEFFICIENT adds lgamma(N+1) - sum lgamma(n+1). */
 
 /*
  * Dirichlet-multinomial log-likelihood of each row of counts [B, V] under
@@ -408,11 +404,9 @@ TALLY_API tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally
                                         tally_view z, tally_view log_q, tally_view component,
                                         uint64_t *consumed);
 
-typedef enum tally_distribution {
-    TALLY_DIST_RAW = 1,     /* uint32 draws; out must be a TALLY_U32 view */
-    TALLY_DIST_UNIFORM = 2, /* (0, 1] */
-    TALLY_DIST_NORMAL = 3   /* standard normal */
-} tally_distribution;
+/* The distributions, tally_distribution (tally/flags.h): TALLY_DIST_RAW
+ * (uint32 draws; out must be a TALLY_U32 view), TALLY_DIST_UNIFORM ((0, 1]),
+ * TALLY_DIST_NORMAL (standard normal). */
 
 /*
  * Fills out (row-major over its rows and cols) with stream elements

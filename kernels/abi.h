@@ -1,11 +1,14 @@
 /*
  * kernels/abi.h - the constants that the kernels and the host code which
  * launches them (backends/gpu/) must agree on: argument codes, local-memory
- * sizes and the work-group size. Plain #defines, so the file is valid C11,
+ * sizes and the work-group size (the kernels and their arguments are listed
+ * in kernel_list.h, included here). Plain #defines, so the file is valid C11,
  * CUDA C++ and OpenCL C alike.
  */
 #ifndef TALLY_KERNEL_ABI_H
 #define TALLY_KERNEL_ABI_H
+
+#include "kernel_list.h"
 
 /* Work-items per work-group in every launch: one per lane of a full
  * reduction tile (TALLY_TREE_LANES). backends/gpu/gpu.h checks that
@@ -61,10 +64,7 @@
  * itself; beyond it one small launch computes it once. */
 #define TALLY_K_GMM_INLINE_LSE_K 32u
 
-/* Distributions of tally_k_rng_fill (the values of tally_distribution). */
-#define TALLY_K_DIST_RAW 1u
-#define TALLY_K_DIST_UNIFORM 2u
-#define TALLY_K_DIST_NORMAL 3u
+/* Distributions of tally_k_rng_fill: tally_distribution (tally/flags.h). */
 /* Philox blocks each work-item of tally_k_rng_fill and tally_k_rng_fill_any
  * computes per pass: independent evaluations it can interleave while its
  * stores drain. The kernels stride over whatever grid they get, so this

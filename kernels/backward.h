@@ -22,13 +22,7 @@
  * bounded (a few groups per multiprocessor), so the scaled upstream
  * gradient is computed once per work-item, not once per element.
  */
-TALLY_KERNEL void tally_k_kl_backward(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT g, tally_u64 g_off, tally_u64 g_stride,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT gx, tally_u64 gx_off, tally_u64 gx_stride,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT gt, tally_u64 gt_off, tally_u64 gt_stride,
-                                      tally_u64 rows, tally_u64 cols, tally_u32 mode, tally_u32 flags,
-                                      tally_u32 pointwise, tally_u32 divide, float divisor, tally_u32 want)
+TALLY_KERNEL void tally_k_kl_backward(TALLY_K_PARAMS(kl_backward))
 {
     const tally_u32 lid = TALLY_LID();
     const float gs = pointwise ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
@@ -98,10 +92,7 @@ TALLY_KERNEL void tally_k_kl_backward(TALLY_GLOBAL const float *TALLY_RESTRICT x
  * row's upstream gradient G[b] (g[g_off + b * g_stride] per row, else g[g_off]
  * scaled). R at rg[rg_off + b], G at rg[rg_off + B + b].
  */
-TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT sums, tally_u64 a_off, tally_u64 a_step,
-                                     tally_u64 n_off, TALLY_GLOBAL const float *TALLY_RESTRICT g, tally_u64 g_off,
-                                     tally_u64 g_stride, tally_u32 per_row_grad, tally_u32 divide, float divisor,
-                                     tally_u64 B, TALLY_GLOBAL float *TALLY_RESTRICT rg, tally_u64 rg_off)
+TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_K_PARAMS(dm_bw_rows))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {
@@ -125,12 +116,7 @@ TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT su
  * (no other work-item reads them, so no barrier), the same values the
  * element-wise form computes, since k + a is the same sum as n + a for n == k.
  */
-TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
-                                         tally_u64 c_stride, TALLY_GLOBAL const float *TALLY_RESTRICT la,
-                                         tally_u64 la_off, tally_u64 la_stride,
-                                         TALLY_GLOBAL const float *TALLY_RESTRICT rg, tally_u64 rg_off, tally_u64 B,
-                                         tally_u64 V, tally_u32 per_row, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                         tally_u64 out_off, tally_u64 out_stride)
+TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_K_PARAMS(dm_bw_elements))
 {
     TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_TABLE_N * TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
@@ -185,9 +171,7 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_GLOBAL const float *TALLY_RESTRIC
 
 /* out[v] = exp(log_alpha[v]) * s[v]: a shared alpha's gradient from the
  * column sums of the weights. */
-TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT s, tally_u64 s_off, tally_u64 V,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_K_PARAMS(dm_bw_scale))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 v = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); v < V; v += step)
@@ -214,19 +198,7 @@ TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
  * and each row's logit weights to scratch[w_off + b*K + k] for the column
  * trees. The sample's std * eps is formed again from the row's normals.
  */
-TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_GLOBAL const float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT scratch, tally_u64 scratch_off,
-                                      tally_u64 s_off, tally_u64 lse_off, tally_u64 picks_off, tally_u64 w_off,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT gq, tally_u64 gq_off, tally_u64 gq_stride,
-                                      TALLY_GLOBAL const float *TALLY_RESTRICT gzi, tally_u64 gzi_off,
-                                      tally_u64 gzi_stride, tally_u64 B, tally_u64 K, tally_u64 D, tally_u64 seed,
-                                      tally_u64 subsequence, tally_u64 offset, tally_u32 flags,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT gz, tally_u64 gz_off, tally_u64 gz_stride,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT gmu, tally_u64 gmu_off, tally_u64 gmu_stride,
-                                      TALLY_GLOBAL float *TALLY_RESTRICT glv, tally_u64 glv_off, tally_u64 glv_stride)
+TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
 {
     TALLY_LOCAL_ARRAY(float, cks, TALLY_K_GMM_BW_STAGED_K * TALLY_K_GROUP_SIZE);
     TALLY_GLOBAL float *sc = scratch + scratch_off;

@@ -29,7 +29,7 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_l
 {
     if (n == 0.0f) return 0.0f;
     float v = (has_lgn ? lgn : tally_lgammaf(n + a)) - lga;
-    if (flags & TALLY_DM_FLAG_COEFFICIENT) {
+    if (flags & TALLY_DM_WITH_COEFFICIENT) {
         float lg1;
         if (n >= 0.0f && n < (float)TALLY_K_DM_FACT_TABLE && n == tally_floor(n))
             lg1 = fact[(tally_u32)n];
@@ -41,6 +41,21 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_l
     return v;
 }
 
+/* A lane's running sums of a and n and of the terms, in element order: the
+ * lane's first element (first) starts them. */
+TALLY_FN void tally_k_dm_add(float *A, float *N, float *S, int first, float a, float n, float term)
+{
+    if (first) {
+        *A = a;
+        *N = n;
+        *S = term;
+    } else {
+        *A = *A + a;
+        *N = *N + n;
+        *S = *S + term;
+    }
+}
+
 /*
  * For a shared alpha: pre[ea_off + v] = a = exp(log_alpha[v]) and
  * pre[lga_off + k * V + v] for k < rows: row 0 lgamma(a), row k > 0
@@ -50,9 +65,7 @@ TALLY_FN float tally_k_dm_term(float n, float a, float lga, float lgn, int has_l
  * its lgamma bit for bit. Row index [k][v] lets consecutive work-items of
  * tally_k_dm_rows, which read consecutive columns, read nearby entries.
  */
-TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 V,
-                                  TALLY_GLOBAL float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
-                                  tally_u32 rows, tally_u32 la_dtype)
+TALLY_KERNEL void tally_k_dm_prep(TALLY_K_PARAMS(dm_prep))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     const tally_u64 total = V * rows;
@@ -86,12 +99,7 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_GLOBAL const float *TALLY_RESTRICT la, t
  * lgamma calls (tally_dm_term returns 0 for it), which is most of the work
  * on sparse counts.
  */
-TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off, tally_u64 c_stride,
-                                  TALLY_GLOBAL const float *TALLY_RESTRICT la, tally_u64 la_off, tally_u64 la_stride,
-                                  TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 ea_off, tally_u64 lga_off,
-                                  tally_u32 alpha_mode, tally_u64 B, tally_u64 V, tally_u32 lanes, tally_u32 qpl,
-                                  tally_u64 tiles, tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                  tally_u64 out_off, tally_u64 out_stride, tally_u32 c_dtype, tally_u32 la_dtype)
+TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
@@ -109,67 +117,53 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
     }
     /* fact[k] = lgamma(k + 1): the same value tally_lgammaf(n + 1.0f) gives
      * for a count n == k, since k + 1 is exact. */
-    if ((flags & TALLY_DM_FLAG_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+    if ((flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 seg = lid / lanes;
-    const tally_u32 j = lid - seg * lanes;
-    const tally_u64 units = B * tiles;
-    const tally_u64 quads = tally_k_quads(V);
-    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
-         first += TALLY_GROUP_COUNT() * segments) {
-        const tally_u64 unit = first + seg;
-        tally_u64 active = 0;
-        tally_u64 b = 0;
-        if (unit < units) {
-            b = unit / tiles;
-            const tally_u64 base = (unit - b * tiles) * tile_quads;
-            active = tally_k_active(quads, base, lanes);
-            if ((tally_u64)j < active) {
-                const tally_u64 crow = c_off + b * c_stride, larow = la_off + b * la_stride;
-                float A = 0.0f, N = 0.0f, S = 0.0f;
-                int first_term = 1;
-                for (tally_u32 q = 0; q < qpl; q++) {
-                    const tally_u64 g = base + (tally_u64)q * lanes + j;
-                    if (g >= quads) break;
-                    const tally_u64 e0 = g << 2;
-                    const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
-                    for (tally_u32 c = 0; c < count; c++) {
-                        const tally_u64 e = e0 + c;
-                        const float n = tally_k_ld_at(counts, c_dtype, crow + e);
-                        float a, lga;
-                        if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
-                            a = tally_expf(tally_k_ld_at(la, la_dtype, larow + e));
-                            /* Only a nonzero count needs it. */
-                            lga = 0.0f;
-                            if (n != 0.0f) lga = tally_lgammaf(a);
-                        } else if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
-                            a = tab_a[e];
-                            lga = tab_lga[e];
-                        } else {
-                            a = pre[ea_off + e];
-                            lga = pre[lga_off + e];
-                        }
-                        const float term = tally_k_dm_term(n, a, lga, 0.0f, 0, fact, flags);
-                        if (first_term) {
-                            A = a;
-                            N = n;
-                            S = term;
-                            first_term = 0;
-                        } else {
-                            A = A + a;
-                            N = N + n;
-                            S = S + term;
-                        }
+    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B, tiles, V);
+    const tally_u32 j = lay.j;
+    const tally_u64 units = lay.units, quads = lay.quads;
+    for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < units;
+         first += TALLY_GROUP_COUNT() * lay.segments) {
+        const tally_u64 unit = first + lay.seg;
+        const tally_k_unit at = tally_k_unit_at(&lay, unit);
+        const tally_u64 active = at.active, b = at.vec;
+        /* Past the last unit, active is 0. */
+        if ((tally_u64)j < active) {
+            const tally_u64 base = at.base;
+            const tally_u64 crow = c_off + b * c_stride, larow = la_off + b * la_stride;
+            float A = 0.0f, N = 0.0f, S = 0.0f;
+            int first_term = 1;
+            for (tally_u32 q = 0; q < qpl; q++) {
+                const tally_u64 g = base + (tally_u64)q * lanes + j;
+                if (g >= quads) break;
+                const tally_u64 e0 = g << 2;
+                const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
+                for (tally_u32 c = 0; c < count; c++) {
+                    const tally_u64 e = e0 + c;
+                    const float n = tally_k_ld_at(counts, c_dtype, crow + e);
+                    float a, lga;
+                    if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
+                        a = tally_expf(tally_k_ld_at(la, la_dtype, larow + e));
+                        /* Only a nonzero count needs it. */
+                        lga = 0.0f;
+                        if (n != 0.0f) lga = tally_lgammaf(a);
+                    } else if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
+                        a = tab_a[e];
+                        lga = tab_lga[e];
+                    } else {
+                        a = pre[ea_off + e];
+                        lga = pre[lga_off + e];
                     }
+                    const float term = tally_k_dm_term(n, a, lga, 0.0f, 0, fact, flags);
+                    tally_k_dm_add(&A, &N, &S, first_term, a, n, term);
+                    first_term = 0;
                 }
-                va[lid] = A;
-                vn[lid] = N;
-                vs[lid] = S;
             }
+            va[lid] = A;
+            vn[lid] = N;
+            vs[lid] = S;
         }
         tally_k_tree3(va, vn, vs, lid, lanes, active);
         if (unit < units && j == 0u) {
@@ -206,19 +200,14 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_GLOBAL const float *TALLY_RESTRICT count
  * rows per group and per barrier) and log2(P) fewer shared-memory steps.
  * vec4: every row starts 16-byte aligned, so whole quads load as float4.
  */
-TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT counts, tally_u64 c_off,
-                                        tally_u64 c_stride, tally_u32 vec4, TALLY_GLOBAL const float *TALLY_RESTRICT pre,
-                                        tally_u64 ea_off, tally_u64 lga_off, tally_u64 B, tally_u64 V,
-                                        tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
-                                        TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride,
-                                        tally_u32 c_dtype)
+TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
     const tally_u32 lid = TALLY_LID();
-    if ((flags & TALLY_DM_FLAG_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+    if ((flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
@@ -270,18 +259,10 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT
                              * tabulated one without the coefficient
                              * lgamma(n + a) - lgamma(a). */
                             float term = n == 0.0f ? 0.0f : lgn - lga;
-                            if (!(n == 0.0f || (has_lgn && !(flags & TALLY_DM_FLAG_COEFFICIENT))))
+                            if (!(n == 0.0f || (has_lgn && !(flags & TALLY_DM_WITH_COEFFICIENT))))
                                 term = tally_k_dm_term(n, a, lga, lgn, has_lgn, fact, flags);
-                            if (first_term) {
-                                sa = a;
-                                sn = n;
-                                ss = term;
-                                first_term = 0;
-                            } else {
-                                sa = sa + a;
-                                sn = sn + n;
-                                ss = ss + term;
-                            }
+                            tally_k_dm_add(&sa, &sn, &ss, first_term, a, n, term);
+                            first_term = 0;
                         }
                     }
                 }
@@ -334,9 +315,7 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_GLOBAL const float *TALLY_RESTRICT
 
 /* Row values from the reduced sums of a multi-level row plan: A of row b at
  * sums[off + b], N at sums[off + B + b], S at sums[off + 2B + b]. */
-TALLY_KERNEL void tally_k_dm_finish(TALLY_GLOBAL const float *TALLY_RESTRICT sums, tally_u64 sums_off, tally_u64 B,
-                                    tally_u32 flags, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
-                                    tally_u64 out_stride)
+TALLY_KERNEL void tally_k_dm_finish(TALLY_K_PARAMS(dm_finish))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step)

@@ -20,8 +20,7 @@
 #include "tree.h"
 
 /* logsumexp of the K logits, once, into out[out_off]. */
-TALLY_KERNEL void tally_k_logits_lse(TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                     tally_u64 K, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
+TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
 {
     if (TALLY_GROUP_ID() == 0u && TALLY_LID() == 0u) out[out_off] = tally_lse_seq(logits + logits_off, K);
 }
@@ -111,16 +110,7 @@ TALLY_FN float tally_k_gauss_lane(TALLY_GLOBAL const float *zr, TALLY_GLOBAL con
  * the component; VEC4 reads whole aligned quads; LSE_PREPARED takes the
  * logits' logsumexp from pre[pre_off] instead of computing it per group.
  */
-TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tally_u64 z_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
-                                    tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl, tally_u32 flags,
-                                    tally_u32 rows_per_pass, tally_u64 seed, tally_u64 subsequence, tally_u64 offset,
-                                    TALLY_GLOBAL float *TALLY_RESTRICT log_q, tally_u64 lq_off, tally_u64 lq_stride,
-                                    TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp, tally_u64 comp_off,
-                                    tally_u64 comp_stride)
+TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);
@@ -238,11 +228,7 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_GLOBAL float *z, tally_u64 z_off, tall
 
 /* Component of every row: picks[picks_off + b], also written to comp when
  * has_comp. */
-TALLY_KERNEL void tally_k_gmm_pick(TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                   tally_u64 B, tally_u64 K, tally_u64 seed, tally_u64 subsequence,
-                                   tally_u64 offset, TALLY_GLOBAL tally_i32 *TALLY_RESTRICT comp,
-                                   tally_u64 comp_off, tally_u64 comp_stride, tally_u32 has_comp,
-                                   TALLY_GLOBAL tally_i32 *TALLY_RESTRICT picks, tally_u64 picks_off)
+TALLY_KERNEL void tally_k_gmm_pick(TALLY_K_PARAMS(gmm_pick))
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
@@ -264,12 +250,7 @@ TALLY_KERNEL void tally_k_gmm_pick(TALLY_GLOBAL const float *TALLY_RESTRICT logi
 #define TALLY_K_GMM_PICK_GLOBAL(p) (picks[picks_off + (p)])
 
 /* z of every row from the picks, one Philox block per work-item step. */
-TALLY_KERNEL void tally_k_gmm_noise(TALLY_GLOBAL float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                    TALLY_GLOBAL const tally_i32 *TALLY_RESTRICT picks, tally_u64 picks_off,
-                                    tally_u64 B, tally_u64 D, tally_u64 seed, tally_u64 subsequence,
-                                    tally_u64 offset)
+TALLY_KERNEL void tally_k_gmm_noise(TALLY_K_PARAMS(gmm_noise))
 {
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u;
     const tally_u64 D2 = D + (D & 1u);
@@ -287,50 +268,31 @@ TALLY_KERNEL void tally_k_gmm_noise(TALLY_GLOBAL float *TALLY_RESTRICT z, tally_
  * tiles + t writes out[out_off + u]; with tiles == 1 that is s of the pair
  * (D == 0 is passed as lanes = qpl = tiles = 1 and gives 0).
  */
-TALLY_KERNEL void tally_k_gmm_tiles(TALLY_GLOBAL const float *TALLY_RESTRICT z, tally_u64 z_off, tally_u64 z_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT mu, tally_u64 mu_off, tally_u64 mu_stride,
-                                    TALLY_GLOBAL const float *TALLY_RESTRICT lv, tally_u64 lv_off, tally_u64 lv_stride,
-                                    tally_u64 B, tally_u64 K, tally_u64 D, tally_u32 lanes, tally_u32 qpl,
-                                    tally_u64 tiles, tally_u32 load_mode, TALLY_GLOBAL float *TALLY_RESTRICT out,
-                                    tally_u64 out_off)
+TALLY_KERNEL void tally_k_gmm_tiles(TALLY_K_PARAMS(gmm_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 seg = lid / lanes;
-    const tally_u32 j = lid - seg * lanes;
-    const tally_u64 units = B * K * tiles;
-    const tally_u64 quads = tally_k_quads(D);
-    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
-         first += TALLY_GROUP_COUNT() * segments) {
-        const tally_u64 unit = first + seg;
-        tally_u64 active = 0;
-        if (unit < units) {
-            const tally_u64 pair = unit / tiles;
-            const tally_u64 base = (unit - pair * tiles) * tile_quads;
-            active = tally_k_active(quads, base, lanes);
-            if ((tally_u64)j < active) {
-                const tally_u64 b = pair / K;
-                const tally_u64 k = pair - b * K;
-                v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
-                                            lv + lv_off + b * lv_stride + k * D, D, quads, base, lanes, qpl, j,
-                                            load_mode == TALLY_K_LOAD_VEC4);
-            }
+    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B * K, tiles, D);
+    for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < lay.units;
+         first += TALLY_GROUP_COUNT() * lay.segments) {
+        const tally_u64 unit = first + lay.seg;
+        const tally_k_unit at = tally_k_unit_at(&lay, unit);
+        if ((tally_u64)lay.j < at.active) {
+            /* The unit's vector is the (row, component) pair b * K + k. */
+            const tally_u64 b = at.vec / K;
+            const tally_u64 k = at.vec - b * K;
+            v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
+                                        lv + lv_off + b * lv_stride + k * D, D, lay.quads, at.base, lanes, qpl,
+                                        lay.j, load_mode == TALLY_K_LOAD_VEC4);
         }
-        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-        if (unit < units && j == 0u) out[out_off + unit] = active > 0u ? v[lid] : 0.0f;
+        tally_k_tree(v, lid, lanes, at.active, TALLY_COMBINE_SUM);
+        if (unit < lay.units && lay.j == 0u) out[out_off + unit] = at.active > 0u ? v[lid] : 0.0f;
     }
 }
 
 /* log q of every row from s[s_off + b*K + k] (overwritten with v_k) and,
  * for K > 1, the logits' logsumexp in pre[pre_off]. */
-TALLY_KERNEL void tally_k_gmm_finish(TALLY_GLOBAL float *TALLY_RESTRICT s, tally_u64 s_off,
-                                     TALLY_GLOBAL const float *TALLY_RESTRICT logits, tally_u64 logits_off,
-                                     TALLY_GLOBAL const float *TALLY_RESTRICT pre, tally_u64 pre_off, tally_u64 B,
-                                     tally_u64 K, TALLY_GLOBAL const tally_i32 *TALLY_RESTRICT picks,
-                                     tally_u64 picks_off, tally_u32 sample, TALLY_GLOBAL float *TALLY_RESTRICT log_q,
-                                     tally_u64 lq_off, tally_u64 lq_stride)
+TALLY_KERNEL void tally_k_gmm_finish(TALLY_K_PARAMS(gmm_finish))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {

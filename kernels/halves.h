@@ -9,7 +9,7 @@
 #include "abi.h"
 
 /* ---- Loads of half elements. The element types' codes are
- * TALLY_K_DTYPE_* (tally/half.h); every load widens with tally/half.h, so
+ * tally_dtype (tally/half.h); every load widens with tally/half.h, so
  * what a kernel computes after the load is the fp32 path on the widened
  * values. GPUs are little-endian: element 2k of a 32-bit word is its low
  * half. ---- */
@@ -19,7 +19,7 @@
 TALLY_FN float tally_k_ld(TALLY_GLOBAL const float *p, TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype,
                           tally_u64 i)
 {
-    if (dtype == TALLY_K_DTYPE_F32) return p[i];
+    if (dtype == TALLY_F32) return p[i];
     return tally_half_to_f32(dtype, (tally_u32)h[i]);
 }
 
@@ -74,7 +74,7 @@ TALLY_FN void tally_k_load_h8(TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype, 
 TALLY_FN void tally_k_load_pair(TALLY_GLOBAL const float *p, TALLY_GLOBAL const tally_u16 *h, tally_u32 dtype,
                                 tally_u64 m, tally_f4 *even, tally_f4 *odd)
 {
-    if (dtype == TALLY_K_DTYPE_F32) {
+    if (dtype == TALLY_F32) {
         *even = TALLY_LOAD_F4(p, 2u * m);
         *odd = TALLY_LOAD_F4(p, 2u * m + 1u);
     } else {
@@ -85,13 +85,11 @@ TALLY_FN void tally_k_load_pair(TALLY_GLOBAL const float *p, TALLY_GLOBAL const 
 /*
  * o[k] = widen(x[r * x_stride + c]) for element k = r * cols + c of the
  * rows x cols view at x + x_off (offsets and stride in halves). dtype is
- * TALLY_K_DTYPE_BF16 or TALLY_K_DTYPE_F16. A contiguous view is walked
+ * TALLY_BF16 or TALLY_F16. A contiguous view is walked
  * flat; a strided one row by row (groups over rows, work-items over
  * columns), so no element needs a division.
  */
-TALLY_KERNEL void tally_k_widen(TALLY_GLOBAL const tally_u16 *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
-                                tally_u64 rows, tally_u64 cols, tally_u32 dtype, TALLY_GLOBAL float *TALLY_RESTRICT o,
-                                tally_u64 o_off)
+TALLY_KERNEL void tally_k_widen(TALLY_K_PARAMS(widen))
 {
     const tally_u32 lid = TALLY_LID();
     TALLY_GLOBAL const tally_u16 *xp = x + x_off;

@@ -38,6 +38,18 @@ TALLY_FN int tally_k_pos_normal4(tally_f4 a)
            tally_kl_is_pos_normal(a.w);
 }
 
+/* 1 when every pair of a batch of four quads may take tally_kl_term_fast:
+ * tally_kl_fast_ok of each pair, as one chain of tests per input. */
+TALLY_FN int tally_k_kl_fast16(tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3, tally_f4 b0, tally_f4 b1,
+                               tally_f4 b2, tally_f4 b3, tally_u32 flags)
+{
+    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
+                      tally_k_pos_normal4(a3);
+    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
+                      tally_k_pos_normal4(b3);
+    return (((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | xs_ok) & (((flags & TALLY_KL_LOG_TARGET) != 0u) | ts_ok);
+}
+
 /*
  * The sixteen terms of one lane's batch of four quads, (a0, b0) .. (a3, b3),
  * folded into acc in element order; the lane's first batch (q == 0) starts
@@ -45,20 +57,14 @@ TALLY_FN int tally_k_pos_normal4(tally_f4 a)
  * the short path made once for the sixteen elements, and the two common
  * flag sets as constants so that the short path is straight-line code. A
  * batch with any special value takes the plain definition, which gives the
- * same bits as the short path would. The test is tally_kl_fast_ok of every
- * pair, as one chain of tests per input.
+ * same bits as the short path would (the test: tally_k_kl_fast16).
  */
 TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3, tally_f4 b0,
                                 tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
 {
-    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
-                      tally_k_pos_normal4(a3);
-    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
-                      tally_k_pos_normal4(b3);
-    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
-                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
-    if (fast && flags == TALLY_KL_FLAG_INPUT_IS_PROB) {
-        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_FLAG_INPUT_IS_PROB);
+    const int fast = tally_k_kl_fast16(a0, a1, a2, a3, b0, b1, b2, b3, flags);
+    if (fast && flags == TALLY_KL_INPUT_IS_PROB) {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, TALLY_KL_INPUT_IS_PROB);
     } else if (fast && flags == 0u) {
         TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, 0u);
     } else if (fast) {
@@ -76,12 +82,7 @@ TALLY_FN float tally_k_kl_batch(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1
 TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f4 a1, tally_f4 a2, tally_f4 a3,
                                     tally_f4 b0, tally_f4 b1, tally_f4 b2, tally_f4 b3, tally_u32 flags)
 {
-    const int xs_ok = tally_k_pos_normal4(a0) & tally_k_pos_normal4(a1) & tally_k_pos_normal4(a2) &
-                      tally_k_pos_normal4(a3);
-    const int ts_ok = tally_k_pos_normal4(b0) & tally_k_pos_normal4(b1) & tally_k_pos_normal4(b2) &
-                      tally_k_pos_normal4(b3);
-    const int fast = (((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | xs_ok) &
-                     (((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | ts_ok);
+    const int fast = tally_k_kl_fast16(a0, a1, a2, a3, b0, b1, b2, b3, flags);
     if (fast) {
         TALLY_K_KL_ADD16(acc, q, tally_kl_term_fast, flags);
     } else {
@@ -94,7 +95,7 @@ TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
  * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
  * when finish is DIVIDE and this is the only level (mean, batchmean).
- * x_dtype and t_dtype (TALLY_K_DTYPE_*) are the inputs' element types;
+ * x_dtype and t_dtype (tally_dtype) are the inputs' element types;
  * offsets and strides count their elements.
  *
  * mode VEC4 (both views contiguous and 16-byte aligned) takes a fast path
@@ -117,7 +118,7 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
     const tally_u64 quads = tally_k_quads(n);
     const tally_u64 full_quads = n >> 2;
     const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    const int halves = x_dtype != TALLY_K_DTYPE_F32 || t_dtype != TALLY_K_DTYPE_F32;
+    const int halves = x_dtype != TALLY_F32 || t_dtype != TALLY_F32;
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
     /* A plan narrower than a group has a single tile: segment 0 runs it and
@@ -200,23 +201,16 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
     }
 }
 
-#define TALLY_K_KL_TILES_PARAMS                                                                                     \
-    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,                                \
-        TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride, tally_u64 cols,             \
-        tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles, tally_u32 flags,               \
-        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
-        tally_u32 x_dtype, tally_u32 t_dtype
-
 /* fp32 inputs only (the dtype arguments are ignored): the halves' code is
  * compiled out, so this kernel keeps the registers, and with them the
  * occupancy, of an fp32-only kernel. */
-TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
+TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
     (void)t_dtype;
     tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
-                         divisor, out, out_off, TALLY_K_DTYPE_F32, TALLY_K_DTYPE_F32);
+                         divisor, out, out_off, TALLY_F32, TALLY_F32);
 }
 
 /* The same with at least one half input (any mix of dtypes). Two bf16
@@ -225,17 +219,17 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_KL_TILES_PARAMS)
  * the flags are constants, so the conversions are bare shifts and the
  * terms straight-line code; the copies compute exactly what the general
  * body computes for those arguments. */
-TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
+TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    const int bf16 = x_dtype == TALLY_K_DTYPE_BF16 && t_dtype == TALLY_K_DTYPE_BF16;
-    if (bf16 && flags == TALLY_KL_FLAG_INPUT_IS_PROB)
+    const int bf16 = x_dtype == TALLY_BF16 && t_dtype == TALLY_BF16;
+    if (bf16 && flags == TALLY_KL_INPUT_IS_PROB)
         tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
-                             TALLY_KL_FLAG_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_K_DTYPE_BF16,
-                             TALLY_K_DTYPE_BF16);
+                             TALLY_KL_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_BF16,
+                             TALLY_BF16);
     else if (bf16 && flags == 0u)
         tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, 0u, finish,
-                             divisor, out, out_off, TALLY_K_DTYPE_BF16, TALLY_K_DTYPE_BF16);
+                             divisor, out, out_off, TALLY_BF16, TALLY_BF16);
     else
         tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags,
                              finish, divisor, out, out_off, x_dtype, t_dtype);
@@ -249,11 +243,7 @@ TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_KL_TILES_PARAMS)
  * CONTIGUOUS: one element per step. STRIDED: groups walk rows, work-items
  * walk the columns of a row.
  */
-TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
-                                       tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t,
-                                       tally_u64 t_off, tally_u64 t_stride, TALLY_GLOBAL float *TALLY_RESTRICT o,
-                                       tally_u64 o_off, tally_u64 o_stride, tally_u64 rows, tally_u64 cols,
-                                       tally_u32 mode, tally_u32 flags, tally_u32 x_dtype, tally_u32 t_dtype)
+TALLY_KERNEL void tally_k_kl_pointwise(TALLY_K_PARAMS(kl_pointwise))
 {
     const tally_u32 lid = TALLY_LID();
     const tally_u64 gid = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid;
@@ -275,8 +265,8 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_GLOBAL const float *TALLY_RESTRICT 
     if (mode == TALLY_K_LOAD_VEC4) {
         const tally_u64 nq = n >> 2;
         for (tally_u64 g = gid; g < nq; g += step) {
-            const tally_f4 a = x_dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(xs.p, g) : tally_k_load_h4(xs.h, x_dtype, g);
-            const tally_f4 b = t_dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(ts.p, g) : tally_k_load_h4(ts.h, t_dtype, g);
+            const tally_f4 a = x_dtype == TALLY_F32 ? TALLY_LOAD_F4(xs.p, g) : tally_k_load_h4(xs.h, x_dtype, g);
+            const tally_f4 b = t_dtype == TALLY_F32 ? TALLY_LOAD_F4(ts.p, g) : tally_k_load_h4(ts.h, t_dtype, g);
             tally_f4 r;
             r.x = tally_canonical(tally_kl_term(a.x, b.x, flags));
             r.y = tally_canonical(tally_kl_term(a.y, b.y, flags));

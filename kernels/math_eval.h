@@ -10,9 +10,7 @@
 #include "tally/terms.h"
 
 /* out[k] = f(in[k]); for TALLY_K_MATH_DIV, out[k] = in[k] / in[n - 1 - k]. */
-TALLY_KERNEL void tally_k_math_eval(TALLY_GLOBAL const float *TALLY_RESTRICT in, tally_u64 in_off,
-                                    TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 n,
-                                    tally_u32 fn)
+TALLY_KERNEL void tally_k_math_eval(TALLY_K_PARAMS(math_eval))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     TALLY_GLOBAL const float *x = in + in_off;

@@ -27,6 +27,21 @@
         acc = tally_combine((int)kind, acc, (q4).w);         \
     } while (0)
 
+/* acc folded with the sixteen plain terms of quads e0 .. e3 in element
+ * order; a lane's first batch (first) starts acc with its first term. */
+TALLY_FN float tally_k_fold_plain16(float acc, int first, tally_f4 e0, tally_f4 e1, tally_f4 e2, tally_f4 e3,
+                                    tally_u32 kind)
+{
+    acc = first ? e0.x : tally_combine((int)kind, acc, e0.x);
+    acc = tally_combine((int)kind, acc, e0.y);
+    acc = tally_combine((int)kind, acc, e0.z);
+    acc = tally_combine((int)kind, acc, e0.w);
+    TALLY_K_REDUCE_PLAIN4(acc, e1);
+    TALLY_K_REDUCE_PLAIN4(acc, e2);
+    TALLY_K_REDUCE_PLAIN4(acc, e3);
+    return acc;
+}
+
 /* The value of one element under a reduce term. */
 TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
 {
@@ -59,24 +74,19 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
                                        tally_u64 out_off, tally_u64 out_stride, tally_u32 x_dtype)
 {
     const tally_u32 lid = TALLY_LID();
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 seg = lid / lanes;
-    const tally_u32 j = lid - seg * lanes;
-    const tally_u64 units = nvec * tiles;
-    const tally_u64 quads = tally_k_quads(n);
-    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
-    for (tally_u64 first = TALLY_GROUP_ID() * segments; first < units;
-         first += TALLY_GROUP_COUNT() * segments) {
-        const tally_u64 unit = first + seg;
-        tally_u64 active = 0;
-        tally_u64 b = 0;
+    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, nvec, tiles, n);
+    const tally_u32 j = lay.j;
+    const tally_u64 units = lay.units, quads = lay.quads, tile_quads = lay.tile_quads;
+    for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < units;
+         first += TALLY_GROUP_COUNT() * lay.segments) {
+        const tally_u64 unit = first + lay.seg;
+        const tally_k_unit at = tally_k_unit_at(&lay, unit);
+        const tally_u64 active = at.active, b = at.vec;
         if (unit < units) {
-            b = unit / tiles;
-            const tally_u64 base = (unit - b * tiles) * tile_quads;
-            active = tally_k_active(quads, base, lanes);
+            const tally_u64 base = at.base;
             const int full = mode == TALLY_K_LOAD_VEC4 && lanes == TALLY_K_GROUP_SIZE &&
                              qpl == TALLY_TREE_QUADS_PER_LANE && base + tile_quads <= (n >> 2);
-            if (full && x_dtype != TALLY_K_DTYPE_F32 && term == TALLY_K_TERM_PLAIN) {
+            if (full && x_dtype != TALLY_F32 && term == TALLY_K_TERM_PLAIN) {
                 /* Halves: lanes 2 lid and 2 lid + 1 read adjacent quads, so
                  * work-item lid plays both, one 16-byte load bringing a
                  * quad for each (work-items 128 .. 255 only join the tree;
@@ -96,20 +106,8 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
                         tally_k_load_h8(src.h, x_dtype, m + L2, &e1, &o1);
                         tally_k_load_h8(src.h, x_dtype, m + 2u * L2, &e2, &o2);
                         tally_k_load_h8(src.h, x_dtype, m + 3u * L2, &e3, &o3);
-                        accA = q == 0u ? e0.x : tally_combine((int)kind, accA, e0.x);
-                        accA = tally_combine((int)kind, accA, e0.y);
-                        accA = tally_combine((int)kind, accA, e0.z);
-                        accA = tally_combine((int)kind, accA, e0.w);
-                        TALLY_K_REDUCE_PLAIN4(accA, e1);
-                        TALLY_K_REDUCE_PLAIN4(accA, e2);
-                        TALLY_K_REDUCE_PLAIN4(accA, e3);
-                        accB = q == 0u ? o0.x : tally_combine((int)kind, accB, o0.x);
-                        accB = tally_combine((int)kind, accB, o0.y);
-                        accB = tally_combine((int)kind, accB, o0.z);
-                        accB = tally_combine((int)kind, accB, o0.w);
-                        TALLY_K_REDUCE_PLAIN4(accB, o1);
-                        TALLY_K_REDUCE_PLAIN4(accB, o2);
-                        TALLY_K_REDUCE_PLAIN4(accB, o3);
+                        accA = tally_k_fold_plain16(accA, q == 0u, e0, e1, e2, e3, kind);
+                        accB = tally_k_fold_plain16(accB, q == 0u, o0, o1, o2, o3, kind);
                     }
                     v[2u * lid] = accA;
                     v[2u * lid + 1u] = accB;
@@ -119,7 +117,7 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
                 const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
                 float acc = 0.0f;
                 int first_term = 1, done = 0;
-                if (full && x_dtype == TALLY_K_DTYPE_F32) {
+                if (full && x_dtype == TALLY_F32) {
                     /* A full tile of whole aligned quads: four 16-byte loads
                      * in flight per batch, then the fold in plan order. */
                     const tally_u64 L = TALLY_K_GROUP_SIZE;
@@ -164,25 +162,18 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
     }
 }
 
-#define TALLY_K_REDUCE_TILES_PARAMS                                                                               \
-    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_cols, tally_u64 x_stride, tally_u32 mode,  \
-        tally_u64 nvec, tally_u64 vec_stride, tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles,          \
-        tally_u32 term, tally_u32 kind, TALLY_GLOBAL const float *TALLY_RESTRICT shift, tally_u64 shift_off,          \
-        tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,                  \
-        tally_u64 out_stride, tally_u32 x_dtype
-
 /* fp32 input only (x_dtype is ignored): the halves' code is compiled out,
  * so the fp32 kernel keeps its registers and occupancy. */
-TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_REDUCE_TILES_PARAMS)
+TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
     tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,
-                             shift, shift_off, finish, divisor, out, out_off, out_stride, TALLY_K_DTYPE_F32);
+                             shift, shift_off, finish, divisor, out, out_off, out_stride, TALLY_F32);
 }
 
 /* The same on a bf16 or f16 input. */
-TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_REDUCE_TILES_PARAMS)
+TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_PARAMS(reduce_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,
@@ -191,8 +182,7 @@ TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_REDUCE_TILES_PARAMS)
 
 /* out[off + k * stride] = pattern (as bits) for k < n. Used for the results
  * of empty inputs, whose values the host computes. */
-TALLY_KERNEL void tally_k_fill(TALLY_GLOBAL tally_u32 *out, tally_u64 off, tally_u64 stride, tally_u64 n,
-                               tally_u32 pattern)
+TALLY_KERNEL void tally_k_fill(TALLY_K_PARAMS(fill))
 {
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); k < n; k += step)

@@ -36,12 +36,12 @@ typedef uint4 tally_k_u4;
  * distribution gets its own loop with no branch inside. */
 TALLY_FN void tally_k_rng_words(tally_philox4 blk, tally_u32 dist, tally_u32 *bits)
 {
-    if (dist == TALLY_K_DIST_NORMAL) {
+    if (dist == TALLY_DIST_NORMAL) {
         float f[4];
         tally_normal_pair(blk.v[0], blk.v[1], &f[0], &f[1]);
         tally_normal_pair(blk.v[2], blk.v[3], &f[2], &f[3]);
         for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(f[w]);
-    } else if (dist == TALLY_K_DIST_UNIFORM) {
+    } else if (dist == TALLY_DIST_UNIFORM) {
         for (tally_u32 w = 0; w < 4u; w++) bits[w] = tally_as_u32(tally_uniform_from_bits(blk.v[w]));
     } else {
         for (tally_u32 w = 0; w < 4u; w++) bits[w] = blk.v[w];
@@ -90,9 +90,7 @@ TALLY_FN void tally_k_rng_quads(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tall
  * is written word by word by work-items 0 and 1 of group 0. The arguments
  * are tally_k_rng_fill_any's; rows * cols = n and stride is not used.
  */
-TALLY_KERNEL void tally_k_rng_fill(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 stride,
-                                   tally_u64 rows, tally_u64 cols, tally_u32 dist, tally_u64 seed,
-                                   tally_u64 subsequence, tally_u64 offset)
+TALLY_KERNEL void tally_k_rng_fill(TALLY_K_PARAMS(rng_fill))
 {
     (void)stride;
     const tally_u64 n = rows * cols;
@@ -118,12 +116,12 @@ TALLY_KERNEL void tally_k_rng_fill(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, t
         }
     }
     const tally_u64 nfull = jend > jlo ? jend - jlo : 0u;
-    if (dist == TALLY_K_DIST_RAW)
-        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_RAW, seed, subsequence, b0);
-    else if (dist == TALLY_K_DIST_UNIFORM)
-        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_UNIFORM, seed, subsequence, b0);
+    if (dist == TALLY_DIST_RAW)
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_RAW, seed, subsequence, b0);
+    else if (dist == TALLY_DIST_UNIFORM)
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_UNIFORM, seed, subsequence, b0);
     else
-        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_K_DIST_NORMAL, seed, subsequence, b0);
+        tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_NORMAL, seed, subsequence, b0);
 }
 
 /*
@@ -135,9 +133,7 @@ TALLY_KERNEL void tally_k_rng_fill(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, t
  * neighbour, so a warp's stores cover whole sectors whatever the alignment
  * (a strided view still writes each row's run contiguously).
  */
-TALLY_KERNEL void tally_k_rng_fill_any(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 out_off,
-                                       tally_u64 stride, tally_u64 rows, tally_u64 cols, tally_u32 dist,
-                                       tally_u64 seed, tally_u64 subsequence, tally_u64 offset)
+TALLY_KERNEL void tally_k_rng_fill_any(TALLY_K_PARAMS(rng_fill))
 {
     TALLY_LOCAL_ARRAY(tally_u32, words, 4u * TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE);
     const tally_u64 n = rows * cols;
@@ -214,11 +210,7 @@ TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u64 i)
  * (maximum, total, last positive index, running sum), so every operation and
  * its order are tally_categorical_row's.
  */
-TALLY_KERNEL void tally_k_categorical(TALLY_GLOBAL const float *TALLY_RESTRICT w, tally_u64 w_off, tally_u64 w_stride,
-                                      tally_u64 rows, tally_u64 cols, tally_u32 is_logits, tally_u64 seed,
-                                      tally_u64 subsequence, tally_u64 offset,
-                                      TALLY_GLOBAL tally_i32 *TALLY_RESTRICT out, tally_u64 out_off,
-                                      tally_u64 out_stride, tally_u32 tile_log2)
+TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
     /* R rows of C + 1 floats: R * C + R <= 4096 + 256. */

@@ -2,8 +2,8 @@
  * kernels/tally_kernels.h - every kernel body, written once against the
  * kernel vocabulary of tally/dialect.h. kernels_cl/tally.cl includes this
  * file as the OpenCL C program; the CUDA backend compiles it with nvcc.
- * The kernels and their argument lists are catalogued in
- * backends/gpu/kernel_list.h, which is what the backends launch by.
+ * The kernels and their argument lists are the tables of kernel_list.h,
+ * from which the signatures here and the backends' launches are generated.
  */
 #ifndef TALLY_KERNELS_H
 #define TALLY_KERNELS_H

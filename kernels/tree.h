@@ -37,6 +37,58 @@ TALLY_FN tally_u64 tally_k_active(tally_u64 quads, tally_u64 base, tally_u32 lan
     return base < quads ? tally_k_min_u64((tally_u64)lanes, quads - base) : 0u;
 }
 
+/* One level of trees laid out in segments (see the top of this file): the
+ * group's work-items form TALLY_K_GROUP_SIZE / lanes segments of `lanes`
+ * lanes; a pass gives segment seg unit first + seg, and unit u is tile
+ * u % tiles of vector u / tiles (vectors of n elements). */
+typedef struct tally_k_segs {
+    tally_u32 lanes;
+    tally_u32 segments;   /* per group */
+    tally_u32 seg;        /* this work-item's segment */
+    tally_u32 j;          /* and its lane in it */
+    tally_u64 tiles;      /* per vector */
+    tally_u64 units;      /* vectors * tiles */
+    tally_u64 quads;      /* of a vector */
+    tally_u64 tile_quads; /* lanes * qpl */
+} tally_k_segs;
+
+TALLY_FN tally_k_segs tally_k_segs_of(tally_u32 lid, tally_u32 lanes, tally_u32 qpl, tally_u64 vectors, tally_u64 tiles,
+                                      tally_u64 n)
+{
+    tally_k_segs s;
+    s.lanes = lanes;
+    s.segments = TALLY_K_GROUP_SIZE / lanes;
+    s.seg = lid / lanes;
+    s.j = lid - s.seg * lanes;
+    s.tiles = tiles;
+    s.units = vectors * tiles;
+    s.quads = tally_k_quads(n);
+    s.tile_quads = (tally_u64)lanes * qpl;
+    return s;
+}
+
+/* A unit's vector, the first quad of its tile and the lanes with a quad in
+ * it; all 0 for a unit past the last. */
+typedef struct tally_k_unit {
+    tally_u64 vec;
+    tally_u64 base;
+    tally_u64 active;
+} tally_k_unit;
+
+TALLY_FN tally_k_unit tally_k_unit_at(const tally_k_segs *s, tally_u64 unit)
+{
+    tally_k_unit u;
+    u.vec = 0;
+    u.base = 0;
+    u.active = 0;
+    if (unit < s->units) {
+        u.vec = unit / s->tiles;
+        u.base = (unit - u.vec * s->tiles) * s->tile_quads;
+        u.active = tally_k_active(s->quads, u.base, s->lanes);
+    }
+    return u;
+}
+
 /* Where a kernel reads one vector. p (f32) or h (bf16, f16: dtype says
  * which) points at the vector's first element; for STRIDED vectors at the
  * view's first element, and element k lies at (k / cols) * stride + k % cols. */
@@ -58,7 +110,7 @@ TALLY_FN tally_k_src tally_k_src_at(TALLY_GLOBAL const float *base, tally_u32 dt
     s.dtype = dtype;
     s.p = base;
     s.h = (TALLY_GLOBAL const tally_u16 *)base;
-    if (dtype == TALLY_K_DTYPE_F32) s.p = base + first;
+    if (dtype == TALLY_F32) s.p = base + first;
     else s.h = s.h + first;
     s.cols = cols;
     s.stride = stride;
@@ -76,7 +128,7 @@ TALLY_FN tally_k_src tally_k_src_at(TALLY_GLOBAL const float *base, tally_u32 dt
  * 8-byte load of halves widened exactly. */
 TALLY_FN tally_f4 tally_k_quad4(const tally_k_src *s, tally_u64 g)
 {
-    return s->dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
+    return s->dtype == TALLY_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
 }
 
 TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u64 g, float *e)
@@ -86,7 +138,7 @@ TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u6
     if (s->mode == TALLY_K_LOAD_VEC4 && count == 4u) {
         /* A quad of halves is one 8-byte load (VEC4 halves are 8-byte
          * aligned quads). */
-        tally_f4 q = s->dtype == TALLY_K_DTYPE_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
+        tally_f4 q = s->dtype == TALLY_F32 ? TALLY_LOAD_F4(s->p, g) : tally_k_load_h4(s->h, s->dtype, g);
         e[0] = q.x;
         e[1] = q.y;
         e[2] = q.z;

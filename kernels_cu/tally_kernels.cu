@@ -14,10 +14,16 @@
  */
 #include "../kernels/tally_kernels.h"
 #include "../kernels/backward.h"
+#include "../kernels/kernel_list.h"
 
-/* Every kernel that backends/gpu/kernel_list.h names must exist here: a
- * missing or misspelt one fails this compilation (on any machine with nvcc)
- * instead of failing cuModuleGetFunction on a GPU machine. */
-#define TALLY__KERNEL(name) typedef decltype(&name) tally__kernel_defined_##name;
-#include "kernel_list.h"
-#undef TALLY__KERNEL
+/* Every kernel that kernels/kernel_list.h lists must exist here with the
+ * arguments of its table: a missing or misspelt kernel fails the decltype,
+ * and a signature that disagrees with the table (one written by hand, say)
+ * fails the redeclaration, since two extern "C" functions may not share a
+ * name. Both fail this compilation on any machine with nvcc instead of
+ * failing cuModuleGetFunction or a launch on a GPU machine. */
+#define TALLY__KERNEL_CHECK(name, args)                                                                        \
+    typedef decltype(&tally_k_##name) tally__kernel_defined_##name;                                            \
+    TALLY_KERNEL void tally_k_##name(TALLY_K_PARAMS(args));
+TALLY_K_KERNELS(TALLY__KERNEL_CHECK)
+#undef TALLY__KERNEL_CHECK

@@ -118,7 +118,7 @@ typedef struct tally__kl_job {
     tally__array input;
     tally__array target;
     tally_reduction reduction;
-    uint32_t flags;        /* TALLY_KL_FLAG_* from tally/terms.h */
+    uint32_t flags;        /* TALLY_KL_* (tally/flags.h) */
     tally__array out;      /* same shape as input (NONE) or 1 element */
     tally__tree_plan plan; /* over rows*cols elements (unused for NONE) */
 } tally__kl_job;
@@ -128,7 +128,7 @@ typedef struct tally__dm_job {
     tally__array log_alpha;  /* [1, V] or [B, V] */
     int per_row_alpha;
     tally_reduction reduction;
-    uint32_t flags;          /* TALLY_DM_FLAG_* */
+    uint32_t flags;          /* TALLY_DM_WITH_COEFFICIENT or 0 */
     tally__array out;        /* B elements (NONE) or 1 */
     tally__tree_plan row_plan;  /* over V */
     tally__tree_plan rows_plan; /* over B row values (SUM, MEAN) */
@@ -169,7 +169,7 @@ typedef struct tally__kl_backward_job {
     tally__array target;
     tally__array grad_out;    /* input's shape (NONE) or 1 element */
     tally_reduction reduction;
-    uint32_t flags;           /* TALLY_KL_FLAG_* */
+    uint32_t flags;           /* TALLY_KL_* */
     int divide;
     float divisor;
     tally__array grad_input;  /* input's shape, or buffer NULL */

@@ -165,8 +165,8 @@ tally_status tally_reduce(tally_context *ctx, tally_reduce_op op, tally_axis axi
 }
 
 /* The KL divergence's arguments, forward and backward alike: the reduction
- * and flags (translated into the job's TALLY_KL_FLAG_* in *job_flags),
- * input and target of `dtype` and one shape, and the view `result_name`
+ * and flags (the public TALLY_KL_* values, which the job and the kernels
+ * share through tally/flags.h, in *job_flags), input and target of `dtype` and one shape, and the view `result_name`
  * the reduction writes or reads (the forward's out, the backward's
  * grad_out): the input's shape for NONE, else one value of an input that
  * is not empty where the reduction divides by its size. */
@@ -179,9 +179,7 @@ static tally_status check_kl_args(tally_context *ctx, const char *name, tally_vi
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
     if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
-    *job_flags = 0;
-    if (flags & TALLY_KL_LOG_TARGET) *job_flags |= TALLY_KL_FLAG_LOG_TARGET;
-    if (flags & TALLY_KL_INPUT_IS_PROB) *job_flags |= TALLY_KL_FLAG_INPUT_IS_PROB;
+    *job_flags = flags;
     CHECK(check_view(ctx, name, "input", input, dtype, input_out));
     CHECK(check_view(ctx, name, "target", target, dtype, target_out));
     const uint64_t rows = input_out->rows, cols = input_out->cols, n = rows * cols;
@@ -253,7 +251,7 @@ tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, 
     static const char name[] = "tally_dirichlet_multinomial";
     BEGIN(name);
     tally__dm_job job = {.reduction = reduction,
-                         .flags = (flags & TALLY_DM_WITH_COEFFICIENT) ? TALLY_DM_FLAG_COEFFICIENT : 0u};
+                         .flags = flags & TALLY_DM_WITH_COEFFICIENT};
     CHECK(check_dm_inputs(ctx, name, counts, log_alpha, reduction, flags, FLOAT_INPUT, &job.counts, &job.log_alpha,
                           &job.per_row_alpha));
     const uint64_t B = job.counts.rows, V = job.counts.cols;

@@ -150,8 +150,8 @@ START_TEST(kl_terms)
     for (unsigned flags = 0; flags < 4; flags++) {
         tt_rand r = tt_rand_seed(600 + flags);
         for (int i = 0; i < N; i++) {
-            x[i] = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) ? tt_rand_float(&r, 1e-6, 1.0) : tt_rand_float(&r, -9, 0);
-            t[i] = (flags & TALLY_KL_FLAG_LOG_TARGET) ? tt_rand_float(&r, -12, 0) : tt_rand_float(&r, 0, 1);
+            x[i] = (flags & TALLY_KL_INPUT_IS_PROB) ? tt_rand_float(&r, 1e-6, 1.0) : tt_rand_float(&r, -9, 0);
+            t[i] = (flags & TALLY_KL_LOG_TARGET) ? tt_rand_float(&r, -12, 0) : tt_rand_float(&r, 0, 1);
         }
         tally_buffer *bx = tt_upload(ctx, x, N), *bt = tt_upload(ctx, t, N);
         tt_poison(out);
@@ -262,9 +262,9 @@ START_TEST(transcendental_ops)
     for (int r = 0; r < R; r++) {
         float a0 = tally_expf(la[2 * r]), a1 = tally_expf(la[2 * r + 1]);
         float A = a0 + a1, N = counts[2 * r] + counts[2 * r + 1];
-        float S = tally_dm_term(counts[2 * r], a0, TALLY_DM_FLAG_COEFFICIENT) +
-                  tally_dm_term(counts[2 * r + 1], a1, TALLY_DM_FLAG_COEFFICIENT);
-        tt_assert_bits(out[r], tally_dm_row(A, N, S, TALLY_DM_FLAG_COEFFICIENT), "dm row %d", r);
+        float S = tally_dm_term(counts[2 * r], a0, TALLY_DM_WITH_COEFFICIENT) +
+                  tally_dm_term(counts[2 * r + 1], a1, TALLY_DM_WITH_COEFFICIENT);
+        tt_assert_bits(out[r], tally_dm_row(A, N, S, TALLY_DM_WITH_COEFFICIENT), "dm row %d", r);
     }
 
     /* Normal draws: s * sinpi(t) after sqrt(-2 log u). */

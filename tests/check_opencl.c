@@ -25,6 +25,7 @@
 
 #include "testutil.h"
 #include "backends/opencl/opencl_loader.h"
+#include "kernels/kernel_list.h"
 
 const int tally_test_needs_backend = 1;
 
@@ -38,9 +39,9 @@ extern void tally__cl_cache_digest(const unsigned char key[32], const unsigned c
 
 /* The kernel names, from the one list (for stub programs). */
 static const char *const kernel_names[] = {
-#define TALLY__KERNEL(name) #name,
-#include "backends/gpu/kernel_list.h"
-#undef TALLY__KERNEL
+#define KERNEL_NAME(name, args) "tally_k_" #name,
+    TALLY_K_KERNELS(KERNEL_NAME)
+#undef KERNEL_NAME
 };
 #define KERNEL_COUNT (sizeof kernel_names / sizeof kernel_names[0])
 

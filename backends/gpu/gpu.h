@@ -13,29 +13,29 @@
 #define TALLY_GPU_H
 
 #include "backend.h"
+#include "kernels/kernel_list.h"
 
 /* Every kernel runs work-groups (blocks) of this many work-items. It equals
  * TALLY_TREE_LANES: one work-item per lane of a reduction tile. */
 #define TALLY_GPU_GROUP_SIZE 256u
 
-/* The kernels, by id. The list lives in kernel_list.h as
- * TALLY__KERNEL(name) lines; the name is the kernel's symbol in both the
- * OpenCL program and the CUDA module (tally_k_reduce_tiles has the id
- * TALLY__K_tally_k_reduce_tiles). kernel_list.h also lists every kernel's
- * arguments. */
+/* The kernels, by id: TALLY__K_<name> for each K(name, args) line of
+ * TALLY_K_KERNELS in kernels/kernel_list.h (tally_k_reduce_tiles has the id
+ * TALLY__K_reduce_tiles), in the list's order. */
 typedef enum tally__kernel_id {
-#define TALLY__KERNEL(name) TALLY__K_##name,
-#include "kernel_list.h"
-#undef TALLY__KERNEL
+#define TALLY__KERNEL_ID(name, args) TALLY__K_##name,
+    TALLY_K_KERNELS(TALLY__KERNEL_ID)
+#undef TALLY__KERNEL_ID
     TALLY__KERNEL_COUNT
 } tally__kernel_id;
 
 /* The symbol name of a kernel. */
 const char *tally__gpu_kernel_name(tally__kernel_id id);
 
-/* One kernel argument. A BUFFER argument becomes the buffer's native handle
- * (cl_mem / CUdeviceptr); element offsets travel as separate U64 arguments
- * because OpenCL cannot offset a cl_mem on the host side. */
+/* One kernel argument, as the kernel's table in kernels/kernel_list.h has
+ * it. A BUFFER argument becomes the buffer's native handle (cl_mem /
+ * CUdeviceptr); element offsets travel as separate U64 arguments because
+ * OpenCL cannot offset a cl_mem on the host side. */
 typedef enum tally__gpu_arg_kind {
     TALLY__ARG_BUFFER = 1,
     TALLY__ARG_U64 = 2,
@@ -55,7 +55,9 @@ typedef struct tally__gpu_arg {
     } v;
 } tally__gpu_arg;
 
-#define TALLY__GPU_MAX_ARGS 48 /* tally_k_gmm_bw_rows takes 39 */
+/* The most arguments of any kernel (tally_k_gmm_bw_rows takes 39);
+ * gpu_core.c checks every table against it at compile time. */
+#define TALLY__GPU_MAX_ARGS 48
 
 /* For a device's launch: the bytes of a scalar argument of `kind` (the size
  * of its member of tally__gpu_arg's union, which starts at the union's

@@ -51,26 +51,13 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
     uint32_t want = 0;
     if (gx->buffer != NULL) want |= TALLY_K_BW_WANT_A;
     if (gt->buffer != NULL) want |= TALLY_K_BW_WANT_B;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, x->buffer, x->offset);
-    tally__gpu_arg_u64(&l, x->stride);
-    tally__gpu_arg_buf(&l, t->buffer, t->offset);
-    tally__gpu_arg_u64(&l, t->stride);
-    tally__gpu_arg_buf(&l, g->buffer, g->offset);
-    tally__gpu_arg_u64(&l, g->stride);
-    tally__gpu_arg_buf(&l, gx->buffer, gx->offset);
-    tally__gpu_arg_u64(&l, gx->stride);
-    tally__gpu_arg_buf(&l, gt->buffer, gt->offset);
-    tally__gpu_arg_u64(&l, gt->stride);
-    tally__gpu_arg_u64(&l, rows);
-    tally__gpu_arg_u64(&l, cols);
-    tally__gpu_arg_u32(&l, mode);
-    tally__gpu_arg_u32(&l, job->flags);
-    tally__gpu_arg_u32(&l, pointwise ? 1u : 0u);
-    tally__gpu_arg_u32(&l, job->divide ? 1u : 0u);
-    tally__gpu_arg_f32(&l, job->divisor);
-    tally__gpu_arg_u32(&l, want);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_kl_backward, groups, &l);
+    const tally__kargs_kl_backward a = {
+        .x = tally__gpu_at_view(x), .x_stride = x->stride, .t = tally__gpu_at_view(t), .t_stride = t->stride,
+        .g = tally__gpu_at_view(g), .g_stride = g->stride, .gx = tally__gpu_at_view(gx), .gx_stride = gx->stride,
+        .gt = tally__gpu_at_view(gt), .gt_stride = gt->stride, .rows = rows, .cols = cols, .mode = mode,
+        .flags = job->flags, .pointwise = pointwise ? 1u : 0u, .divide = job->divide ? 1u : 0u,
+        .divisor = job->divisor, .want = want};
+    return tally__gpu_launch_kl_backward(ctx, groups, &a);
 }
 
 /* ---- Dirichlet-multinomial ----------------------------------------------------
@@ -131,38 +118,23 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
                              n_space);
         if (st != TALLY_OK) return st;
 
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, scratch, a_off);
-        tally__gpu_arg_u64(&l, job->per_row_alpha ? 1u : 0u);
-        tally__gpu_arg_u64(&l, n_off);
-        tally__gpu_arg_buf(&l, g->buffer, g->offset);
-        tally__gpu_arg_u64(&l, g->stride);
-        tally__gpu_arg_u32(&l, job->per_row_grad ? 1u : 0u);
-        tally__gpu_arg_u32(&l, job->divide ? 1u : 0u);
-        tally__gpu_arg_f32(&l, job->divisor);
-        tally__gpu_arg_u64(&l, B);
-        tally__gpu_arg_buf(&l, scratch, rg_off);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_bw_rows, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &l);
+        const tally__kargs_dm_bw_rows r = {.sums = {scratch, a_off}, .a_step = job->per_row_alpha ? 1u : 0u,
+                                           .n_off = n_off, .g = tally__gpu_at_view(g), .g_stride = g->stride,
+                                           .per_row_grad = job->per_row_grad ? 1u : 0u,
+                                           .divide = job->divide ? 1u : 0u, .divisor = job->divisor, .B = B,
+                                           .rg = {scratch, rg_off}};
+        st = tally__gpu_launch_dm_bw_rows(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &r);
         if (st != TALLY_OK) return st;
 
-        l.n = 0;
-        tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
-        tally__gpu_arg_u64(&l, counts->stride);
-        tally__gpu_arg_buf(&l, la->buffer, la->offset);
-        tally__gpu_arg_u64(&l, job->per_row_alpha ? la->stride : 0);
-        tally__gpu_arg_buf(&l, scratch, rg_off);
-        tally__gpu_arg_u64(&l, B);
-        tally__gpu_arg_u64(&l, V);
-        tally__gpu_arg_u32(&l, job->per_row_alpha ? 1u : 0u);
-        if (job->per_row_alpha) {
-            tally__gpu_arg_buf(&l, out->buffer, out->offset);
-            tally__gpu_arg_u64(&l, out->stride);
-        } else {
-            tally__gpu_arg_buf(&l, scratch, w_off);
-            tally__gpu_arg_u64(&l, 0);
-        }
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_bw_elements,
-                            job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS), &l);
+        /* Per-row alpha: the gradient; shared: the weights, [V, B] in scratch. */
+        const tally__kargs_dm_bw_elements e = {
+            .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
+            .la_stride = job->per_row_alpha ? la->stride : 0, .rg = {scratch, rg_off}, .B = B, .V = V,
+            .per_row = job->per_row_alpha ? 1u : 0u,
+            .out = job->per_row_alpha ? tally__gpu_at_view(out) : (tally__gpu_at){scratch, w_off},
+            .out_stride = job->per_row_alpha ? out->stride : 0};
+        st = tally__gpu_launch_dm_bw_elements(ctx, job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS),
+                                              &e);
         if (st != TALLY_OK || job->per_row_alpha) return st;
     }
 
@@ -181,12 +153,9 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
                              c_space);
     }
     if (st != TALLY_OK) return st;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, la->buffer, la->offset);
-    tally__gpu_arg_buf(&l, scratch, s_off);
-    tally__gpu_arg_u64(&l, V);
-    tally__gpu_arg_buf(&l, out->buffer, out->offset);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_dm_bw_scale, tally__gpu_ceil_div(V, TALLY_GPU_GROUP_SIZE), &l);
+    const tally__kargs_dm_bw_scale sc = {.la = tally__gpu_at_view(la), .s = {scratch, s_off}, .V = V,
+                                         .out = tally__gpu_at_view(out)};
+    return tally__gpu_launch_dm_bw_scale(ctx, tally__gpu_ceil_div(V, TALLY_GPU_GROUP_SIZE), &sc);
 }
 
 /* ---- Gaussian mixture -----------------------------------------------------------
@@ -205,9 +174,6 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
     const tally__gmm_job *f = &job->fwd;
     const uint64_t B = f->mu.rows, K = f->components, D = f->dim;
     const tally__tree_plan *plan = &f->dim_plan;
-    const tally__tree_level lv = tally__gpu_level0(plan);
-    const tally_buffer *logits = K > 1 ? f->logits.buffer : NULL;
-    const uint64_t logits_off = K > 1 ? f->logits.offset : 0;
     const tally_rng rng = f->rng;
     const int want_w = job->grad_logits.buffer != NULL;
     uint64_t BK, BD = 0;
@@ -228,79 +194,19 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
     if (st != TALLY_OK) return st;
 
     if (K > 1) {
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, logits, logits_off);
-        tally__gpu_arg_u64(&l, K);
-        tally__gpu_arg_buf(&l, scratch, lse_off);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_logits_lse, 1, &l);
+        st = tally__gpu_gmm_lse(ctx, f, (tally__gpu_at){scratch, lse_off});
         if (st != TALLY_OK) return st;
     }
-    const tally_buffer *zbuf = f->z.buffer;
-    uint64_t zoff = f->z.offset, zstride = f->z.stride;
+    tally__gpu_at z = tally__gpu_at_view(&f->z);
+    uint64_t zstride = f->z.stride;
     if (job->sample) {
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, logits, logits_off);
-        tally__gpu_arg_u64(&l, B);
-        tally__gpu_arg_u64(&l, K);
-        tally__gpu_arg_u64(&l, rng.seed);
-        tally__gpu_arg_u64(&l, rng.subsequence);
-        tally__gpu_arg_u64(&l, rng.offset);
-        tally__gpu_arg_buf(&l, NULL, 0);
-        tally__gpu_arg_u64(&l, 0);
-        tally__gpu_arg_u32(&l, 0u);
-        tally__gpu_arg_buf(&l, scratch, picks_off);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_pick, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &l);
-        if (st != TALLY_OK) return st;
-        zbuf = scratch;
-        zoff = z_off;
+        z = (tally__gpu_at){scratch, z_off};
         zstride = D;
-        if (D > 0) {
-            const uint64_t s0 = rng.offset + tally__round_up4(B), span = B * (D + (D & 1u));
-            const uint64_t blocks = ((s0 + (span - 1u)) >> 2) - (s0 >> 2) + 1u;
-            tally__gpu_args nz = {.n = 0};
-            tally__gpu_arg_buf(&nz, scratch, z_off);
-            tally__gpu_arg_u64(&nz, D);
-            tally__gpu_arg_buf(&nz, f->mu.buffer, f->mu.offset);
-            tally__gpu_arg_u64(&nz, f->mu.stride);
-            tally__gpu_arg_buf(&nz, f->log_var.buffer, f->log_var.offset);
-            tally__gpu_arg_u64(&nz, f->log_var.stride);
-            tally__gpu_arg_buf(&nz, scratch, picks_off);
-            tally__gpu_arg_u64(&nz, B);
-            tally__gpu_arg_u64(&nz, D);
-            tally__gpu_arg_u64(&nz, rng.seed);
-            tally__gpu_arg_u64(&nz, rng.subsequence);
-            tally__gpu_arg_u64(&nz, rng.offset);
-            st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_noise, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE),
-                                &nz);
-            if (st != TALLY_OK) return st;
-        }
-    }
-
-    const int multi = plan->levels > 1;
-    tally__gpu_args t = {.n = 0};
-    tally__gpu_arg_buf(&t, zbuf, zoff);
-    tally__gpu_arg_u64(&t, zstride);
-    tally__gpu_arg_buf(&t, f->mu.buffer, f->mu.offset);
-    tally__gpu_arg_u64(&t, f->mu.stride);
-    tally__gpu_arg_buf(&t, f->log_var.buffer, f->log_var.offset);
-    tally__gpu_arg_u64(&t, f->log_var.stride);
-    tally__gpu_arg_u64(&t, B);
-    tally__gpu_arg_u64(&t, K);
-    tally__gpu_arg_u64(&t, D);
-    tally__gpu_arg_u32(&t, lv.lanes);
-    tally__gpu_arg_u32(&t, lv.quads_per_lane);
-    tally__gpu_arg_u64(&t, lv.tiles);
-    tally__gpu_arg_u32(&t, TALLY_K_LOAD_CONTIGUOUS);
-    tally__gpu_arg_buf(&t, scratch, multi ? space.a_off : s_off);
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_tiles, tally__gpu_ceil_div(BK * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes),
-                        &t);
-    if (st != TALLY_OK) return st;
-    if (multi) {
-        tally__gpu_result res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
-                                 .divisor = 0.0f, .shift = NULL, .shift_off = 0};
-        st = tally__gpu_tree_upper(ctx, plan, BK, TALLY_COMBINE_SUM, &res, scratch, space);
+        st = tally__gpu_gmm_draw(ctx, f, B, (tally__gpu_at){NULL, 0}, 0, (tally__gpu_at){scratch, picks_off}, z, D);
         if (st != TALLY_OK) return st;
     }
+    st = tally__gpu_gmm_sums(ctx, f, B, z, zstride, TALLY_K_LOAD_CONTIGUOUS, scratch, space, s_off);
+    if (st != TALLY_OK) return st;
 
     uint32_t flags = 0;
     if (job->sample) flags |= TALLY_K_GMM_BW_SAMPLE;
@@ -310,39 +216,19 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
     if (job->grad_mu.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_MU;
     if (job->grad_log_var.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_LV;
     if (want_w) flags |= TALLY_K_GMM_BW_WANT_W;
-    tally__gpu_args r = {.n = 0};
-    tally__gpu_arg_buf(&r, zbuf, zoff);
-    tally__gpu_arg_u64(&r, zstride);
-    tally__gpu_arg_buf(&r, f->mu.buffer, f->mu.offset);
-    tally__gpu_arg_u64(&r, f->mu.stride);
-    tally__gpu_arg_buf(&r, f->log_var.buffer, f->log_var.offset);
-    tally__gpu_arg_u64(&r, f->log_var.stride);
-    tally__gpu_arg_buf(&r, logits, logits_off);
-    tally__gpu_arg_buf(&r, scratch, 0);
-    tally__gpu_arg_u64(&r, s_off);
-    tally__gpu_arg_u64(&r, lse_off);
-    tally__gpu_arg_u64(&r, picks_off);
-    tally__gpu_arg_u64(&r, w_off);
-    tally__gpu_arg_buf(&r, job->grad_log_q.buffer, job->grad_log_q.offset);
-    tally__gpu_arg_u64(&r, job->grad_log_q.stride);
-    tally__gpu_arg_buf(&r, job->grad_z_in.buffer, job->grad_z_in.offset);
-    tally__gpu_arg_u64(&r, job->grad_z_in.stride);
-    tally__gpu_arg_u64(&r, B);
-    tally__gpu_arg_u64(&r, K);
-    tally__gpu_arg_u64(&r, D);
-    tally__gpu_arg_u64(&r, rng.seed);
-    tally__gpu_arg_u64(&r, rng.subsequence);
-    tally__gpu_arg_u64(&r, rng.offset);
-    tally__gpu_arg_u32(&r, flags);
-    tally__gpu_arg_buf(&r, job->grad_z.buffer, job->grad_z.offset);
-    tally__gpu_arg_u64(&r, job->grad_z.stride);
-    tally__gpu_arg_buf(&r, job->grad_mu.buffer, job->grad_mu.offset);
-    tally__gpu_arg_u64(&r, job->grad_mu.stride);
-    tally__gpu_arg_buf(&r, job->grad_log_var.buffer, job->grad_log_var.offset);
-    tally__gpu_arg_u64(&r, job->grad_log_var.stride);
+    const tally__kargs_gmm_bw_rows r = {
+        .z = z, .z_stride = zstride, .mu = tally__gpu_at_view(&f->mu), .mu_stride = f->mu.stride,
+        .lv = tally__gpu_at_view(&f->log_var), .lv_stride = f->log_var.stride, .logits = tally__gpu_gmm_logits(f),
+        .scratch = {scratch, 0}, .s_off = s_off, .lse_off = lse_off, .picks_off = picks_off, .w_off = w_off,
+        .gq = tally__gpu_at_view(&job->grad_log_q), .gq_stride = job->grad_log_q.stride,
+        .gzi = tally__gpu_at_view(&job->grad_z_in), .gzi_stride = job->grad_z_in.stride, .B = B, .K = K, .D = D,
+        .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset, .flags = flags,
+        .gz = tally__gpu_at_view(&job->grad_z), .gz_stride = job->grad_z.stride,
+        .gmu = tally__gpu_at_view(&job->grad_mu), .gmu_stride = job->grad_mu.stride,
+        .glv = tally__gpu_at_view(&job->grad_log_var), .glv_stride = job->grad_log_var.stride};
     uint32_t width = 1u; /* as tally_k_gmm_bw_width: the smallest power of two >= D, at most a group */
     while (width < TALLY_GPU_GROUP_SIZE && width < D) width <<= 1;
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_bw_rows, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / width), &r);
+    st = tally__gpu_launch_gmm_bw_rows(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / width), &r);
     if (st != TALLY_OK || !want_w) return st;
 
     tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = 1, .stride = K, .mode = TALLY_K_LOAD_STRIDED,

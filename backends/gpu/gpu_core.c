@@ -3,8 +3,6 @@
  * argument lists, launches, the scratch buffer and the launches of the
  * reduction tree (docs/reduction-tree.md).
  */
-#include <string.h>
-
 #include "gpu_internal.h"
 #include "tally/half.h"
 #include "tally/terms.h"
@@ -13,9 +11,9 @@ _Static_assert(TALLY_GPU_GROUP_SIZE == TALLY_K_GROUP_SIZE, "kernels and host dis
 _Static_assert(TALLY_GPU_GROUP_SIZE == TALLY_TREE_LANES, "a group must run one full tile");
 
 static const char *const kernel_names[TALLY__KERNEL_COUNT] = {
-#define TALLY__KERNEL(name) #name,
-#include "kernel_list.h"
-#undef TALLY__KERNEL
+#define KERNEL_NAME(name, args) "tally_k_" #name,
+    TALLY_K_KERNELS(KERNEL_NAME)
+#undef KERNEL_NAME
 };
 
 const char *tally__gpu_kernel_name(tally__kernel_id id)
@@ -24,61 +22,113 @@ const char *tally__gpu_kernel_name(tally__kernel_id id)
     return kernel_names[id];
 }
 
-/* ---- Arguments and launches ---------------------------------------------- */
+/* ---- Arguments and launches ----------------------------------------------
+ * Everything here is generated from the tables of kernels/kernel_list.h, as
+ * the kernels' signatures are, so the two cannot disagree. */
 
-/* The lists are built by this layer with a fixed, known number of
- * arguments per kernel (at most 28), so overflowing the array is a
- * programming error; the spare slot absorbs it and the launch reports it. */
-static tally__gpu_arg *next_arg(tally__gpu_args *l)
+/* The kinds of each kernel's arguments in order, then 0 (no kind is 0). A
+ * buffer is two arguments: the buffer and its element offset. */
+#define KIND_u64 TALLY__ARG_U64
+#define KIND_u32 TALLY__ARG_U32
+#define KIND_i32 TALLY__ARG_I32
+#define KIND_f32 TALLY__ARG_F32
+#define KIND_BUF(name, off, access, elem) TALLY__ARG_BUFFER, TALLY__ARG_U64,
+#define KIND_VAL(type, name) KIND_##type,
+static const unsigned char kernel_kinds[TALLY__KERNEL_COUNT][TALLY__GPU_MAX_ARGS + 1] = {
+#define KERNEL_KINDS(name, args) {TALLY_K_ARGS_##args(KIND_BUF, KIND_VAL, ) 0},
+    TALLY_K_KERNELS(KERNEL_KINDS)
+#undef KERNEL_KINDS
+};
+
+/* Every table fits an argument list (an excess would only be a warning in
+ * the initializer above). */
+#define COUNT_BUF(name, off, access, elem) +2
+#define COUNT_VAL(type, name) +1
+#define KERNEL_COUNT_CHECK(name, args)                                                                           \
+    _Static_assert(0 TALLY_K_ARGS_##args(COUNT_BUF, COUNT_VAL, ) <= TALLY__GPU_MAX_ARGS,                         \
+                   "tally_k_" #name " takes more than TALLY__GPU_MAX_ARGS arguments");
+TALLY_K_KERNELS(KERNEL_COUNT_CHECK)
+#undef KERNEL_COUNT_CHECK
+
+typedef struct arg_list {
+    tally__gpu_arg a[TALLY__GPU_MAX_ARGS];
+    int n;
+} arg_list;
+
+/* The static assertions above bound every list, so n never passes the end.
+ * A buffer is the handle, then its element offset (the kernels' order). */
+static void push_buf(arg_list *l, tally__gpu_at at)
 {
-    if (l->n >= TALLY__GPU_MAX_ARGS) {
-        l->n = TALLY__GPU_MAX_ARGS + 1;
-        return &l->a[TALLY__GPU_MAX_ARGS];
+    l->a[l->n].kind = TALLY__ARG_BUFFER;
+    l->a[l->n++].v.buffer = at.buf;
+    l->a[l->n].kind = TALLY__ARG_U64;
+    l->a[l->n++].v.u64 = at.off;
+}
+
+#define PUSH_SCALAR(type, code)                                                                                  \
+    static inline void push_##type(arg_list *l, TALLY__GPU_CTYPE_##type v)                                      \
+    {                                                                                                           \
+        l->a[l->n].kind = code;                                                                                 \
+        l->a[l->n++].v.type = v;                                                                                \
     }
-    return &l->a[l->n++];
-}
+PUSH_SCALAR(u64, TALLY__ARG_U64)
+PUSH_SCALAR(u32, TALLY__ARG_U32)
+PUSH_SCALAR(i32, TALLY__ARG_I32)
+PUSH_SCALAR(f32, TALLY__ARG_F32)
+#undef PUSH_SCALAR
 
-void tally__gpu_arg_buf(tally__gpu_args *l, const tally_buffer *buf, uint64_t element_offset)
+static const char *kind_name(unsigned kind)
 {
-    tally__gpu_arg *a = next_arg(l);
-    a->kind = TALLY__ARG_BUFFER;
-    a->v.buffer = buf;
-    tally__gpu_arg_u64(l, element_offset);
+    static const char *const names[] = {"nothing", "buffer", "u64", "u32", "i32", "f32"};
+    return kind < sizeof names / sizeof names[0] ? names[kind] : "(unknown kind)";
 }
 
-void tally__gpu_arg_u64(tally__gpu_args *l, uint64_t v)
+/* The debug build (no NDEBUG, as meson's default release build) checks
+ * each packed list against its kernel's kinds before the backend sees it:
+ * a packer, kind or type mapping edited out of step with the tables is
+ * refused at its first launch with the first disagreement, instead of
+ * reaching a kernel as misread bits. */
+static tally_status check_args(tally_context *ctx, tally__kernel_id kernel, const arg_list *l)
 {
-    tally__gpu_arg *a = next_arg(l);
-    a->kind = TALLY__ARG_U64;
-    a->v.u64 = v;
+#ifndef NDEBUG
+    const unsigned char *want = kernel_kinds[kernel];
+    for (int i = 0; i <= l->n && i <= TALLY__GPU_MAX_ARGS; i++) {
+        const unsigned got = i < l->n ? (unsigned)l->a[i].kind : 0u;
+        if (got != want[i])
+            return tally__error(ctx, TALLY_BACKEND_ERROR,
+                                "gpu layer: argument %d of %s is %s, kernels/kernel_list.h says %s", i,
+                                tally__gpu_kernel_name(kernel), kind_name(got), kind_name(want[i]));
+    }
+#else
+    (void)ctx;
+    (void)kernel;
+    (void)l;
+#endif
+    return TALLY_OK;
 }
 
-void tally__gpu_arg_u32(tally__gpu_args *l, uint32_t v)
-{
-    tally__gpu_arg *a = next_arg(l);
-    a->kind = TALLY__ARG_U32;
-    a->v.u32 = v;
-}
-
-void tally__gpu_arg_f32(tally__gpu_args *l, float v)
-{
-    tally__gpu_arg *a = next_arg(l);
-    a->kind = TALLY__ARG_F32;
-    a->v.f32 = v;
-}
-
-tally_status tally__gpu_run(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                            const tally__gpu_args *args)
+static tally_status run(tally_context *ctx, tally__kernel_id kernel, uint64_t groups, const arg_list *l)
 {
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    if (args->n > TALLY__GPU_MAX_ARGS)
-        return tally__error(ctx, TALLY_BACKEND_ERROR, "gpu layer: %s was given more than %d arguments",
-                            tally__gpu_kernel_name(kernel), TALLY__GPU_MAX_ARGS);
+    tally_status st = check_args(ctx, kernel, l);
+    if (st != TALLY_OK) return st;
     uint64_t max_groups = g->dev->max_groups != 0 ? g->dev->max_groups : 2147483647u;
     if (groups > max_groups) groups = max_groups;
     if (groups == 0) groups = 1;
-    return g->dev->launch(ctx, kernel, groups, args->a, args->n);
+    return g->dev->launch(ctx, kernel, groups, l->a, l->n);
 }
+
+#define PUSH_BUF(name, off, access, elem) push_buf(&l, a->name);
+#define PUSH_VAL(type, name) push_##type(&l, a->name);
+#define LAUNCHER(name, args)                                                                                     \
+    tally_status tally__gpu_launch_##name(tally_context *ctx, uint64_t groups, const tally__kargs_##args *a)    \
+    {                                                                                                           \
+        arg_list l = {.n = 0};                                                                                  \
+        TALLY_K_ARGS_##args(PUSH_BUF, PUSH_VAL, )                                                               \
+        return run(ctx, TALLY__K_##name, groups, &l);                                                           \
+    }
+TALLY_K_KERNELS(LAUNCHER)
+#undef LAUNCHER
 
 uint64_t tally__gpu_ceil_div(uint64_t a, uint64_t b)
 {
@@ -190,29 +240,15 @@ static tally_status launch_level(tally_context *ctx, const tally__gpu_vectors *s
                                  uint32_t finish, float divisor, const tally_buffer *out, uint64_t out_off,
                                  uint64_t out_stride)
 {
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, src->buf, src->off);
-    tally__gpu_arg_u64(&l, src->cols);
-    tally__gpu_arg_u64(&l, src->stride);
-    tally__gpu_arg_u32(&l, src->mode);
-    tally__gpu_arg_u64(&l, src->nvec);
-    tally__gpu_arg_u64(&l, src->vec_stride);
-    tally__gpu_arg_u64(&l, lv->n);
-    tally__gpu_arg_u32(&l, lv->lanes);
-    tally__gpu_arg_u32(&l, lv->quads_per_lane);
-    tally__gpu_arg_u64(&l, lv->tiles);
-    tally__gpu_arg_u32(&l, term);
-    tally__gpu_arg_u32(&l, kind);
-    tally__gpu_arg_buf(&l, shift, shift_off);
-    tally__gpu_arg_u32(&l, finish);
-    tally__gpu_arg_f32(&l, divisor);
-    tally__gpu_arg_buf(&l, out, out_off);
-    tally__gpu_arg_u64(&l, out_stride);
-    tally__gpu_arg_u32(&l, src->dtype != 0 ? src->dtype : TALLY_K_DTYPE_F32);
-    const uint64_t segments = TALLY_GPU_GROUP_SIZE / lv->lanes;
-    const int halves = src->dtype != 0 && src->dtype != TALLY_K_DTYPE_F32;
-    return tally__gpu_run(ctx, halves ? TALLY__K_tally_k_reduce_tiles_half : TALLY__K_tally_k_reduce_tiles,
-                          tally__gpu_ceil_div(src->nvec * lv->tiles, segments), &l);
+    const tally__kargs_reduce_tiles a = {
+        .x = {src->buf, src->off}, .x_cols = src->cols, .x_stride = src->stride, .mode = src->mode,
+        .nvec = src->nvec, .vec_stride = src->vec_stride, .n = lv->n, .lanes = lv->lanes,
+        .qpl = lv->quads_per_lane, .tiles = lv->tiles, .term = term, .kind = kind, .shift = {shift, shift_off},
+        .finish = finish, .divisor = divisor, .out = {out, out_off}, .out_stride = out_stride,
+        .x_dtype = src->dtype != 0 ? src->dtype : TALLY_F32};
+    const uint64_t groups = tally__gpu_ceil_div(src->nvec * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
+    if (src->dtype != 0 && src->dtype != TALLY_F32) return tally__gpu_launch_reduce_tiles_half(ctx, groups, &a);
+    return tally__gpu_launch_reduce_tiles(ctx, groups, &a);
 }
 
 tally_status tally__gpu_tree_upper(tally_context *ctx, const tally__tree_plan *plan, uint64_t nvec,
@@ -260,10 +296,6 @@ tally_status tally__gpu_tree(tally_context *ctx, const tally__gpu_vectors *src, 
 tally_status tally__gpu_fill(tally_context *ctx, const tally_buffer *buf, uint64_t off, uint64_t stride,
                              uint64_t n, uint32_t bits)
 {
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, buf, off);
-    tally__gpu_arg_u64(&l, stride);
-    tally__gpu_arg_u64(&l, n);
-    tally__gpu_arg_u32(&l, bits);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_fill, tally__gpu_ceil_div(n, TALLY_GPU_GROUP_SIZE), &l);
+    const tally__kargs_fill a = {.out = {buf, off}, .stride = stride, .n = n, .pattern = bits};
+    return tally__gpu_launch_fill(ctx, tally__gpu_ceil_div(n, TALLY_GPU_GROUP_SIZE), &a);
 }

@@ -28,6 +28,82 @@ static int gmm_vec4(tally_context *ctx, const tally__gmm_job *job)
     return 1;
 }
 
+tally__gpu_at tally__gpu_gmm_logits(const tally__gmm_job *f)
+{
+    tally__gpu_at at = {.buf = NULL, .off = 0};
+    if (f->components > 1) at = tally__gpu_at_view(&f->logits);
+    return at;
+}
+
+tally_status tally__gpu_gmm_lse(tally_context *ctx, const tally__gmm_job *f, tally__gpu_at out)
+{
+    const tally__kargs_logits_lse a = {.logits = tally__gpu_gmm_logits(f), .K = f->components, .out = out};
+    return tally__gpu_launch_logits_lse(ctx, 1, &a);
+}
+
+tally_status tally__gpu_gmm_draw(tally_context *ctx, const tally__gmm_job *f, uint64_t B, tally__gpu_at comp,
+                                 uint64_t comp_stride, tally__gpu_at picks, tally__gpu_at z, uint64_t z_stride)
+{
+    const uint64_t D = f->dim;
+    const tally_rng rng = f->rng;
+    const tally__kargs_gmm_pick p = {.logits = tally__gpu_gmm_logits(f), .B = B, .K = f->components,
+                                     .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset,
+                                     .comp = comp, .comp_stride = comp_stride, .has_comp = comp.buf != NULL,
+                                     .picks = picks};
+    tally_status st = tally__gpu_launch_gmm_pick(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &p);
+    if (st != TALLY_OK || D == 0) return st;
+    const uint64_t s0 = rng.offset + tally__round_up4(B), span = B * (D + (D & 1u));
+    const uint64_t blocks = ((s0 + (span - 1u)) >> 2) - (s0 >> 2) + 1u;
+    const tally__kargs_gmm_noise n = {.z = z, .z_stride = z_stride, .mu = tally__gpu_at_view(&f->mu),
+                                      .mu_stride = f->mu.stride, .lv = tally__gpu_at_view(&f->log_var),
+                                      .lv_stride = f->log_var.stride, .picks = picks, .B = B, .D = D,
+                                      .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset};
+    return tally__gpu_launch_gmm_noise(ctx, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE), &n);
+}
+
+tally_status tally__gpu_gmm_sums(tally_context *ctx, const tally__gmm_job *f, uint64_t B, tally__gpu_at z,
+                                 uint64_t z_stride, uint32_t load_mode, tally_buffer *scratch,
+                                 tally__gpu_tree_space space, uint64_t s_off)
+{
+    const tally__tree_plan *plan = &f->dim_plan;
+    const tally__tree_level lv = tally__gpu_level0(plan);
+    const uint64_t BK = B * f->components;
+    const int multi = plan->levels > 1;
+    const tally__kargs_gmm_tiles t = {.z = z, .z_stride = z_stride, .mu = tally__gpu_at_view(&f->mu),
+                                      .mu_stride = f->mu.stride, .lv = tally__gpu_at_view(&f->log_var),
+                                      .lv_stride = f->log_var.stride, .B = B, .K = f->components, .D = f->dim,
+                                      .lanes = lv.lanes, .qpl = lv.quads_per_lane, .tiles = lv.tiles,
+                                      .load_mode = load_mode, .out = {scratch, multi ? space.a_off : s_off}};
+    tally_status st =
+        tally__gpu_launch_gmm_tiles(ctx, tally__gpu_ceil_div(BK * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes), &t);
+    if (st != TALLY_OK || !multi) return st;
+    tally__gpu_result res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
+                             .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+    return tally__gpu_tree_upper(ctx, plan, BK, TALLY_COMBINE_SUM, &res, scratch, space);
+}
+
+/* Rows per pass of tally_k_gmm_fused: at least enough that each segment has
+ * a (row, component) tree; more when that still leaves a couple of groups
+ * per compute unit, up to the rows whose normals (D2/4 Philox blocks a row)
+ * give every work-item a block. Larger passes also spread a pass's serial
+ * parts (the component draw, the logsumexp over K) over more work-items. */
+static uint64_t fused_rows_per_pass(tally_context *ctx, uint64_t B, uint64_t K, uint64_t D, uint32_t lanes)
+{
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const uint64_t segments = TALLY_GPU_GROUP_SIZE / lanes;
+    uint64_t rows_per_pass = K <= segments ? segments / K : 1;
+    if (D > 0) {
+        const uint64_t fill = tally__gpu_ceil_div(4u * TALLY_GPU_GROUP_SIZE, D + (D & 1u));
+        const uint64_t units = g->compute_units != 0 ? g->compute_units : 128u;
+        const uint64_t spread = B / (2u * units) > 0 ? B / (2u * units) : 1;
+        const uint64_t want = fill < spread ? fill : spread;
+        if (want > rows_per_pass) rows_per_pass = want;
+    }
+    const uint64_t most = TALLY_K_GMM_LOCAL_K / K < TALLY_GPU_GROUP_SIZE ? TALLY_K_GMM_LOCAL_K / K
+                                                                          : TALLY_GPU_GROUP_SIZE;
+    return rows_per_pass > most ? most : rows_per_pass;
+}
+
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
 {
     const uint64_t B = job->z.rows, K = job->components, D = job->dim;
@@ -37,9 +113,9 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
     const int need_lse = K > 1 && (!fused || K > TALLY_K_GMM_INLINE_LSE_K);
     const int has_comp = sample && job->component.buffer != NULL;
     const int vec4 = gmm_vec4(ctx, job);
-    const tally_buffer *logits = K > 1 ? job->logits.buffer : NULL;
-    const uint64_t logits_off = K > 1 ? job->logits.offset : 0;
-    const tally_rng rng = job->rng;
+    const tally__gpu_at z = tally__gpu_at_view(&job->z);
+    const tally__gpu_at comp = has_comp ? tally__gpu_at_view(&job->component) : (tally__gpu_at){NULL, 0};
+    const uint64_t comp_stride = has_comp ? job->component.stride : 0;
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
     const uint64_t lse_off = need_lse ? tally__gpu_take(&layout, 1) : 0;
@@ -54,142 +130,44 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
     tally_buffer *scratch = NULL;
     tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
     if (st != TALLY_OK) return st;
-
+    const tally__gpu_at lse = {need_lse ? scratch : NULL, lse_off};
     if (need_lse) {
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, logits, logits_off);
-        tally__gpu_arg_u64(&l, K);
-        tally__gpu_arg_buf(&l, scratch, lse_off);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_logits_lse, 1, &l);
+        st = tally__gpu_gmm_lse(ctx, job, lse);
         if (st != TALLY_OK) return st;
     }
 
     if (fused) {
-        /* Rows per pass: at least enough that each segment has a (row,
-         * component) tree; more when that still leaves a couple of groups
-         * per compute unit, up to the rows whose normals (D2/4 Philox blocks
-         * a row) give every work-item a block. Larger passes also spread a
-         * pass's serial parts (the component draw, the logsumexp over K)
-         * over more work-items. */
-        const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-        const uint64_t segments = TALLY_GPU_GROUP_SIZE / lv.lanes;
-        uint64_t rows_per_pass = K <= segments ? segments / K : 1;
-        if (D > 0) {
-            const uint64_t fill = tally__gpu_ceil_div(4u * TALLY_GPU_GROUP_SIZE, D + (D & 1u));
-            const uint64_t units = g->compute_units != 0 ? g->compute_units : 128u;
-            const uint64_t spread = B / (2u * units) > 0 ? B / (2u * units) : 1;
-            const uint64_t want = fill < spread ? fill : spread;
-            if (want > rows_per_pass) rows_per_pass = want;
-        }
-        const uint64_t most = TALLY_K_GMM_LOCAL_K / K < TALLY_GPU_GROUP_SIZE ? TALLY_K_GMM_LOCAL_K / K
-                                                                              : TALLY_GPU_GROUP_SIZE;
-        if (rows_per_pass > most) rows_per_pass = most;
+        const uint64_t rows_per_pass = fused_rows_per_pass(ctx, B, K, D, lv.lanes);
         uint32_t flags = 0;
         if (sample) flags |= TALLY_K_GMM_SAMPLE;
         if (vec4) flags |= TALLY_K_GMM_VEC4;
         if (has_comp) flags |= TALLY_K_GMM_HAS_COMPONENT;
         if (need_lse) flags |= TALLY_K_GMM_LSE_PREPARED;
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, job->z.buffer, job->z.offset);
-        tally__gpu_arg_u64(&l, job->z.stride);
-        tally__gpu_arg_buf(&l, job->mu.buffer, job->mu.offset);
-        tally__gpu_arg_u64(&l, job->mu.stride);
-        tally__gpu_arg_buf(&l, job->log_var.buffer, job->log_var.offset);
-        tally__gpu_arg_u64(&l, job->log_var.stride);
-        tally__gpu_arg_buf(&l, logits, logits_off);
-        tally__gpu_arg_buf(&l, need_lse ? scratch : NULL, lse_off);
-        tally__gpu_arg_u64(&l, B);
-        tally__gpu_arg_u64(&l, K);
-        tally__gpu_arg_u64(&l, D);
-        tally__gpu_arg_u32(&l, lv.lanes);
-        tally__gpu_arg_u32(&l, lv.quads_per_lane);
-        tally__gpu_arg_u32(&l, flags);
-        tally__gpu_arg_u32(&l, (uint32_t)rows_per_pass);
-        tally__gpu_arg_u64(&l, rng.seed);
-        tally__gpu_arg_u64(&l, rng.subsequence);
-        tally__gpu_arg_u64(&l, rng.offset);
-        tally__gpu_arg_buf(&l, job->log_q.buffer, job->log_q.offset);
-        tally__gpu_arg_u64(&l, job->log_q.stride);
-        tally__gpu_arg_buf(&l, has_comp ? job->component.buffer : NULL, has_comp ? job->component.offset : 0);
-        tally__gpu_arg_u64(&l, has_comp ? job->component.stride : 0);
-        return tally__gpu_run(ctx, TALLY__K_tally_k_gmm_fused, tally__gpu_ceil_div(B, rows_per_pass), &l);
+        const tally__kargs_gmm_fused a = {
+            .z = z, .z_stride = job->z.stride, .mu = tally__gpu_at_view(&job->mu), .mu_stride = job->mu.stride,
+            .lv = tally__gpu_at_view(&job->log_var), .lv_stride = job->log_var.stride,
+            .logits = tally__gpu_gmm_logits(job), .pre = lse, .B = B, .K = K, .D = D, .lanes = lv.lanes,
+            .qpl = lv.quads_per_lane, .flags = flags, .rows_per_pass = (uint32_t)rows_per_pass,
+            .seed = job->rng.seed, .subsequence = job->rng.subsequence, .offset = job->rng.offset,
+            .log_q = tally__gpu_at_view(&job->log_q), .lq_stride = job->log_q.stride, .comp = comp,
+            .comp_stride = comp_stride};
+        return tally__gpu_launch_gmm_fused(ctx, tally__gpu_ceil_div(B, rows_per_pass), &a);
     }
 
+    const tally__gpu_at picks = {sample ? scratch : NULL, picks_off};
     if (sample) {
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, logits, logits_off);
-        tally__gpu_arg_u64(&l, B);
-        tally__gpu_arg_u64(&l, K);
-        tally__gpu_arg_u64(&l, rng.seed);
-        tally__gpu_arg_u64(&l, rng.subsequence);
-        tally__gpu_arg_u64(&l, rng.offset);
-        tally__gpu_arg_buf(&l, has_comp ? job->component.buffer : NULL, has_comp ? job->component.offset : 0);
-        tally__gpu_arg_u64(&l, has_comp ? job->component.stride : 0);
-        tally__gpu_arg_u32(&l, has_comp ? 1u : 0u);
-        tally__gpu_arg_buf(&l, scratch, picks_off);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_pick, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &l);
+        st = tally__gpu_gmm_draw(ctx, job, B, comp, comp_stride, picks, z, job->z.stride);
         if (st != TALLY_OK) return st;
-        if (D > 0) {
-            const uint64_t s0 = rng.offset + tally__round_up4(B), span = B * (D + (D & 1u));
-            const uint64_t blocks = ((s0 + (span - 1u)) >> 2) - (s0 >> 2) + 1u;
-            tally__gpu_args nz = {.n = 0};
-            tally__gpu_arg_buf(&nz, job->z.buffer, job->z.offset);
-            tally__gpu_arg_u64(&nz, job->z.stride);
-            tally__gpu_arg_buf(&nz, job->mu.buffer, job->mu.offset);
-            tally__gpu_arg_u64(&nz, job->mu.stride);
-            tally__gpu_arg_buf(&nz, job->log_var.buffer, job->log_var.offset);
-            tally__gpu_arg_u64(&nz, job->log_var.stride);
-            tally__gpu_arg_buf(&nz, scratch, picks_off);
-            tally__gpu_arg_u64(&nz, B);
-            tally__gpu_arg_u64(&nz, D);
-            tally__gpu_arg_u64(&nz, rng.seed);
-            tally__gpu_arg_u64(&nz, rng.subsequence);
-            tally__gpu_arg_u64(&nz, rng.offset);
-            st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_noise, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE),
-                                &nz);
-            if (st != TALLY_OK) return st;
-        }
     }
-
     /* s_k of every (row, component): straight into s with one level, else
      * tile partials and the upper levels. */
-    const int multi = plan->levels > 1;
-    tally__gpu_args t = {.n = 0};
-    tally__gpu_arg_buf(&t, job->z.buffer, job->z.offset);
-    tally__gpu_arg_u64(&t, job->z.stride);
-    tally__gpu_arg_buf(&t, job->mu.buffer, job->mu.offset);
-    tally__gpu_arg_u64(&t, job->mu.stride);
-    tally__gpu_arg_buf(&t, job->log_var.buffer, job->log_var.offset);
-    tally__gpu_arg_u64(&t, job->log_var.stride);
-    tally__gpu_arg_u64(&t, B);
-    tally__gpu_arg_u64(&t, K);
-    tally__gpu_arg_u64(&t, D);
-    tally__gpu_arg_u32(&t, lv.lanes);
-    tally__gpu_arg_u32(&t, lv.quads_per_lane);
-    tally__gpu_arg_u64(&t, lv.tiles);
-    tally__gpu_arg_u32(&t, vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS);
-    tally__gpu_arg_buf(&t, scratch, multi ? space.a_off : s_off);
-    st = tally__gpu_run(ctx, TALLY__K_tally_k_gmm_tiles,
-                        tally__gpu_ceil_div(BK * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes), &t);
+    st = tally__gpu_gmm_sums(ctx, job, B, z, job->z.stride, vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS,
+                             scratch, space, s_off);
     if (st != TALLY_OK) return st;
-    if (multi) {
-        tally__gpu_result res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
-                                 .divisor = 0.0f, .shift = NULL, .shift_off = 0};
-        st = tally__gpu_tree_upper(ctx, plan, BK, TALLY_COMBINE_SUM, &res, scratch, space);
-        if (st != TALLY_OK) return st;
-    }
-
-    tally__gpu_args f = {.n = 0};
-    tally__gpu_arg_buf(&f, scratch, s_off);
-    tally__gpu_arg_buf(&f, logits, logits_off);
-    tally__gpu_arg_buf(&f, need_lse ? scratch : NULL, lse_off);
-    tally__gpu_arg_u64(&f, B);
-    tally__gpu_arg_u64(&f, K);
-    tally__gpu_arg_buf(&f, sample ? scratch : NULL, picks_off);
-    tally__gpu_arg_u32(&f, sample ? 1u : 0u);
-    tally__gpu_arg_buf(&f, job->log_q.buffer, job->log_q.offset);
-    tally__gpu_arg_u64(&f, job->log_q.stride);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_gmm_finish, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &f);
+    const tally__kargs_gmm_finish f = {.s = {scratch, s_off}, .logits = tally__gpu_gmm_logits(job), .pre = lse,
+                                       .B = B, .K = K, .picks = picks, .sample = sample ? 1u : 0u,
+                                       .log_q = tally__gpu_at_view(&job->log_q), .lq_stride = job->log_q.stride};
+    return tally__gpu_launch_gmm_finish(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &f);
 }
 
 tally_status tally__gpu_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job)

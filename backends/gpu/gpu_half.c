@@ -6,9 +6,6 @@
 #include "gpu_internal.h"
 #include "tally/half.h"
 
-_Static_assert(TALLY_K_DTYPE_BF16 == TALLY_BF16 && TALLY_K_DTYPE_F16 == TALLY_F16 && TALLY_K_DTYPE_F32 == TALLY_F32,
-               "tally/half.h's dtype codes must be tally_dtype's values");
-
 tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
 {
     if (src->dtype != TALLY_BF16 && src->dtype != TALLY_F16)
@@ -20,12 +17,7 @@ tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally
     /* Kernels stride over their work: a bounded grid is enough to fill any
      * device and keeps the group count within every backend's limit. */
     if (groups > 65536u) groups = 65536u;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, src->buffer, src->offset);
-    tally__gpu_arg_u64(&l, src->stride);
-    tally__gpu_arg_u64(&l, src->rows);
-    tally__gpu_arg_u64(&l, src->cols);
-    tally__gpu_arg_u32(&l, (uint32_t)src->dtype);
-    tally__gpu_arg_buf(&l, dst, 0);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_widen, groups, &l);
+    const tally__kargs_widen a = {.x = tally__gpu_at_view(src), .x_stride = src->stride, .rows = src->rows,
+                                  .cols = src->cols, .dtype = (uint32_t)src->dtype, .o = {dst, 0}};
+    return tally__gpu_launch_widen(ctx, groups, &a);
 }

@@ -1,7 +1,7 @@
 /*
- * backends/gpu/gpu_internal.h - helpers of the shared GPU op layer: kernel
- * argument lists, the scratch buffer and the reduction tree's launches.
- * Used only by the layer's own files (gpu_core.c, gpu_ops.c, gpu_gmm.c).
+ * backends/gpu/gpu_internal.h - helpers of the shared GPU op layer: typed
+ * kernel launches, the scratch buffer and the reduction tree's launches.
+ * Used only by the layer's own files (backends/gpu/gpu_*.c).
  */
 #ifndef TALLY_GPU_INTERNAL_H
 #define TALLY_GPU_INTERNAL_H
@@ -9,22 +9,44 @@
 #include "gpu.h"
 #include "../../kernels/abi.h"
 
-/* An argument list under construction. A buffer argument is always
- * followed by its element offset (the kernels' convention). */
-typedef struct tally__gpu_args {
-    tally__gpu_arg a[TALLY__GPU_MAX_ARGS + 1]; /* the extra slot absorbs an overflow */
-    int n;
-} tally__gpu_args;
+/* ---- Launches. Every kernel K(name, args) of kernels/kernel_list.h gets
+ * a struct tally__kargs_<name> with one member per argument of its table,
+ * named as the kernel names it (a buffer member is a tally__gpu_at, which
+ * stands for the buffer and its element offset), and a launcher
+ *     tally__gpu_launch_<name>(ctx, groups, &(struct of its table))
+ * that packs the members in the table's order (gpu_core.c). A launch thus
+ * names its arguments; a member it leaves out is 0 (a NULL buffer for a
+ * buffer the kernel does not touch). `groups` is clamped to 1 .. the
+ * backend's maximum; kernels stride over whatever they are given. A
+ * variant kernel (K(kl_tiles_half, kl_tiles)) takes the struct of the
+ * kernel whose table it shares. */
+typedef struct tally__gpu_at {
+    const tally_buffer *buf;
+    uint64_t off; /* in the kernel's elements */
+} tally__gpu_at;
 
-void tally__gpu_arg_buf(tally__gpu_args *l, const tally_buffer *buf, uint64_t element_offset);
-void tally__gpu_arg_u64(tally__gpu_args *l, uint64_t v);
-void tally__gpu_arg_u32(tally__gpu_args *l, uint32_t v);
-void tally__gpu_arg_f32(tally__gpu_args *l, float v);
+/* The first element of a view. */
+static inline tally__gpu_at tally__gpu_at_view(const tally__array *a)
+{
+    tally__gpu_at at = {.buf = a->buffer, .off = a->offset};
+    return at;
+}
 
-/* Launches `kernel` on `groups` groups (clamped to 1 .. the backend's
- * maximum; kernels stride over whatever they are given). */
-tally_status tally__gpu_run(tally_context *ctx, tally__kernel_id kernel, uint64_t groups,
-                            const tally__gpu_args *args);
+#define TALLY__GPU_CTYPE_u64 uint64_t
+#define TALLY__GPU_CTYPE_u32 uint32_t
+#define TALLY__GPU_CTYPE_i32 int32_t
+#define TALLY__GPU_CTYPE_f32 float
+#define TALLY__GPU_MEMBER_BUF(name, off, access, elem) tally__gpu_at name;
+#define TALLY__GPU_MEMBER_VAL(type, name) TALLY__GPU_CTYPE_##type name;
+#define TALLY__GPU_KERNEL_ARGS(name, args)                                                                      \
+    typedef struct tally__kargs_##name {                                                                        \
+        TALLY_K_ARGS_##args(TALLY__GPU_MEMBER_BUF, TALLY__GPU_MEMBER_VAL, )                                     \
+    } tally__kargs_##name;                                                                                      \
+    tally_status tally__gpu_launch_##name(tally_context *ctx, uint64_t groups, const tally__kargs_##args *a);
+TALLY_K_KERNELS(TALLY__GPU_KERNEL_ARGS)
+#undef TALLY__GPU_KERNEL_ARGS
+#undef TALLY__GPU_MEMBER_BUF
+#undef TALLY__GPU_MEMBER_VAL
 
 /* ceil(a / b) for b > 0. */
 uint64_t tally__gpu_ceil_div(uint64_t a, uint64_t b);
@@ -59,7 +81,7 @@ typedef struct tally__gpu_vectors {
     uint32_t mode;
     uint64_t nvec;
     uint64_t vec_stride;
-    uint32_t dtype; /* TALLY_K_DTYPE_* of buf's elements (off, stride counted in them); 0 = fp32 */
+    uint32_t dtype; /* tally_dtype of buf's elements (off, stride counted in them); 0 = fp32 */
 } tally__gpu_vectors;
 
 /* Where the last level writes: value of vector b to element off + b *
@@ -106,5 +128,23 @@ tally_status tally__gpu_fill(tally_context *ctx, const tally_buffer *buf, uint64
  * given as one lane, one quad, one tile: the kernels then see no active lane
  * and produce the host's empty value. */
 tally__tree_level tally__gpu_level0(const tally__tree_plan *plan);
+
+/* ---- The mixture's launches that its forward (gpu_gmm.c) and backward
+ * (gpu_backward.c) share; B is the number of rows. ---- */
+
+/* The logits (NULL with one component, which needs none). */
+tally__gpu_at tally__gpu_gmm_logits(const tally__gmm_job *f);
+/* The logits' logsumexp (tally_k_logits_lse) to out. */
+tally_status tally__gpu_gmm_lse(tally_context *ctx, const tally__gmm_job *f, tally__gpu_at out);
+/* The sample's component picks (tally_k_gmm_pick; also to comp unless its
+ * buffer is NULL) and, when D > 0, z (tally_k_gmm_noise), from the
+ * stream positions of f->rng. */
+tally_status tally__gpu_gmm_draw(tally_context *ctx, const tally__gmm_job *f, uint64_t B, tally__gpu_at comp,
+                                 uint64_t comp_stride, tally__gpu_at picks, tally__gpu_at z, uint64_t z_stride);
+/* The sum s_k of every (row, component) D-tree (tally_k_gmm_tiles and the
+ * upper levels of f->dim_plan) to scratch at s_off. */
+tally_status tally__gpu_gmm_sums(tally_context *ctx, const tally__gmm_job *f, uint64_t B, tally__gpu_at z,
+                                 uint64_t z_stride, uint32_t load_mode, tally_buffer *scratch,
+                                 tally__gpu_tree_space space, uint64_t s_off);
 
 #endif /* TALLY_GPU_INTERNAL_H */

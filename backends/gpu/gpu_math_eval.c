@@ -18,12 +18,8 @@ tally_status tally__gpu_math_eval(tally_context *ctx, uint32_t fn, const tally_b
         return tally__error(ctx, TALLY_OUT_OF_BOUNDS, "math_eval: %llu elements exceed a buffer",
                             (unsigned long long)n);
     if (n == 0) return TALLY_OK;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, in, 0);
-    tally__gpu_arg_buf(&l, out, 0);
-    tally__gpu_arg_u64(&l, n);
-    tally__gpu_arg_u32(&l, fn);
+    const tally__kargs_math_eval a = {.in = {in, 0}, .out = {out, 0}, .n = n, .fn = fn};
     uint64_t groups = tally__gpu_ceil_div(n, TALLY_GPU_GROUP_SIZE);
     if (groups > 65536) groups = 65536;
-    return tally__gpu_run(ctx, TALLY__K_tally_k_math_eval, groups, &l);
+    return tally__gpu_launch_math_eval(ctx, groups, &a);
 }

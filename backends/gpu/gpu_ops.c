@@ -8,28 +8,23 @@
 #include "tally/half.h"
 #include "tally/terms.h"
 
-_Static_assert(TALLY_K_DIST_RAW == TALLY_DIST_RAW && TALLY_K_DIST_UNIFORM == TALLY_DIST_UNIFORM &&
-                   TALLY_K_DIST_NORMAL == TALLY_DIST_NORMAL,
-               "kernels/abi.h's distribution codes must be tally_distribution's values");
-
 /* 1 when a view's rows are one contiguous run of rows*cols elements. */
 static int contiguous(const tally__array *a)
 {
     return a->rows <= 1 || a->stride == a->cols;
 }
 
-/* The kernels' code for a view's element type (TALLY_K_DTYPE_*, tally/half.h). */
+/* A view's element type as the kernels take it: the tally_dtype of a half
+ * view, else TALLY_F32. */
 static uint32_t kdtype(const tally__array *a)
 {
-    if (a->dtype == TALLY_BF16) return TALLY_K_DTYPE_BF16;
-    if (a->dtype == TALLY_F16) return TALLY_K_DTYPE_F16;
-    return TALLY_K_DTYPE_F32;
+    return a->dtype == TALLY_BF16 || a->dtype == TALLY_F16 ? (uint32_t)a->dtype : (uint32_t)TALLY_F32;
 }
 
 /* Elements of the view's dtype per 16 bytes: 4 fp32, 8 halves. */
 static uint64_t per16(const tally__array *a)
 {
-    return kdtype(a) == TALLY_K_DTYPE_F32 ? 4u : 8u;
+    return kdtype(a) == TALLY_F32 ? 4u : 8u;
 }
 
 /* 1 when every row of the view starts 16-byte aligned. */
@@ -145,20 +140,11 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
             mode = vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
             groups = tally__gpu_ceil_div(vec4 ? n / 4u + 1u : n, TALLY_GPU_GROUP_SIZE);
         }
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, x->buffer, x->offset);
-        tally__gpu_arg_u64(&l, x->stride);
-        tally__gpu_arg_buf(&l, t->buffer, t->offset);
-        tally__gpu_arg_u64(&l, t->stride);
-        tally__gpu_arg_buf(&l, o->buffer, o->offset);
-        tally__gpu_arg_u64(&l, o->stride);
-        tally__gpu_arg_u64(&l, rows);
-        tally__gpu_arg_u64(&l, cols);
-        tally__gpu_arg_u32(&l, mode);
-        tally__gpu_arg_u32(&l, job->flags);
-        tally__gpu_arg_u32(&l, kdtype(x));
-        tally__gpu_arg_u32(&l, kdtype(t));
-        return tally__gpu_run(ctx, TALLY__K_tally_k_kl_pointwise, groups, &l);
+        const tally__kargs_kl_pointwise a = {
+            .x = tally__gpu_at_view(x), .x_stride = x->stride, .t = tally__gpu_at_view(t), .t_stride = t->stride,
+            .o = tally__gpu_at_view(o), .o_stride = o->stride, .rows = rows, .cols = cols, .mode = mode,
+            .flags = job->flags, .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
+        return tally__gpu_launch_kl_pointwise(ctx, groups, &a);
     }
 
     const uint32_t finish = job->reduction == TALLY_REDUCTION_SUM ? TALLY_K_FINISH_NONE : TALLY_K_FINISH_DIVIDE;
@@ -185,28 +171,16 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
 
     const tally__tree_level *lv = &plan->level[0];
     const int single = plan->levels == 1;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, x->buffer, x->offset);
-    tally__gpu_arg_u64(&l, x->stride);
-    tally__gpu_arg_buf(&l, t->buffer, t->offset);
-    tally__gpu_arg_u64(&l, t->stride);
-    tally__gpu_arg_u64(&l, cols);
-    tally__gpu_arg_u32(&l, mode);
-    tally__gpu_arg_u64(&l, n);
-    tally__gpu_arg_u32(&l, lv->lanes);
-    tally__gpu_arg_u32(&l, lv->quads_per_lane);
-    tally__gpu_arg_u64(&l, lv->tiles);
-    tally__gpu_arg_u32(&l, job->flags);
-    tally__gpu_arg_u32(&l, single ? finish : TALLY_K_FINISH_NONE);
-    tally__gpu_arg_f32(&l, divisor);
-    if (single)
-        tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
+    const tally__kargs_kl_tiles a = {
+        .x = tally__gpu_at_view(x), .x_stride = x->stride, .t = tally__gpu_at_view(t), .t_stride = t->stride,
+        .cols = cols, .mode = mode, .n = n, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
+        .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
+        .out = single ? tally__gpu_at_view(&job->out) : (tally__gpu_at){scratch, space.a_off},
+        .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
+    if (kdtype(x) != TALLY_F32 || kdtype(t) != TALLY_F32)
+        st = tally__gpu_launch_kl_tiles_half(ctx, lv->tiles, &a);
     else
-        tally__gpu_arg_buf(&l, scratch, space.a_off);
-    tally__gpu_arg_u32(&l, kdtype(x));
-    tally__gpu_arg_u32(&l, kdtype(t));
-    const int halves = kdtype(x) != TALLY_K_DTYPE_F32 || kdtype(t) != TALLY_K_DTYPE_F32;
-    st = tally__gpu_run(ctx, halves ? TALLY__K_tally_k_kl_tiles_half : TALLY__K_tally_k_kl_tiles, lv->tiles, &l);
+        st = tally__gpu_launch_kl_tiles(ctx, lv->tiles, &a);
     if (st != TALLY_OK || single) return st;
     tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = 1, .finish = finish,
                              .divisor = divisor, .shift = NULL, .shift_off = 0};
@@ -246,30 +220,18 @@ static tally_status dm_rows(tally_context *ctx, const tally__dm_job *job, const 
 {
     const tally__array *counts = &job->counts, *la = &job->log_alpha;
     const uint64_t B = counts->rows, V = counts->cols;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
-    tally__gpu_arg_u64(&l, counts->stride);
-    tally__gpu_arg_buf(&l, la->buffer, la->offset);
-    tally__gpu_arg_u64(&l, job->per_row_alpha ? la->stride : 0);
-    tally__gpu_arg_buf(&l, pre, ea_off);
-    tally__gpu_arg_u64(&l, lga_off);
-    tally__gpu_arg_u32(&l, alpha_mode);
-    tally__gpu_arg_u64(&l, B);
-    tally__gpu_arg_u64(&l, V);
-    tally__gpu_arg_u32(&l, lv->lanes);
-    tally__gpu_arg_u32(&l, lv->quads_per_lane);
-    tally__gpu_arg_u64(&l, lv->tiles);
-    tally__gpu_arg_u32(&l, job->flags);
-    tally__gpu_arg_buf(&l, out, out_at);
-    tally__gpu_arg_u64(&l, out_stride);
-    tally__gpu_arg_u32(&l, kdtype(counts));
-    tally__gpu_arg_u32(&l, kdtype(la));
+    const tally__kargs_dm_rows a = {
+        .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
+        .la_stride = job->per_row_alpha ? la->stride : 0, .pre = {pre, ea_off}, .lga_off = lga_off,
+        .alpha_mode = alpha_mode, .B = B, .V = V, .lanes = lv->lanes, .qpl = lv->quads_per_lane,
+        .tiles = lv->tiles, .flags = job->flags, .out = {out, out_at}, .out_stride = out_stride,
+        .c_dtype = kdtype(counts), .la_dtype = kdtype(la)};
     uint64_t groups = tally__gpu_ceil_div(B * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
     /* Each group tabulates alpha once (as much work as one row of
      * V <= 2048): about 32 groups per compute unit fill the device and keep
      * that table under a few percent of a large call's work. */
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL && groups > cap) groups = cap;
-    return tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows, groups, &l);
+    return tally__gpu_launch_dm_rows(ctx, groups, &a);
 }
 
 /* tally_k_dm_rows_table for rows of one tile (TABLE mode): row values to
@@ -284,21 +246,12 @@ static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, 
     /* Capped as tally_k_dm_rows's LOCAL groups are: each group computes the
      * lgamma(n + 1) table once with the coefficient. */
     if (groups > cap) groups = cap;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, counts->buffer, counts->offset);
-    tally__gpu_arg_u64(&l, counts->stride);
-    tally__gpu_arg_u32(&l, rows_aligned16(ctx, counts) ? 1u : 0u);
-    tally__gpu_arg_buf(&l, scratch, ea_off);
-    tally__gpu_arg_u64(&l, lga_off);
-    tally__gpu_arg_u64(&l, counts->rows);
-    tally__gpu_arg_u64(&l, counts->cols);
-    tally__gpu_arg_u32(&l, lv->lanes);
-    tally__gpu_arg_u32(&l, lv->quads_per_lane);
-    tally__gpu_arg_u32(&l, job->flags);
-    tally__gpu_arg_buf(&l, out, out_at);
-    tally__gpu_arg_u64(&l, out_stride);
-    tally__gpu_arg_u32(&l, kdtype(counts));
-    return tally__gpu_run(ctx, TALLY__K_tally_k_dm_rows_table, groups, &l);
+    const tally__kargs_dm_rows_table a = {
+        .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
+        .vec4 = rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, ea_off}, .lga_off = lga_off,
+        .B = counts->rows, .V = counts->cols, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .flags = job->flags,
+        .out = {out, out_at}, .out_stride = out_stride, .c_dtype = kdtype(counts)};
+    return tally__gpu_launch_dm_rows_table(ctx, groups, &a);
 }
 
 tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__dm_job *job)
@@ -340,15 +293,9 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
     if (st != TALLY_OK) return st;
 
     if (prepared) {
-        tally__gpu_args l = {.n = 0};
-        tally__gpu_arg_buf(&l, la->buffer, la->offset);
-        tally__gpu_arg_u64(&l, V);
-        tally__gpu_arg_buf(&l, scratch, ea_off);
-        tally__gpu_arg_u64(&l, lga_off);
-        tally__gpu_arg_u32(&l, table_rows);
-        tally__gpu_arg_u32(&l, kdtype(la));
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_prep, tally__gpu_ceil_div(V * table_rows, TALLY_GPU_GROUP_SIZE),
-                            &l);
+        const tally__kargs_dm_prep a = {.la = tally__gpu_at_view(la), .V = V, .pre = {scratch, ea_off},
+                                        .lga_off = lga_off, .rows = table_rows, .la_dtype = kdtype(la)};
+        st = tally__gpu_launch_dm_prep(ctx, tally__gpu_ceil_div(V * table_rows, TALLY_GPU_GROUP_SIZE), &a);
         if (st != TALLY_OK) return st;
     }
 
@@ -372,13 +319,9 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
                                   .divisor = 0.0f, .shift = NULL, .shift_off = 0};
         st = tally__gpu_tree_upper(ctx, row_plan, 3u * B, TALLY_COMBINE_SUM, &sums, scratch, row_space);
         if (st != TALLY_OK) return st;
-        tally__gpu_args f = {.n = 0};
-        tally__gpu_arg_buf(&f, scratch, sums_off);
-        tally__gpu_arg_u64(&f, B);
-        tally__gpu_arg_u32(&f, job->flags);
-        tally__gpu_arg_buf(&f, rv_buf, rv_at);
-        tally__gpu_arg_u64(&f, rv_stride);
-        st = tally__gpu_run(ctx, TALLY__K_tally_k_dm_finish, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &f);
+        const tally__kargs_dm_finish f = {.sums = {scratch, sums_off}, .B = B, .flags = job->flags,
+                                          .out = {rv_buf, rv_at}, .out_stride = rv_stride};
+        st = tally__gpu_launch_dm_finish(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &f);
         if (st != TALLY_OK) return st;
     }
     if (!reduced) return TALLY_OK;
@@ -410,40 +353,25 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     const uint64_t off = job->rng.offset;
     const uint64_t blocks = ((off + (n - 1u)) >> 2) - (off >> 2) + 1u;
     const int quads = contiguous(o) && (o->offset & 3u) == (off & 3u) && tally__gpu_buffer_aligned16(ctx, o->buffer);
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, o->buffer, o->offset);
-    tally__gpu_arg_u64(&l, o->stride);
-    tally__gpu_arg_u64(&l, o->rows);
-    tally__gpu_arg_u64(&l, o->cols);
-    tally__gpu_arg_u32(&l, (uint32_t)job->dist);
-    tally__gpu_arg_u64(&l, job->rng.seed);
-    tally__gpu_arg_u64(&l, job->rng.subsequence);
-    tally__gpu_arg_u64(&l, off);
-    const uint64_t per_group = (uint64_t)TALLY_GPU_GROUP_SIZE * TALLY_K_RNG_BLOCKS_PER_ITEM;
-    return tally__gpu_run(ctx, quads ? TALLY__K_tally_k_rng_fill : TALLY__K_tally_k_rng_fill_any,
-                          tally__gpu_ceil_div(blocks, per_group), &l);
+    const tally__kargs_rng_fill a = {.out = tally__gpu_at_view(o), .stride = o->stride, .rows = o->rows,
+                                     .cols = o->cols, .dist = (uint32_t)job->dist, .seed = job->rng.seed,
+                                     .subsequence = job->rng.subsequence, .offset = off};
+    const uint64_t groups = tally__gpu_ceil_div(blocks, (uint64_t)TALLY_GPU_GROUP_SIZE * TALLY_K_RNG_BLOCKS_PER_ITEM);
+    return quads ? tally__gpu_launch_rng_fill(ctx, groups, &a) : tally__gpu_launch_rng_fill_any(ctx, groups, &a);
 }
 
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job)
 {
     const tally__array *w = &job->weights;
-    tally__gpu_args l = {.n = 0};
-    tally__gpu_arg_buf(&l, w->buffer, w->offset);
-    tally__gpu_arg_u64(&l, w->stride);
-    tally__gpu_arg_u64(&l, w->rows);
-    tally__gpu_arg_u64(&l, w->cols);
-    tally__gpu_arg_u32(&l, job->is_logits ? 1u : 0u);
-    tally__gpu_arg_u64(&l, job->rng.seed);
-    tally__gpu_arg_u64(&l, job->rng.subsequence);
-    tally__gpu_arg_u64(&l, job->rng.offset);
-    tally__gpu_arg_buf(&l, job->out.buffer, job->out.offset);
-    tally__gpu_arg_u64(&l, job->out.stride);
     /* Tiles of C = 2^log2 columns by 4096 / C rows: the smallest C from 16
      * to 256 that holds a whole row, so short rows are staged once and a
      * group still owns many of them. */
     uint32_t log2 = 4;
     while (log2 < 8 && (UINT64_C(1) << log2) < w->cols) log2++;
-    tally__gpu_arg_u32(&l, log2);
-    return tally__gpu_run(ctx, TALLY__K_tally_k_categorical,
-                          tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2), &l);
+    const tally__kargs_categorical a = {.w = tally__gpu_at_view(w), .w_stride = w->stride, .rows = w->rows,
+                                        .cols = w->cols, .is_logits = job->is_logits ? 1u : 0u,
+                                        .seed = job->rng.seed, .subsequence = job->rng.subsequence,
+                                        .offset = job->rng.offset, .out = tally__gpu_at_view(&job->out),
+                                        .out_stride = job->out.stride, .tile_log2 = log2};
+    return tally__gpu_launch_categorical(ctx, tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2), &a);
 }

@@ -9,9 +9,6 @@
 #include "host_parallel.h"
 #include "tally/half.h"
 
-_Static_assert(TALLY_K_DTYPE_BF16 == TALLY_BF16 && TALLY_K_DTYPE_F16 == TALLY_F16 && TALLY_K_DTYPE_F32 == TALLY_F32,
-               "tally/half.h's dtype codes must be tally_dtype's values");
-
 typedef struct widen_task {
     const uint16_t *src; /* the view's first element */
     uint64_t cols, stride;
@@ -26,7 +23,7 @@ static void widen_rows(void *arg, uint64_t begin, uint64_t end)
     for (uint64_t r = begin; r < end; r++) {
         const uint16_t *in = t->src + r * t->stride;
         float *out = t->dst + r * t->cols;
-        if (t->dtype == TALLY_K_DTYPE_BF16) {
+        if (t->dtype == TALLY_BF16) {
             for (uint64_t c = 0; c < t->cols; c++) out[c] = tally_bf16_to_f32(in[c]);
         } else {
             for (uint64_t c = 0; c < t->cols; c++) out[c] = tally_f16_to_f32(in[c]);

@@ -176,7 +176,7 @@ static const float *terms_of(const tally__host_src *src, uint64_t k0, uint64_t n
     case TALLY__HOST_TERM_EXP: map_exp(a, n, out); break;
     case TALLY__HOST_TERM_KL: map_kl(a, vec_chunk(&src->in[1], k0, n, g1), src->flags, n, out); break;
     case TALLY__HOST_TERM_DM:
-        if (src->flags & TALLY_DM_FLAG_COEFFICIENT)
+        if (src->flags & TALLY_DM_WITH_COEFFICIENT)
             map_dm_1(a, vec_chunk(&src->in[1], k0, n, g1), n, out);
         else
             map_dm_0(a, vec_chunk(&src->in[1], k0, n, g1), n, out);
@@ -189,7 +189,7 @@ static const float *terms_of(const tally__host_src *src, uint64_t k0, uint64_t n
             plain.term = TALLY__HOST_TERM_DM;
             return terms_of(&plain, k0, n, out, g0, g1, g2);
         }
-        if (src->flags & TALLY_DM_FLAG_COEFFICIENT)
+        if (src->flags & TALLY_DM_WITH_COEFFICIENT)
             map_dm_table_1(a, src->table, V, k0, n, out);
         else
             map_dm_table_0(a, src->table, V, k0, n, out);

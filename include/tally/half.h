@@ -22,6 +22,7 @@
 #define TALLY_HALF_H
 
 #include "dialect.h"
+#include "flags.h"
 
 /* 16-bit storage type of a half element. */
 #if TALLY_TARGET_OPENCL
@@ -116,18 +117,12 @@ TALLY_FN tally_u32 tally_f32_to_f16(float f)
     return sign | h;
 }
 
-/* The element types tally reads as floats, as kernel argument codes. The
- * values are tally_dtype's (tally.h); backends/gpu checks that they agree. */
-#define TALLY_K_DTYPE_F32 1u
-#define TALLY_K_DTYPE_BF16 4u
-#define TALLY_K_DTYPE_F16 5u
-
 /* Widens one stored element of the given dtype code (the low 16 bits of
  * bits for halves, all 32 for f32). */
 TALLY_FN float tally_half_to_f32(tally_u32 dtype, tally_u32 bits)
 {
-    if (dtype == TALLY_K_DTYPE_BF16) return tally_bf16_to_f32(bits);
-    if (dtype == TALLY_K_DTYPE_F16) return tally_f16_to_f32(bits);
+    if (dtype == TALLY_BF16) return tally_bf16_to_f32(bits);
+    if (dtype == TALLY_F16) return tally_f16_to_f32(bits);
     return tally_as_f32(bits);
 }
 

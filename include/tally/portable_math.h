@@ -71,6 +71,21 @@ typedef struct {
  * rounding error just moves the reduced argument by a few 1e-6. */
 #define TALLY_PM_LOG2E 0x1.715476p+0f
 
+/* c0 x^8 + c1 x^7 + ... + c8 by Horner's rule, one fma a step, highest
+ * coefficient first (the order every polynomial here is evaluated in). */
+TALLY_FN float tally_pm_horner9(float x, float c0, float c1, float c2, float c3, float c4, float c5, float c6, float c7,
+                                float c8)
+{
+    float p = tally_fma(c0, x, c1);
+    p = tally_fma(p, x, c2);
+    p = tally_fma(p, x, c3);
+    p = tally_fma(p, x, c4);
+    p = tally_fma(p, x, c5);
+    p = tally_fma(p, x, c6);
+    p = tally_fma(p, x, c7);
+    return tally_fma(p, x, c8);
+}
+
 /* 2^n as a float for integer n in [-126, 127] (normal range only). */
 TALLY_FN float tally_pm_pow2i(tally_i32 n)
 {
@@ -138,15 +153,8 @@ TALLY_FN float tally_expf(float x)
  * the two floats around the true value. */
 TALLY_FN float tally_pm_log_q(float f)
 {
-    float q = -0x1.07c964p-3f;
-    q = tally_fma(q, f, 0x1.1e678cp-3f);
-    q = tally_fma(q, f, -0x1.f332a6p-4f);
-    q = tally_fma(q, f, 0x1.1ed662p-3f);
-    q = tally_fma(q, f, -0x1.559c46p-3f);
-    q = tally_fma(q, f, 0x1.99d044p-3f);
-    q = tally_fma(q, f, -0x1.fffefcp-3f);
-    q = tally_fma(q, f, 0x1.555506p-2f);
-    return tally_fma(q, f, -0.5f);
+    return tally_pm_horner9(f, -0x1.07c964p-3f, 0x1.1e678cp-3f, -0x1.f332a6p-4f, 0x1.1ed662p-3f, -0x1.559c46p-3f,
+                            0x1.99d044p-3f, -0x1.fffefcp-3f, 0x1.555506p-2f, -0.5f);
 }
 
 /* Splits a positive normal float xs as 2^e * m with m in [2/3, 4/3), by
@@ -673,15 +681,8 @@ TALLY_FN float tally_lgammaf(float x)
      * H0 = H(0) = 1 - Euler's gamma kept as a float pair so that the result
      * stays accurate relative to itself next to x = 2:
      * t (1+t) H = tt H0_HI + tt (H0_LO + t W(t)), tt = t + t^2 (one fma). */
-    float v = 0x1.4dc022p-11f;
-    v = tally_fma(v, t, 0x1.37fd24p-15f);
-    v = tally_fma(v, t, 0x1.0e2d12p-10f);
-    v = tally_fma(v, t, -0x1.18488p-9f);
-    v = tally_fma(v, t, 0x1.46a26cp-8f);
-    v = tally_fma(v, t, -0x1.95cc76p-7f);
-    v = tally_fma(v, t, 0x1.0e0d64p-5f);
-    v = tally_fma(v, t, -0x1.9ae65p-4f);
-    v = tally_fma(v, t, 0x1.c824f4p-28f);
+    float v = tally_pm_horner9(t, 0x1.4dc022p-11f, 0x1.37fd24p-15f, 0x1.0e2d12p-10f, -0x1.18488p-9f, 0x1.46a26cp-8f,
+                               -0x1.95cc76p-7f, 0x1.0e0d64p-5f, -0x1.9ae65p-4f, 0x1.c824f4p-28f);
     float tt = tally_fma(t, t, t);
     float core = tally_fma(tt, 0x1.b0ee6p-2f, tt * v);
     float sgn = (n >= 2.0f) ? 1.0f : -1.0f;

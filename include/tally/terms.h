@@ -10,6 +10,7 @@
 #define TALLY_TERMS_H
 
 #include "dialect.h"
+#include "flags.h"
 #include "portable_math.h"
 #include "philox.h"
 
@@ -73,8 +74,7 @@ TALLY_FN float tally_canonical(float x)
 
 /* ---- KL divergence (torch.nn.functional.kl_div). ---- */
 
-#define TALLY_KL_FLAG_LOG_TARGET 1u
-#define TALLY_KL_FLAG_INPUT_IS_PROB 2u
+/* flags: TALLY_KL_LOG_TARGET, TALLY_KL_INPUT_IS_PROB (tally/flags.h). */
 
 /* Positive, normal and finite: bits in [0x00800000, 0x7f7fffff]. */
 TALLY_FN int tally_kl_is_pos_normal(float v)
@@ -93,8 +93,8 @@ TALLY_FN int tally_kl_is_pos_normal(float v)
  */
 TALLY_FN float tally_kl_term_general(float x, float t, tally_u32 flags)
 {
-    if (flags & TALLY_KL_FLAG_INPUT_IS_PROB) x = tally_logf(x);
-    if (flags & TALLY_KL_FLAG_LOG_TARGET) return tally_expf(t) * (t - x);
+    if (flags & TALLY_KL_INPUT_IS_PROB) x = tally_logf(x);
+    if (flags & TALLY_KL_LOG_TARGET) return tally_expf(t) * (t - x);
     float v = t * (tally_logf(t) - x);
     if (t == 0.0f) v = (x != x) ? x : 0.0f;
     if (t < 0.0f) v = TALLY_F32_NAN;
@@ -116,15 +116,15 @@ TALLY_FN float tally_kl_term_general(float x, float t, tally_u32 flags)
 TALLY_FN int tally_kl_fast_ok(float x, float t, tally_u32 flags)
 {
     /* Bitwise operators: a predicate, not a chain of branches. */
-    const int x_ok = ((flags & TALLY_KL_FLAG_INPUT_IS_PROB) == 0u) | tally_kl_is_pos_normal(x);
-    const int t_ok = ((flags & TALLY_KL_FLAG_LOG_TARGET) != 0u) | tally_kl_is_pos_normal(t);
+    const int x_ok = ((flags & TALLY_KL_INPUT_IS_PROB) == 0u) | tally_kl_is_pos_normal(x);
+    const int t_ok = ((flags & TALLY_KL_LOG_TARGET) != 0u) | tally_kl_is_pos_normal(t);
     return x_ok & t_ok;
 }
 
 TALLY_FN float tally_kl_term_fast(float x, float t, tally_u32 flags)
 {
-    const float lx = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) ? tally_pm_logf_normal(x) : x;
-    if (flags & TALLY_KL_FLAG_LOG_TARGET) return tally_expf(t) * (t - lx);
+    const float lx = (flags & TALLY_KL_INPUT_IS_PROB) ? tally_pm_logf_normal(x) : x;
+    if (flags & TALLY_KL_LOG_TARGET) return tally_expf(t) * (t - lx);
     return t * (tally_pm_logf_normal(t) - lx);
 }
 
@@ -136,7 +136,7 @@ TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
 
 /* ---- Dirichlet-multinomial. ---- */
 
-#define TALLY_DM_FLAG_COEFFICIENT 1u
+/* flags: TALLY_DM_WITH_COEFFICIENT (tally/flags.h). */
 
 /*
  * Per-element term for count n and concentration a = exp(log_alpha):
@@ -149,7 +149,7 @@ TALLY_FN float tally_dm_term(float n, float a, tally_u32 flags)
 {
     if (n == 0.0f) return 0.0f;
     float v = tally_lgammaf(n + a) - tally_lgammaf(a);
-    if (flags & TALLY_DM_FLAG_COEFFICIENT) v = v - tally_lgammaf(n + 1.0f);
+    if (flags & TALLY_DM_WITH_COEFFICIENT) v = v - tally_lgammaf(n + 1.0f);
     if (n < 0.0f) v = TALLY_F32_NAN;
     return v;
 }
@@ -161,7 +161,7 @@ TALLY_FN float tally_dm_term(float n, float a, tally_u32 flags)
 TALLY_FN float tally_dm_row(float A, float N, float S, tally_u32 flags)
 {
     float v = tally_lgammaf(A) - tally_lgammaf(N + A);
-    if (flags & TALLY_DM_FLAG_COEFFICIENT) v = v + tally_lgammaf(N + 1.0f);
+    if (flags & TALLY_DM_WITH_COEFFICIENT) v = v + tally_lgammaf(N + 1.0f);
     return v + S;
 }
 

@@ -39,14 +39,14 @@ TALLY_FN float tally_grad_scale(float g, tally_u32 divide, float divisor)
  */
 TALLY_FN tally_grad2 tally_kl_grad(float xin, float t, float g, tally_u32 flags)
 {
-    const int prob = (flags & TALLY_KL_FLAG_INPUT_IS_PROB) != 0u;
+    const int prob = (flags & TALLY_KL_INPUT_IS_PROB) != 0u;
     /* The forward's short path (tally/terms.h): where the logarithms'
      * arguments are positive normal floats, tally_pm_logf_normal gives
      * tally_logf's bits with fewer instructions. */
     const int fast = tally_kl_fast_ok(xin, t, flags);
     const float x = prob ? (fast ? tally_pm_logf_normal(xin) : tally_logf(xin)) : xin;
     tally_grad2 r;
-    if (flags & TALLY_KL_FLAG_LOG_TARGET) {
+    if (flags & TALLY_KL_LOG_TARGET) {
         const float e = tally_expf(t);
         const float eg = e * g;
         r.a = prob ? -(tally_divf(e, xin) * g) : -eg;

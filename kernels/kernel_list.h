@@ -1,0 +1,204 @@
+/*
+ * kernels/kernel_list.h - the one list of tally's kernels and of every
+ * kernel's arguments. Everything that has to agree on them is generated from
+ * the tables below: the kernel signatures in kernels/ (TALLY_K_PARAMS),
+ * the kernel ids, symbol names, typed argument structs, packers and the
+ * debug check of kinds and count in backends/gpu/, and the signature check
+ * of kernels_cu/. Only #defines, so the file is valid C11, CUDA C++ and
+ * OpenCL C 1.2 (no variadic macros, no empty macro arguments in device code).
+ *
+ * TALLY_K_KERNELS(K) holds one K(name, args) per kernel: the kernel's symbol
+ * is tally_k_<name> in the OpenCL program and the CUDA module, and its
+ * arguments are the table TALLY_K_ARGS_<args> (a kernel variant names the
+ * table of the kernel whose arguments it shares).
+ *
+ * TALLY_K_ARGS_<args>(BUF, VAL, _) lists the arguments in order, `_` between
+ * two of them:
+ *   BUF(name, off, access, elem)  a buffer of elem (f32, u32, i32, u16)
+ *       elements and its u64 element offset `off` (OpenCL cannot offset a
+ *       cl_mem on the host side). access: IN (read, restrict), OUT (written,
+ *       restrict), RW (read back after it is written, or the only pointer:
+ *       not restrict).
+ *   VAL(type, name)  a scalar of type u64, u32, i32 or f32.
+ * Codes that the arguments carry are in kernels/abi.h and
+ * kernels/backward_abi.h; dtypes are tally_dtype values (tally/flags.h).
+ */
+#ifndef TALLY_KERNEL_LIST_H
+#define TALLY_KERNEL_LIST_H
+
+#define TALLY_K_KERNELS(K)                                                                                      \
+    K(fill, fill) K(reduce_tiles, reduce_tiles) K(kl_tiles, kl_tiles) K(kl_pointwise, kl_pointwise)             \
+    K(dm_prep, dm_prep) K(dm_rows, dm_rows) K(dm_finish, dm_finish) K(logits_lse, logits_lse)                   \
+    K(gmm_fused, gmm_fused) K(gmm_pick, gmm_pick) K(gmm_noise, gmm_noise) K(gmm_tiles, gmm_tiles)               \
+    K(gmm_finish, gmm_finish) K(rng_fill, rng_fill) K(rng_fill_any, rng_fill) K(categorical, categorical)       \
+    K(math_eval, math_eval) K(dm_rows_table, dm_rows_table) K(widen, widen)                                     \
+    K(reduce_tiles_half, reduce_tiles) K(kl_tiles_half, kl_tiles) K(kl_backward, kl_backward)                   \
+    K(dm_bw_rows, dm_bw_rows) K(dm_bw_elements, dm_bw_elements) K(dm_bw_scale, dm_bw_scale)                     \
+    K(gmm_bw_rows, gmm_bw_rows)
+
+/* ---- kernels/reduce.h ---- */
+
+/* out[off + k * stride] = pattern (bits) for k < n. */
+#define TALLY_K_ARGS_fill(BUF, VAL, _) BUF(out, off, RW, u32) _ VAL(u64, stride) _ VAL(u64, n) _ VAL(u32, pattern)
+
+/* One level of a reduction tree over nvec vectors (tally_k_reduce_tiles_half:
+ * the same with a half x_dtype). */
+#define TALLY_K_ARGS_reduce_tiles(BUF, VAL, _)                                                                  \
+    BUF(x, x_off, IN, f32) _ VAL(u64, x_cols) _ VAL(u64, x_stride) _ VAL(u32, mode) _ VAL(u64, nvec) _          \
+    VAL(u64, vec_stride) _ VAL(u64, n) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, term) _    \
+    VAL(u32, kind) _ BUF(shift, shift_off, IN, f32) _ VAL(u32, finish) _ VAL(f32, divisor) _                    \
+    BUF(out, out_off, OUT, f32) _ VAL(u64, out_stride) _ VAL(u32, x_dtype)
+
+/* ---- kernels/kl.h ---- */
+
+/* Level 0 of the KL tree (offsets and strides in each input's elements;
+ * tally_k_kl_tiles_half: at least one half input). */
+#define TALLY_K_ARGS_kl_tiles(BUF, VAL, _)                                                                      \
+    BUF(x, x_off, IN, f32) _ VAL(u64, x_stride) _ BUF(t, t_off, IN, f32) _ VAL(u64, t_stride) _ VAL(u64, cols) _ \
+    VAL(u32, mode) _ VAL(u64, n) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, flags) _         \
+    VAL(u32, finish) _ VAL(f32, divisor) _ BUF(out, out_off, OUT, f32) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)
+
+/* The pointwise loss, o = term(x, t). */
+#define TALLY_K_ARGS_kl_pointwise(BUF, VAL, _)                                                                  \
+    BUF(x, x_off, IN, f32) _ VAL(u64, x_stride) _ BUF(t, t_off, IN, f32) _ VAL(u64, t_stride) _                 \
+    BUF(o, o_off, OUT, f32) _ VAL(u64, o_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, mode) _            \
+    VAL(u32, flags) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)
+
+/* ---- kernels/dm.h ---- */
+
+/* exp(log_alpha) to pre at ea_off, lgamma tables from lga_off. */
+#define TALLY_K_ARGS_dm_prep(BUF, VAL, _)                                                                       \
+    BUF(la, la_off, IN, f32) _ VAL(u64, V) _ BUF(pre, ea_off, OUT, f32) _ VAL(u64, lga_off) _ VAL(u32, rows) _   \
+    VAL(u32, la_dtype)
+
+/* Row values (one tile a row) or tile partials of A, N and S. */
+#define TALLY_K_ARGS_dm_rows(BUF, VAL, _)                                                                       \
+    BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ BUF(la, la_off, IN, f32) _ VAL(u64, la_stride) _          \
+    BUF(pre, ea_off, IN, f32) _ VAL(u64, lga_off) _ VAL(u32, alpha_mode) _ VAL(u64, B) _ VAL(u64, V) _           \
+    VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, flags) _ BUF(out, out_off, OUT, f32) _          \
+    VAL(u64, out_stride) _ VAL(u32, c_dtype) _ VAL(u32, la_dtype)
+
+/* tally_k_dm_rows for the TABLE mode, several lanes per work-item. */
+#define TALLY_K_ARGS_dm_rows_table(BUF, VAL, _)                                                                 \
+    BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ VAL(u32, vec4) _ BUF(pre, ea_off, IN, f32) _              \
+    VAL(u64, lga_off) _ VAL(u64, B) _ VAL(u64, V) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u32, flags) _          \
+    BUF(out, out_off, OUT, f32) _ VAL(u64, out_stride) _ VAL(u32, c_dtype)
+
+/* Row values from the reduced (A, N, S) sums. */
+#define TALLY_K_ARGS_dm_finish(BUF, VAL, _)                                                                     \
+    BUF(sums, sums_off, IN, f32) _ VAL(u64, B) _ VAL(u32, flags) _ BUF(out, out_off, OUT, f32) _                 \
+    VAL(u64, out_stride)
+
+/* ---- kernels/gmm.h ---- */
+
+/* The logsumexp of K logits into out. */
+#define TALLY_K_ARGS_logits_lse(BUF, VAL, _)                                                                    \
+    BUF(logits, logits_off, IN, f32) _ VAL(u64, K) _ BUF(out, out_off, OUT, f32)
+
+/* Sample (optional) and density in one launch; z is read back. */
+#define TALLY_K_ARGS_gmm_fused(BUF, VAL, _)                                                                     \
+    BUF(z, z_off, RW, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
+    BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(logits, logits_off, IN, f32) _                          \
+    BUF(pre, pre_off, IN, f32) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, D) _ VAL(u32, lanes) _ VAL(u32, qpl) _      \
+    VAL(u32, flags) _ VAL(u32, rows_per_pass) _ VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _      \
+    BUF(log_q, lq_off, OUT, f32) _ VAL(u64, lq_stride) _ BUF(comp, comp_off, OUT, i32) _ VAL(u64, comp_stride)
+
+/* Each row's component draw. */
+#define TALLY_K_ARGS_gmm_pick(BUF, VAL, _)                                                                      \
+    BUF(logits, logits_off, IN, f32) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, seed) _ VAL(u64, subsequence) _      \
+    VAL(u64, offset) _ BUF(comp, comp_off, OUT, i32) _ VAL(u64, comp_stride) _ VAL(u32, has_comp) _              \
+    BUF(picks, picks_off, OUT, i32)
+
+/* z of the picked components. */
+#define TALLY_K_ARGS_gmm_noise(BUF, VAL, _)                                                                     \
+    BUF(z, z_off, OUT, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _              \
+    BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(picks, picks_off, IN, i32) _ VAL(u64, B) _ VAL(u64, D) _ \
+    VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset)
+
+/* Level 0 of every (row, component) D-tree. */
+#define TALLY_K_ARGS_gmm_tiles(BUF, VAL, _)                                                                     \
+    BUF(z, z_off, IN, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
+    BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, D) _ VAL(u32, lanes) _  \
+    VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, load_mode) _ BUF(out, out_off, OUT, f32)
+
+/* log_q from the per-(row, component) sums s. */
+#define TALLY_K_ARGS_gmm_finish(BUF, VAL, _)                                                                    \
+    BUF(s, s_off, OUT, f32) _ BUF(logits, logits_off, IN, f32) _ BUF(pre, pre_off, IN, f32) _ VAL(u64, B) _      \
+    VAL(u64, K) _ BUF(picks, picks_off, IN, i32) _ VAL(u32, sample) _ BUF(log_q, lq_off, OUT, f32) _              \
+    VAL(u64, lq_stride)
+
+/* ---- kernels/rng.h ---- */
+
+/* Philox draws of distribution dist (tally_k_rng_fill: contiguous output
+ * whose quads hold whole blocks; tally_k_rng_fill_any: any view). */
+#define TALLY_K_ARGS_rng_fill(BUF, VAL, _)                                                                      \
+    BUF(out, out_off, OUT, u32) _ VAL(u64, stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dist) _          \
+    VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset)
+
+/* One index per row of weights or logits. */
+#define TALLY_K_ARGS_categorical(BUF, VAL, _)                                                                   \
+    BUF(w, w_off, IN, f32) _ VAL(u64, w_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, is_logits) _        \
+    VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ BUF(out, out_off, OUT, i32) _                    \
+    VAL(u64, out_stride) _ VAL(u32, tile_log2)
+
+/* ---- kernels/math_eval.h, kernels/halves.h ---- */
+
+/* out[k] = fn(in[k]) (fn: TALLY_K_MATH_*). */
+#define TALLY_K_ARGS_math_eval(BUF, VAL, _)                                                                     \
+    BUF(in, in_off, IN, f32) _ BUF(out, out_off, OUT, f32) _ VAL(u64, n) _ VAL(u32, fn)
+
+/* A half view (offset and stride in halves) widened to contiguous fp32. */
+#define TALLY_K_ARGS_widen(BUF, VAL, _)                                                                         \
+    BUF(x, x_off, IN, u16) _ VAL(u64, x_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dtype) _            \
+    BUF(o, o_off, OUT, f32)
+
+/* ---- kernels/backward.h ---- */
+
+/* The KL gradients of input (gx) and target (gt), either may be absent. */
+#define TALLY_K_ARGS_kl_backward(BUF, VAL, _)                                                                   \
+    BUF(x, x_off, IN, f32) _ VAL(u64, x_stride) _ BUF(t, t_off, IN, f32) _ VAL(u64, t_stride) _                 \
+    BUF(g, g_off, IN, f32) _ VAL(u64, g_stride) _ BUF(gx, gx_off, OUT, f32) _ VAL(u64, gx_stride) _              \
+    BUF(gt, gt_off, OUT, f32) _ VAL(u64, gt_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, mode) _         \
+    VAL(u32, flags) _ VAL(u32, pointwise) _ VAL(u32, divide) _ VAL(f32, divisor) _ VAL(u32, want)
+
+/* R_b and g_b per row (sums: A at a_off, a_off + a_step, ...; N at n_off). */
+#define TALLY_K_ARGS_dm_bw_rows(BUF, VAL, _)                                                                    \
+    BUF(sums, a_off, IN, f32) _ VAL(u64, a_step) _ VAL(u64, n_off) _ BUF(g, g_off, IN, f32) _ VAL(u64, g_stride) _ \
+    VAL(u32, per_row_grad) _ VAL(u32, divide) _ VAL(f32, divisor) _ VAL(u64, B) _ BUF(rg, rg_off, OUT, f32)
+
+/* The gradient (per-row alpha) or the transposed weights [V, B] (shared). */
+#define TALLY_K_ARGS_dm_bw_elements(BUF, VAL, _)                                                                \
+    BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ BUF(la, la_off, IN, f32) _ VAL(u64, la_stride) _          \
+    BUF(rg, rg_off, IN, f32) _ VAL(u64, B) _ VAL(u64, V) _ VAL(u32, per_row) _ BUF(out, out_off, OUT, f32) _     \
+    VAL(u64, out_stride)
+
+/* out[v] = a_v * s[v]. */
+#define TALLY_K_ARGS_dm_bw_scale(BUF, VAL, _)                                                                   \
+    BUF(la, la_off, IN, f32) _ BUF(s, s_off, IN, f32) _ VAL(u64, V) _ BUF(out, out_off, OUT, f32)
+
+/* The mixture's elementwise gradients and logit weights, per row. */
+#define TALLY_K_ARGS_gmm_bw_rows(BUF, VAL, _)                                                                   \
+    BUF(z, z_off, IN, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
+    BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(logits, logits_off, IN, f32) _                          \
+    BUF(scratch, scratch_off, OUT, f32) _ VAL(u64, s_off) _ VAL(u64, lse_off) _ VAL(u64, picks_off) _            \
+    VAL(u64, w_off) _ BUF(gq, gq_off, IN, f32) _ VAL(u64, gq_stride) _ BUF(gzi, gzi_off, IN, f32) _               \
+    VAL(u64, gzi_stride) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, D) _ VAL(u64, seed) _ VAL(u64, subsequence) _     \
+    VAL(u64, offset) _ VAL(u32, flags) _ BUF(gz, gz_off, OUT, f32) _ VAL(u64, gz_stride) _                       \
+    BUF(gmu, gmu_off, OUT, f32) _ VAL(u64, gmu_stride) _ BUF(glv, glv_off, OUT, f32) _ VAL(u64, glv_stride)
+
+/* ---- The kernel signatures: TALLY_KERNEL void tally_k_x(TALLY_K_PARAMS(x)).
+ * Device code only (the qualifiers come from tally/dialect.h). ---- */
+#define TALLY_K_COMMA ,
+#define TALLY_K_ELEM_f32 float
+#define TALLY_K_ELEM_u32 tally_u32
+#define TALLY_K_ELEM_i32 tally_i32
+#define TALLY_K_ELEM_u16 tally_u16
+#define TALLY_K_ELEM_u64 tally_u64
+#define TALLY_K_PTR_IN(type) TALLY_GLOBAL const type *TALLY_RESTRICT
+#define TALLY_K_PTR_OUT(type) TALLY_GLOBAL type *TALLY_RESTRICT
+#define TALLY_K_PTR_RW(type) TALLY_GLOBAL type *
+#define TALLY_K_PARAM_BUF(name, off, access, elem) TALLY_K_PTR_##access(TALLY_K_ELEM_##elem) name, tally_u64 off
+#define TALLY_K_PARAM_VAL(type, name) TALLY_K_ELEM_##type name
+#define TALLY_K_PARAMS(args) TALLY_K_ARGS_##args(TALLY_K_PARAM_BUF, TALLY_K_PARAM_VAL, TALLY_K_COMMA)
+
+#endif /* TALLY_KERNEL_LIST_H */
