@@ -1,7 +1,8 @@
 /*
  * tests/runner.c - the one main of every test program.
  *
- * Runs the suite the test file exports (tally_test_suite) with Check in its
+ * Runs the suite the test file exports (tally_test_suite, written with
+ * testutil.h's TT_SUITE rows and built by tt_suite below) with Check in its
  * default fork mode (CK_FORK=no runs in-process, for a debugger), and exits
  * 0 when every test passed, 1 otherwise. A backend-dependent suite (one that
  * defines tally_test_needs_backend = 1, or any run with TALLY_TEST_BACKEND
@@ -24,6 +25,28 @@ extern const int tally_test_needs_backend __attribute__((weak));
 #endif
 
 #define EXIT_SKIP 77
+
+Suite *tt_suite(const char *name, const tt_tcase *cases, size_t count)
+{
+    Suite *s = suite_create(name);
+    for (size_t c = 0; c < count; c++) {
+        const tt_tcase *row = &cases[c];
+        if (row->only_with != NULL && getenv(row->only_with) == NULL) continue;
+        TCase *tc = tcase_create(row->name);
+        if (row->unchecked_setup != NULL || row->unchecked_teardown != NULL)
+            tcase_add_unchecked_fixture(tc, row->unchecked_setup, row->unchecked_teardown);
+        if (row->setup != NULL || row->teardown != NULL) tcase_add_checked_fixture(tc, row->setup, row->teardown);
+        if (row->timeout > 0) tcase_set_timeout(tc, row->timeout);
+        for (size_t t = 0; t < sizeof row->tests / sizeof row->tests[0] && row->tests[t] != NULL; t++) {
+            if (row->loops > 0)
+                tcase_add_loop_test(tc, row->tests[t], 0, row->loops);
+            else
+                tcase_add_test(tc, row->tests[t]);
+        }
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
 
 int main(int argc, char **argv)
 {

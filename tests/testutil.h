@@ -23,6 +23,47 @@
 extern const int tally_test_needs_backend;
 Suite *tally_test_suite(void);
 
+/* ---- Suite registration: one shape for every test file ---- */
+
+/* One Check test case (TCase) as a row: its tests run in this order, each in
+ * its own process in Check's fork mode. */
+typedef struct tt_tcase {
+    const char *name;
+    /* The tests, up to the first NULL (START_TEST's names). */
+    const TTest *tests[24];
+    /* A checked fixture, run around every test (TT_FIXTURE: the test
+     * context), and an unchecked one, run once around the whole case. */
+    void (*setup)(void);
+    void (*teardown)(void);
+    void (*unchecked_setup)(void);
+    void (*unchecked_teardown)(void);
+    /* Seconds per test; 0 keeps the runner's default (300). */
+    int timeout;
+    /* Above 0, every test is a loop test run for _i in [0, loops), each
+     * value in its own process. */
+    int loops;
+    /* An environment variable: the case is registered only when it is set
+     * (work too large for CI, run on request). */
+    const char *only_with;
+} tt_tcase;
+
+/* The suite named `name` made of `count` case rows. */
+Suite *tt_suite(const char *name, const tt_tcase *cases, size_t count);
+
+/* Defines tally_test_suite() from case rows written as designated
+ * initialisers, e.g.
+ *   TT_SUITE("planner", {.name = "plan", .tests = {plan_shapes, plan_invariants}})
+ * The rows are an automatic array because START_TEST's names are variables,
+ * not constant expressions. */
+#define TT_SUITE(name, ...)                                                         \
+    Suite *tally_test_suite(void)                                                   \
+    {                                                                               \
+        const tt_tcase tt_cases_[] = {__VA_ARGS__};                                 \
+        return tt_suite((name), tt_cases_, sizeof tt_cases_ / sizeof tt_cases_[0]); \
+    }
+/* The checked fixture of the test context (tt_setup, tt_teardown). */
+#define TT_FIXTURE .setup = tt_setup, .teardown = tt_teardown
+
 /* The bit pattern written over every output before an op runs: a quiet NaN
  * with a recognisable payload, so an element the op forgot to write shows up
  * as 0x7fbadbad rather than as a plausible stale value. */
