@@ -510,23 +510,13 @@ START_TEST(no_device_names_driver_cache)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("cache");
-    TCase *tc = tcase_create("cache");
-    tcase_add_unchecked_fixture(tc, pocl_dir_setup, pocl_dir_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, damaged_entry, 0, DAMAGE_COUNT);
-    tcase_add_test(tc, refused_entry_deleted);
-    tcase_add_test(tc, fifo_entry);
-    tcase_add_test(tc, symlink_entry);
-    tcase_add_test(tc, directory_entry);
-    tcase_add_test(tc, missing_directory);
-    tcase_add_test(tc, unusable_directory);
-    tcase_add_test(tc, concurrent_writers);
-    tcase_add_test(tc, stale_temporaries);
-    tcase_add_test(tc, no_device_names_driver_cache);
-    suite_add_tcase(s, tc);
-    return s;
-}
+/* Every test of both cases runs against the fresh PoCL cache directory of
+ * the case and the fresh tally cache of the test. */
+TT_SUITE("cache",
+         {.name = "damaged", .tests = {damaged_entry}, .loops = DAMAGE_COUNT, .unchecked_setup = pocl_dir_setup,
+          .unchecked_teardown = pocl_dir_teardown, .setup = setup, .teardown = teardown, .timeout = 300},
+         {.name = "cache",
+          .tests = {refused_entry_deleted, fifo_entry, symlink_entry, directory_entry, missing_directory,
+                    unusable_directory, concurrent_writers, stale_temporaries, no_device_names_driver_cache},
+          .unchecked_setup = pocl_dir_setup, .unchecked_teardown = pocl_dir_teardown, .setup = setup,
+          .teardown = teardown, .timeout = 300})

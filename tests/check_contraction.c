@@ -285,18 +285,6 @@ START_TEST(transcendental_ops)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("contraction");
-    TCase *tc = tcase_create("contraction");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, sumsq_pairs);
-    tcase_add_test(tc, sumsq_lanes);
-    tcase_add_test(tc, kl_sum_pairs);
-    tcase_add_test(tc, kl_terms);
-    tcase_add_test(tc, gmm_sample_z);
-    tcase_add_test(tc, transcendental_ops);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("contraction",
+         {.name = "contraction", TT_FIXTURE, .timeout = 240,
+          .tests = {sumsq_pairs, sumsq_lanes, kl_sum_pairs, kl_terms, gmm_sample_z, transcendental_ops}})

@@ -247,17 +247,7 @@ START_TEST(test_wrap_cuda_needs_cuda_context)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("no_driver");
-    tcase_add_test(tc, test_context_outcome);
-    tcase_add_test(tc, test_devices_outcome);
-    tcase_add_test(tc, test_create_cuda_outcome);
-    tcase_add_test(tc, test_env_selects_cuda);
-    tcase_add_test(tc, test_auto_moves_on);
-    tcase_add_test(tc, test_concurrent_first_use);
-    tcase_add_test(tc, test_wrap_cuda_needs_cuda_context);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("cuda",
+         {.name = "no_driver",
+          .tests = {test_context_outcome, test_devices_outcome, test_create_cuda_outcome, test_env_selects_cuda,
+                    test_auto_moves_on, test_concurrent_first_use, test_wrap_cuda_needs_cuda_context}})

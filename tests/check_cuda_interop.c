@@ -552,20 +552,12 @@ Suite *tally_test_suite(void)
             exit(usable == 0 ? 77 : EXIT_FAILURE);
         }
     }
-    Suite *s = suite_create("cuda_interop");
-    TCase *tc = tcase_create("interop");
-    tcase_add_checked_fixture(tc, app_setup, app_teardown);
-    tcase_add_test(tc, test_app_memory_and_stream);
-    tcase_add_test(tc, test_own_buffers);
-    tcase_add_test(tc, test_wrap_rejects);
-    tcase_add_test(tc, test_other_thread);
-    tcase_add_test(tc, test_foreign_stream_rejected);
-    tcase_add_test(tc, test_two_contexts);
-    tcase_add_test(tc, test_devices_match_context);
-    tcase_add_test(tc, test_stream_zero_is_default_stream);
-    tcase_add_test(tc, test_stream_legacy);
-    tcase_add_test(tc, test_stream_per_thread);
-    tcase_add_test(tc, test_wrap_host_refused);
-    suite_add_tcase(s, tc);
-    return s;
+    const tt_tcase cases[] = {
+        {.name = "interop", .setup = app_setup, .teardown = app_teardown,
+         .tests = {test_app_memory_and_stream, test_own_buffers, test_wrap_rejects, test_other_thread,
+                   test_foreign_stream_rejected, test_two_contexts, test_devices_match_context,
+                   test_stream_zero_is_default_stream, test_stream_legacy, test_stream_per_thread,
+                   test_wrap_host_refused}},
+    };
+    return tt_suite("cuda_interop", cases, sizeof cases / sizeof cases[0]);
 }

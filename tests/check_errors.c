@@ -695,30 +695,10 @@ START_TEST(contexts_on_threads)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, view_errors);
-    tcase_add_test(tc, reduce_errors);
-    tcase_add_test(tc, kl_errors);
-    tcase_add_test(tc, dm_errors);
-    tcase_add_test(tc, gmm_errors);
-    tcase_add_test(tc, rng_errors);
-    tcase_add_test(tc, buffer_errors);
-    tcase_add_test(tc, last_error_lifetime);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, context_errors);
-    tcase_add_test(tc, environment_variables);
-    tcase_add_test(tc, backend_names);
-    tcase_add_test(tc, status_table);
-    tcase_add_test(tc, version);
-    tcase_add_test(tc, contexts_on_threads);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("errors",
+         {.name = "ops", TT_FIXTURE, .timeout = 120,
+          .tests = {view_errors, reduce_errors, kl_errors, dm_errors, gmm_errors, rng_errors, buffer_errors,
+                    last_error_lifetime}},
+         {.name = "api", TT_FIXTURE, .timeout = 120,
+          .tests = {context_errors, environment_variables, backend_names, status_table, version,
+                    contexts_on_threads}})

@@ -446,12 +446,4 @@ START_TEST(fuzz_every_op)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("fuzz_api");
-    TCase *tc = tcase_create("fuzz");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, fuzz_every_op);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("fuzz_api", {.name = "fuzz", .tests = {fuzz_every_op}, .timeout = 600})

@@ -555,28 +555,13 @@ START_TEST(test_bad_impl)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("host_dispatch");
-    struct {
-        const char *name;
-        const TTest *test;
-        int loops;
-    } cases[] = {
-        {"unary_terms", test_unary_terms, (int)(sizeof unary_rows / sizeof unary_rows[0])},
-        {"kl_terms", test_kl_terms, 4},
-        {"dm_terms", test_dm_terms, 2},
-        {"dm_table_terms", test_dm_table_terms, 2},
-        {"gauss_terms", test_gauss_terms, 1},
-        {"fills", test_fills, 1},
-        {"ops", test_ops, (int)(sizeof op_rows / sizeof op_rows[0])},
-        {"bad_impl", test_bad_impl, 1},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 600);
-        tcase_add_loop_test(tc, cases[i].test, 0, cases[i].loops);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("host_dispatch",
+         {.name = "unary_terms", .tests = {test_unary_terms}, .loops = (int)(sizeof unary_rows / sizeof unary_rows[0]),
+          .timeout = 600},
+         {.name = "kl_terms", .tests = {test_kl_terms}, .loops = 4, .timeout = 600},
+         {.name = "dm_terms", .tests = {test_dm_terms}, .loops = 2, .timeout = 600},
+         {.name = "dm_table_terms", .tests = {test_dm_table_terms}, .loops = 2, .timeout = 600},
+         {.name = "gauss_terms", .tests = {test_gauss_terms}, .loops = 1, .timeout = 600},
+         {.name = "fills", .tests = {test_fills}, .loops = 1, .timeout = 600},
+         {.name = "ops", .tests = {test_ops}, .loops = (int)(sizeof op_rows / sizeof op_rows[0]), .timeout = 600},
+         {.name = "bad_impl", .tests = {test_bad_impl}, .loops = 1, .timeout = 600})

@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "tally/portable_math.h"
+#include "testutil.h"
 
-Suite *tally_test_suite(void);
 
 /* pi as a double (M_PI is not in strict C11). */
 static const double PI_D = 3.141592653589793238462643383279502884;
@@ -583,36 +583,9 @@ START_TEST(test_golden_bits)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("math");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        { "exp_accuracy", test_exp_accuracy },
-        { "exp_special", test_exp_special },
-        { "log_accuracy", test_log_accuracy },
-        { "log_special", test_log_special },
-        { "log1p_accuracy", test_log1p_accuracy },
-        { "log1p_special", test_log1p_special },
-        { "lgamma_accuracy", test_lgamma_accuracy },
-        { "lgamma_special", test_lgamma_special },
-        { "sqrt_exact", test_sqrt_exact },
-        { "sqrt_special", test_sqrt_special },
-        { "recip_exact", test_recip_exact },
-        { "div_exact", test_div_exact },
-        { "div_special", test_div_special },
-        { "sincospi_accuracy", test_sincospi_accuracy },
-        { "sincospi_special", test_sincospi_special },
-        { "no_contraction", test_no_contraction },
-        { "golden_bits", test_golden_bits },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 120);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("math",
+         {.name = "math", .case_per_test = 1, .timeout = 120,
+          .tests = {test_exp_accuracy, test_exp_special, test_log_accuracy, test_log_special, test_log1p_accuracy,
+                    test_log1p_special, test_lgamma_accuracy, test_lgamma_special, test_sqrt_exact,
+                    test_sqrt_special, test_recip_exact, test_div_exact, test_div_special, test_sincospi_accuracy,
+                    test_sincospi_special, test_no_contraction, test_golden_bits}})

@@ -154,23 +154,7 @@ START_TEST(philox_stream_bits)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("math_device");
-    TCase *tc = tcase_create("bits");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, exp_bits);
-    tcase_add_test(tc, log_bits);
-    tcase_add_test(tc, log1p_bits);
-    tcase_add_test(tc, lgamma_bits);
-    tcase_add_test(tc, sqrt_bits);
-    tcase_add_test(tc, recip_bits);
-    tcase_add_test(tc, sinpi_bits);
-    tcase_add_test(tc, cospi_bits);
-    tcase_add_test(tc, div_bits);
-    tcase_add_test(tc, digamma_bits);
-    tcase_add_test(tc, philox_stream_bits);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("math_device",
+         {.name = "bits", TT_FIXTURE, .timeout = 600,
+          .tests = {exp_bits, log_bits, log1p_bits, lgamma_bits, sqrt_bits, recip_bits, sinpi_bits, cospi_bits,
+                    div_bits, digamma_bits, philox_stream_bits}})

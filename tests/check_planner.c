@@ -353,24 +353,8 @@ START_TEST(thread_count_does_not_matter)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("planner");
-    TCase *tc = tcase_create("plan");
-    tcase_add_test(tc, plan_shapes);
-    tcase_add_test(tc, plan_invariants);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("order");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, documented_example);
-    tcase_add_test(tc, hand_simulated_twenty);
-    tcase_add_test(tc, simulated_order_many_lengths);
-    tcase_add_test(tc, simulated_order_two_levels);
-    tcase_add_test(tc, exact_sums);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("threads");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, thread_count_does_not_matter);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("planner", {.name = "plan", .tests = {plan_shapes, plan_invariants}},
+         {.name = "order", .timeout = 240,
+          .tests = {documented_example, hand_simulated_twenty, simulated_order_many_lengths,
+                    simulated_order_two_levels, exact_sums}},
+         {.name = "threads", .timeout = 240, .tests = {thread_count_does_not_matter}})

@@ -31,8 +31,7 @@
 #include <string.h>
 
 #include "tally/terms.h"
-
-Suite *tally_test_suite(void);
+#include "testutil.h"
 
 static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float ffrom(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -384,30 +383,8 @@ START_TEST(test_general_functions)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("terms");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        { "kl_edges", test_kl_edges },
-        { "kl_random_plain", test_kl_random_plain },
-        { "kl_random_log_target", test_kl_random_log_target },
-        { "kl_random_prob", test_kl_random_prob },
-        { "kl_random_prob_log_target", test_kl_random_prob_log_target },
-        { "log_core_low", test_log_core_low },
-        { "log_core_high", test_log_core_high },
-        { "normal_every_radius", test_normal_every_radius },
-        { "normal_every_angle", test_normal_every_angle },
-        { "normal_pairs", test_normal_pairs },
-        { "general_functions", test_general_functions },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 240);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("terms",
+         {.name = "terms", .case_per_test = 1, .timeout = 240,
+          .tests = {test_kl_edges, test_kl_random_plain, test_kl_random_log_target, test_kl_random_prob,
+                    test_kl_random_prob_log_target, test_log_core_low, test_log_core_high, test_normal_every_radius,
+                    test_normal_every_angle, test_normal_pairs, test_general_functions}})

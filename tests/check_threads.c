@@ -139,12 +139,4 @@ START_TEST(eight_contexts_same_bits)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("threads");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, eight_contexts_same_bits);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("threads", {.name = "threads", .tests = {eight_contexts_same_bits}, .timeout = 600})

@@ -184,14 +184,7 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("wrap_host");
-    TCase *tc = tcase_create("wrap_host");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_add_test(tc, test_results_land_in_app_memory);
-    tcase_add_test(tc, test_release_publishes_and_rewrap_sees_new_data);
-    tcase_add_test(tc, test_bad_arguments);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("wrap_host",
+         {.name = "wrap_host", TT_FIXTURE,
+          .tests = {test_results_land_in_app_memory, test_release_publishes_and_rewrap_sees_new_data,
+                    test_bad_arguments}})

@@ -26,24 +26,34 @@ extern const int tally_test_needs_backend __attribute__((weak));
 
 #define EXIT_SKIP 77
 
+/* A TCase named `name` with the row's fixtures and timeout. */
+static TCase *row_tcase(const tt_tcase *row, const char *name)
+{
+    TCase *tc = tcase_create(name);
+    if (row->unchecked_setup != NULL || row->unchecked_teardown != NULL)
+        tcase_add_unchecked_fixture(tc, row->unchecked_setup, row->unchecked_teardown);
+    if (row->setup != NULL || row->teardown != NULL) tcase_add_checked_fixture(tc, row->setup, row->teardown);
+    if (row->timeout > 0) tcase_set_timeout(tc, row->timeout);
+    return tc;
+}
+
 Suite *tt_suite(const char *name, const tt_tcase *cases, size_t count)
 {
     Suite *s = suite_create(name);
     for (size_t c = 0; c < count; c++) {
         const tt_tcase *row = &cases[c];
         if (row->only_with != NULL && getenv(row->only_with) == NULL) continue;
-        TCase *tc = tcase_create(row->name);
-        if (row->unchecked_setup != NULL || row->unchecked_teardown != NULL)
-            tcase_add_unchecked_fixture(tc, row->unchecked_setup, row->unchecked_teardown);
-        if (row->setup != NULL || row->teardown != NULL) tcase_add_checked_fixture(tc, row->setup, row->teardown);
-        if (row->timeout > 0) tcase_set_timeout(tc, row->timeout);
+        TCase *tc = NULL;
         for (size_t t = 0; t < sizeof row->tests / sizeof row->tests[0] && row->tests[t] != NULL; t++) {
+            if (tc == NULL || row->case_per_test) {
+                tc = row_tcase(row, row->case_per_test ? row->tests[t]->name : row->name);
+                suite_add_tcase(s, tc);
+            }
             if (row->loops > 0)
                 tcase_add_loop_test(tc, row->tests[t], 0, row->loops);
             else
                 tcase_add_test(tc, row->tests[t]);
         }
-        suite_add_tcase(s, tc);
     }
     return s;
 }

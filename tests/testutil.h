@@ -45,6 +45,9 @@ typedef struct tt_tcase {
     /* An environment variable: the case is registered only when it is set
      * (work too large for CI, run on request). */
     const char *only_with;
+    /* 1: every test is a case of its own, named after the test, so that
+     * one test runs by its name (the runner's argument, CK_RUN_CASE). */
+    int case_per_test;
 } tt_tcase;
 
 /* The suite named `name` made of `count` case rows. */
