@@ -237,25 +237,27 @@ static void angle_one(float f, void *ctx)
     w->hash = hash_add(hash_add(w->hash, got.hi), got.lo);
 }
 
-START_TEST(test_normal_every_radius)
-{
-    walk w = {{0, ""}, HASH_START};
-    for_each_u32_float(radius_one, &w);
-    ASSERT_NO_MISMATCH(&w.fl);
-    ASSERT_HASH(w.hash, 0x828edae15379ca3eull, "radius on every input");
-    /* The enumeration is the real one: the first and last x map to its
-     * ends. */
-    ck_assert(tally_uniform_from_bits(0u) == 0x1p-33f && tally_uniform_from_bits(0xffffffffu) == 1.0f);
-}
-END_TEST
+/* Each walk: its function on every distinct input, its known hash, and the
+ * map from a uint32 whose ends show that the enumeration is the real one
+ * (the first and last x map to its ends). */
+static const struct {
+    const char *name;
+    void (*one)(float f, void *ctx);
+    uint64_t hash;
+    float (*from_bits)(tally_u32 x);
+    float first, last;
+} walks[] = {
+    {"radius on every input", radius_one, 0x828edae15379ca3eull, tally_uniform_from_bits, 0x1p-33f, 1.0f},
+    {"sincospi on every angle", angle_one, 0x03bb68644ba12d19ull, tally_angle_from_bits, 0x1p-32f, 2.0f},
+};
 
-START_TEST(test_normal_every_angle)
+START_TEST(test_normal_walk)
 {
     walk w = {{0, ""}, HASH_START};
-    for_each_u32_float(angle_one, &w);
+    for_each_u32_float(walks[_i].one, &w);
     ASSERT_NO_MISMATCH(&w.fl);
-    ASSERT_HASH(w.hash, 0x03bb68644ba12d19ull, "sincospi on every angle");
-    ck_assert(tally_angle_from_bits(0u) == 0x1p-32f && tally_angle_from_bits(0xffffffffu) == 2.0f);
+    ASSERT_HASH(w.hash, walks[_i].hash, walks[_i].name);
+    ck_assert(walks[_i].from_bits(0u) == walks[_i].first && walks[_i].from_bits(0xffffffffu) == walks[_i].last);
 }
 END_TEST
 
@@ -324,5 +326,6 @@ END_TEST
 TT_SUITE("terms",
          {.name = "terms", .case_per_test = 1, .timeout = 240,
           .tests = {test_kl_edges, test_kl_random_plain, test_kl_random_log_target, test_kl_random_prob,
-                    test_kl_random_prob_log_target, test_log_core_low, test_log_core_high, test_normal_every_radius,
-                    test_normal_every_angle, test_normal_pairs, test_general_functions}})
+                    test_kl_random_prob_log_target, test_log_core_low, test_log_core_high, test_normal_pairs,
+                    test_general_functions}},
+         {.name = "normal_walks", .timeout = 240, .tests = {test_normal_walk}, .loops = (int)(sizeof walks / sizeof walks[0])})
