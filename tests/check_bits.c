@@ -192,17 +192,28 @@ static float gen_normal(tt_rand *r, size_t i, size_t n)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* Mostly normal, with NaN, infinities and signed zeros sprinkled in. */
+/* Special values drawn with fixed odds: k uniform below `range`, the first
+ * row with k < below gives its value; past the last row the generator
+ * draws its ordinary value (NULL). */
+typedef struct special {
+    uint64_t below;
+    float value;
+} special;
+
+static const special *pick(tt_rand *r, uint64_t range, const special *rows, size_t n)
+{
+    uint64_t k = tt_rand_below(r, range);
+    for (size_t j = 0; j < n; j++)
+        if (k < rows[j].below) return &rows[j];
+    return NULL;
+}
+
+/* Mostly normal, with NaN, infinities, signed zeros and a subnormal. */
 static float gen_special(tt_rand *r, size_t i, size_t n)
 {
-    uint64_t k = tt_rand_below(r, 97);
-    if (k == 0) return tt_float(0x7fc00000u);
-    if (k == 1) return tt_float(0x7f800000u);
-    if (k == 2) return tt_float(0xff800000u);
-    if (k == 3) return -0.0f;
-    if (k == 4) return 0.0f;
-    if (k == 5) return tt_float(0x00000003u); /* a subnormal */
-    return gen_normal(r, i, n) * 30.0f;
+    static const special rows[] = {{1, NAN}, {2, INFINITY}, {3, -INFINITY}, {4, -0.0f}, {5, 0.0f}, {6, 0x1.8p-148f}};
+    const special *s = pick(r, 97, rows, COUNT(rows));
+    return s != NULL ? s->value : gen_normal(r, i, n) * 30.0f;
 }
 
 /* Large values whose total nearly cancels: element i of the buffer's second
@@ -236,19 +247,16 @@ static float gen_prob(tt_rand *r, size_t i, size_t n)
     return (float)tt_rand_unit(r);
 }
 
-/* Counts 0..9 with many zeros, rare negative and fractional ones. */
+/* Counts 0..9 with many zeros, rare negative and fractional ones, 255 (the
+ * last count in the kernels' lgamma(n + 1) table), 256 (the first one past
+ * it) and a huge one. */
 static float gen_count(tt_rand *r, size_t i, size_t n)
 {
+    static const special rows[] = {{1, -1.0f}, {2, 2.5f}, {3, 255.0f}, {4, 256.0f}, {5, 1.0e6f}, {160, 0.0f}};
     (void)i;
     (void)n;
-    uint64_t k = tt_rand_below(r, 400);
-    if (k == 0) return -1.0f;
-    if (k == 1) return 2.5f;
-    if (k == 2) return 255.0f; /* the last count in the kernels' lgamma(n + 1) table */
-    if (k == 3) return 256.0f; /* the first one past it */
-    if (k == 4) return 1.0e6f;
-    if (k < 160) return 0.0f;
-    return (float)tt_rand_below(r, 10);
+    const special *s = pick(r, 400, rows, COUNT(rows));
+    return s != NULL ? s->value : (float)tt_rand_below(r, 10);
 }
 
 /*
@@ -261,37 +269,26 @@ static float gen_count(tt_rand *r, size_t i, size_t n)
  */
 static float gen_count_table(tt_rand *r, size_t i, size_t n)
 {
+    static const special rows[] = {
+        {1, -1.0f},    {1000, 63.0f},         {2000, 64.0f},         {2500, 65.0f},  {3000, 62.5f},
+        {3300, 0x1.fffffep5f /* below 64 */}, {3600, 0x1.fffffep-1f /* below 1 */}, {4000, 0.5f},
+        {4300, -0.0f}, {4500, 1.0e6f},        {4700, 255.0f},        {40000, 0.0f},
+    };
     (void)i;
     (void)n;
-    uint64_t k = tt_rand_below(r, 100000);
-    if (k == 0) return -1.0f;
-    if (k < 1000) return 63.0f;
-    if (k < 2000) return 64.0f;
-    if (k < 2500) return 65.0f;
-    if (k < 3000) return 62.5f;
-    if (k < 3300) return nextafterf(64.0f, 0.0f);
-    if (k < 3600) return nextafterf(1.0f, 0.0f);
-    if (k < 4000) return 0.5f;
-    if (k < 4300) return -0.0f;
-    if (k < 4500) return 1.0e6f;
-    if (k < 4700) return 255.0f;
-    if (k < 40000) return 0.0f;
-    return (float)tt_rand_below(r, 8);
+    const special *s = pick(r, 100000, rows, COUNT(rows));
+    return s != NULL ? s->value : (float)tt_rand_below(r, 8);
 }
 
 /* Categorical weights with the rows the rule must reject or treat
  * specially. */
 static float gen_weight(tt_rand *r, size_t i, size_t n)
 {
+    static const special rows[] = {{1, 0.0f}, {2, -1.0f}, {3, INFINITY}, {4, NAN}, {5, 0x1p-149f}};
     (void)i;
     (void)n;
-    uint64_t k = tt_rand_below(r, 60);
-    if (k == 0) return 0.0f;
-    if (k == 1) return -1.0f;
-    if (k == 2) return tt_float(0x7f800000u);
-    if (k == 3) return tt_float(0x7fc00000u);
-    if (k == 4) return tt_float(0x00000001u);
-    return (float)tt_rand_unit(r) * 3.0f;
+    const special *s = pick(r, 60, rows, COUNT(rows));
+    return s != NULL ? s->value : (float)tt_rand_unit(r) * 3.0f;
 }
 
 /* ------------------------------------------------------------------------
