@@ -1,6 +1,8 @@
 /*
- * tests/check_cache.c - the OpenCL binary cache under hostile conditions
- * (issue 15). Each scenario puts something bad where the cache looks, then
+ * tests/check_cache.c - the OpenCL program binary cache: an entry is
+ * written once and reused, another program is another key, TALLY_CACHE=0
+ * switches it off, and (issue 15) it holds under hostile conditions. Each
+ * hostile scenario puts something bad where the cache looks, then
  * creates a context: creation must succeed, never block, never hand a bad
  * entry to the driver (PoCL aborts the process on some malformed binaries,
  * which would fail this test as a crash), and leave a good entry behind
@@ -212,13 +214,16 @@ typedef enum damage {
     OLD_FORMAT,     /* a TALLYCL1 entry with its FNV-1a checksum right over a malformed payload */
     HUGE_CLAIM,     /* header claims 1 GiB */
     SPARSE_GIB,     /* a 1 GiB file (sparse): rejected by size before reading */
+    EMPTY,
+    NOT_A_CACHE_FILE,
+    OTHER_KEY,      /* another key's entry under this name */
     DAMAGE_COUNT
 } damage;
 
 static const char *const damage_names[DAMAGE_COUNT] = {
     "truncated to half", "truncated to the header", "one byte short", "one byte extra",
     "payload byte flipped", "digest byte flipped", "old format, checksummed", "header claims 1 GiB",
-    "sparse 1 GiB file",
+    "sparse 1 GiB file", "empty", "not a cache file", "another key's entry",
 };
 
 START_TEST(damaged_entry)
@@ -254,11 +259,14 @@ START_TEST(damaged_entry)
         memcpy(bad + 40, &claim, 8);
         break;
     case SPARSE_GIB: break;
+    case EMPTY: len = 0; break;
+    case NOT_A_CACHE_FILE: memcpy(bad, "GARBAGE!", 8); break;
+    case OTHER_KEY: bad[9] ^= 1; break;
     case DAMAGE_COUNT: break;
     }
     put_file(entry, bad, len);
     if ((damage)_i == SPARSE_GIB) ck_assert_int_eq(truncate(entry, (off_t)1 << 30), 0);
-    (void)damage_names;
+    fprintf(stderr, "damage: %s\n", damage_names[_i]);
     expect_rebuilt_and_repaired(src, entry);
     free(bad);
     free(good);
@@ -510,13 +518,74 @@ START_TEST(no_device_names_driver_cache)
 }
 END_TEST
 
+/* ---- Reuse and switching off ------------------------------------------ */
+
+/* The number of .bin entries; a temporary must never be left behind. */
+static int entries(void)
+{
+    int bins, temps;
+    scan(&bins, &temps, NULL, 0);
+    ck_assert_int_eq(temps, 0);
+    return bins;
+}
+
+/* An entry is written once and loaded by every later context of the same
+ * program; another program text is another key. */
+START_TEST(reuse_and_keys)
+{
+    char *src = stub_program("reuse"), *other = stub_program("other");
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(entries(), 1);
+    ck_assert_int_eq(open_stub(src), 1);
+    ck_assert_int_eq(open_stub(src), 1);
+    ck_assert_int_eq(entries(), 1);
+    ck_assert_int_eq(open_stub(other), 0);
+    ck_assert_int_eq(entries(), 2);
+    free(src);
+    free(other);
+}
+END_TEST
+
+/* TALLY_CACHE=0 neither reads nor writes; any other value leaves it on. */
+START_TEST(switched_off)
+{
+    char *src = stub_program("disabled");
+    setenv("TALLY_CACHE", "0", 1);
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(entries(), 0);
+    setenv("TALLY_CACHE", "1", 1);
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(open_stub(src), 1);
+    ck_assert_int_eq(entries(), 1);
+    free(src);
+}
+END_TEST
+
+/* The real program: the runner's probe built it into the user's cache, so
+ * contexts of this process load it from there (no fixture: the user's own
+ * cache directory). */
+START_TEST(real_program_cached)
+{
+    const char *env = getenv("TALLY_CACHE");
+    tally_context *a = NULL, *b = NULL;
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &a), TALLY_OK);
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &b), TALLY_OK);
+    if (env == NULL || strcmp(env, "0") != 0) ck_assert_int_eq(tally__opencl_program_from_cache(b), 1);
+    tally_context_release(a);
+    tally_context_release(b);
+}
+END_TEST
+
 /* Every test of both cases runs against the fresh PoCL cache directory of
  * the case and the fresh tally cache of the test. */
 TT_SUITE("cache",
          {.name = "damaged", .tests = {damaged_entry}, .loops = DAMAGE_COUNT, .unchecked_setup = pocl_dir_setup,
           .unchecked_teardown = pocl_dir_teardown, .setup = setup, .teardown = teardown, .timeout = 300},
          {.name = "cache",
-          .tests = {refused_entry_deleted, fifo_entry, symlink_entry, directory_entry, missing_directory,
-                    unusable_directory, concurrent_writers, stale_temporaries, no_device_names_driver_cache},
+          .tests = {reuse_and_keys, switched_off, refused_entry_deleted, fifo_entry, symlink_entry, directory_entry,
+                    missing_directory, unusable_directory, concurrent_writers, stale_temporaries,
+                    no_device_names_driver_cache},
           .unchecked_setup = pocl_dir_setup, .unchecked_teardown = pocl_dir_teardown, .setup = setup,
-          .teardown = teardown, .timeout = 300})
+          .teardown = teardown, .timeout = 300},
+         {.name = "real", .tests = {real_program_cached}, .timeout = 600})

@@ -1,260 +1,29 @@
 /*
  * tests/check_opencl.c - what only the OpenCL backend has.
  *
- * The program binary cache (reuse, corrupt files, TALLY_CACHE=0), device and
- * allocation errors, build failures with their log, and interop with an
- * app's own cl_context, queue and cl_mem made through libOpenCL here. The
- * bits of every op against the host are tests/check_bits.c's, for every GPU
+ * Device and allocation errors, build failures with their log, and interop
+ * with an app's own cl_context, queue and cl_mem made through libOpenCL
+ * here. The program binary cache is tests/check_cache.c's; the bits of
+ * every op against the host are tests/check_bits.c's, for every GPU
  * backend.
  *
  * The internal hooks below are declared weak so that this file also links
  * when the OpenCL backend is compiled out (the runner then skips it).
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
 
-extern int tally__opencl_program_from_cache(const tally_context *ctx) __attribute__((weak));
 extern int tally__opencl_fma_emulated(const tally_context *ctx) __attribute__((weak));
 extern tally_status tally__opencl_context_create_with_source(int device, const char *source, tally_context **out)
     __attribute__((weak));
-extern void tally__cl_cache_digest(const unsigned char key[32], const unsigned char size_le[8],
-                                   const unsigned char *payload, size_t size, unsigned char digest[32])
-    __attribute__((weak));
 
-/* The kernel names, from the one list (for stub programs). */
-static const char *const kernel_names[] = {
-#define TALLY__KERNEL(name) #name,
-#include "backends/gpu/kernel_list.h"
-#undef TALLY__KERNEL
-};
-#define KERNEL_COUNT (sizeof kernel_names / sizeof kernel_names[0])
-
-/* ------------------------------------------------------------------------
- * The program cache
- * ------------------------------------------------------------------------ */
-
-/* A fresh, empty cache directory for this test process. */
-static char cache_root[256];
-
-static void cache_setup(void)
-{
-    snprintf(cache_root, sizeof cache_root, "/tmp/tally-check-opencl-%ld-XXXXXX", (long)getpid());
-    ck_assert_ptr_nonnull(mkdtemp(cache_root));
-    setenv("XDG_CACHE_HOME", cache_root, 1);
-    unsetenv("TALLY_CACHE");
-}
-
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d != NULL) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            char sub[1024];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            struct stat st;
-            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-                remove_tree(sub);
-            else
-                unlink(sub);
-        }
-        closedir(d);
-    }
-    rmdir(path);
-}
-
-static void cache_teardown(void)
-{
-    remove_tree(cache_root);
-}
-
-/* The .bin files in the tally cache directory: count, and the last one's
- * path in `path`. */
-static int cache_files(char *path, size_t capacity)
-{
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/tally", cache_root);
-    DIR *d = opendir(dir);
-    if (d == NULL) return 0;
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0) {
-            count++;
-            if (path != NULL) snprintf(path, capacity, "%s/%s", dir, e->d_name);
-        } else if (e->d_name[0] != '.') {
-            ck_abort_msg("unexpected file %s in the cache directory", e->d_name);
-        } else if (strncmp(e->d_name, ".tmp-", 5) == 0) {
-            ck_abort_msg("a temporary file %s was left behind", e->d_name);
-        }
-    }
-    closedir(d);
-    return count;
-}
-
-/* A program with every kernel name and trivial bodies: it builds in a
- * moment, so the cache tests do not wait for the real program. `tag`
- * changes the text (and so the cache key). */
-static char *stub_program(const char *tag)
-{
-    size_t cap = 4096 + KERNEL_COUNT * 128;
-    char *src = tt_alloc(cap);
-    size_t used = (size_t)snprintf(src, cap, "#pragma OPENCL FP_CONTRACT OFF\n/* %s */\n", tag);
-    for (size_t k = 0; k < KERNEL_COUNT; k++)
-        used += (size_t)snprintf(src + used, cap - used,
-                                 "__kernel void %s(__global float *x) { if (x != 0) x[0] = 1.0f; }\n",
-                                 kernel_names[k]);
-    return src;
-}
-
-static tally_context *stub_context(const char *src, int expect_cached)
-{
-    tally_context *ctx = NULL;
-    tally_status st = tally__opencl_context_create_with_source(0, src, &ctx);
-    ck_assert_msg(st == TALLY_OK, "stub context: %s: %s", tally_status_name(st), tally_last_error(NULL));
-    ck_assert_int_eq(tally__opencl_program_from_cache(ctx), expect_cached);
-    return ctx;
-}
-
-START_TEST(test_cache_reuse)
-{
-    ck_assert_ptr_nonnull(tally__opencl_context_create_with_source);
-    char *src = stub_program("reuse");
-    tally_context_release(stub_context(src, 0));
-    ck_assert_int_eq(cache_files(NULL, 0), 1);
-    tally_context_release(stub_context(src, 1));
-    tally_context_release(stub_context(src, 1));
-    ck_assert_int_eq(cache_files(NULL, 0), 1);
-    /* Another program text is another key. */
-    char *other = stub_program("other");
-    tally_context_release(stub_context(other, 0));
-    ck_assert_int_eq(cache_files(NULL, 0), 2);
-    free(src);
-    free(other);
-}
-END_TEST
-
-static void rewrite(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *data = tt_alloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(data, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return data;
-}
-
-START_TEST(test_cache_corrupt)
-{
-    ck_assert_ptr_nonnull(tally__opencl_context_create_with_source);
-    char *src = stub_program("corrupt");
-    char path[1024];
-    tally_context_release(stub_context(src, 0));
-    ck_assert_int_eq(cache_files(path, sizeof path), 1);
-    size_t n = 0;
-    unsigned char *good = slurp(path, &n);
-    ck_assert_uint_gt(n, 80);
-
-    /* Each damaged file is ignored, the program rebuilt from source, and
-     * the file overwritten with a good one (the next context loads it). */
-    unsigned char *bad = tt_alloc(n);
-    for (int kind = 0; kind < 5; kind++) {
-        memcpy(bad, good, n);
-        size_t len = n;
-        switch (kind) {
-        case 0: len = n / 2; break;             /* truncated */
-        case 1: bad[n - 7] ^= 0x5a; break;      /* payload bit flips (checksum mismatch) */
-        case 2: len = 0; break;                 /* empty */
-        case 3: memcpy(bad, "GARBAGE!", 8); break; /* not a cache file */
-        case 4: bad[9] ^= 1; break;             /* another key's file under this name */
-        }
-        rewrite(path, bad, len);
-        tally_context *ctx = stub_context(src, 0);
-        /* The rebuilt context works. */
-        tally_buffer *b = NULL;
-        ck_assert_int_eq(tally_buffer_create(ctx, 64, &b), TALLY_OK);
-        tally_buffer_release(b);
-        tally_context_release(ctx);
-        ck_assert_int_eq(cache_files(NULL, 0), 1);
-        tally_context_release(stub_context(src, 1));
-    }
-
-    /* A file whose header and digest are right but whose binary the driver
-     * rejects: deleted and rebuilt. The digest (SHA-256 of key, size and
-     * payload; backends/opencl/opencl_cache.h) is recomputed so that only
-     * the driver can notice. */
-    memcpy(bad, good, n);
-    for (size_t i = 80; i < n; i++) bad[i] = (unsigned char)(i * 31u + 7u);
-    ck_assert_ptr_nonnull(tally__cl_cache_digest);
-    tally__cl_cache_digest(bad + 8, bad + 40, bad + 80, n - 80, bad + 48);
-    rewrite(path, bad, n);
-    tally_context_release(stub_context(src, 0));
-    tally_context_release(stub_context(src, 1));
-
-    /* An unreadable file (a directory in its place) is ignored too. */
-    ck_assert_int_eq(unlink(path), 0);
-    ck_assert_int_eq(mkdir(path, 0700), 0);
-    tally_context_release(stub_context(src, 0));
-    rmdir(path);
-    free(bad);
-    free(good);
-    free(src);
-}
-END_TEST
-
-START_TEST(test_cache_disabled)
-{
-    ck_assert_ptr_nonnull(tally__opencl_context_create_with_source);
-    setenv("TALLY_CACHE", "0", 1);
-    char *src = stub_program("disabled");
-    tally_context_release(stub_context(src, 0));
-    tally_context_release(stub_context(src, 0));
-    ck_assert_int_eq(cache_files(NULL, 0), 0);
-    /* Any other value leaves it on. */
-    setenv("TALLY_CACHE", "1", 1);
-    tally_context_release(stub_context(src, 0));
-    tally_context_release(stub_context(src, 1));
-    ck_assert_int_eq(cache_files(NULL, 0), 1);
-    free(src);
-}
-END_TEST
-
-/* The real program: the runner's probe (and every earlier test) built it
- * into the user's cache, so contexts of this process load it from there. */
-START_TEST(test_cache_real_program)
-{
-    const char *env = getenv("TALLY_CACHE");
-    tally_context *a = NULL, *b = NULL;
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &a), TALLY_OK);
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &b), TALLY_OK);
-    if (env == NULL || strcmp(env, "0") != 0) ck_assert_int_eq(tally__opencl_program_from_cache(b), 1);
-    tally_context_release(a);
-    tally_context_release(b);
-}
-END_TEST
 
 /* ------------------------------------------------------------------------
  * Errors
@@ -550,9 +319,6 @@ START_TEST(test_interop)
 END_TEST
 
 TT_SUITE("opencl",
-         {.name = "cache", .tests = {test_cache_reuse, test_cache_corrupt, test_cache_disabled},
-          .setup = cache_setup, .teardown = cache_teardown, .timeout = 600},
-         {.name = "cache_real", .tests = {test_cache_real_program}, .timeout = 600},
          {.name = "errors", .tests = {test_devices_and_bad_index, test_build_failure_log, test_interop},
           .timeout = 600},
          {.name = "errors_ctx", .tests = {test_huge_allocation, test_context_queries}, TT_FIXTURE, .timeout = 600})
