@@ -295,54 +295,49 @@ END_TEST
 
 /* ---- Things that are not files ----------------------------------------- */
 
-/* A FIFO under the entry's name: opening it for reading would wait for a
- * writer forever. The alarm's default action kills a hung test process,
- * which Check reports as a failure ("Alarm clock"). */
-START_TEST(fifo_entry)
-{
-    char *src = stub_program("fifo");
-    char entry[1024];
-    size_t n;
-    free(good_entry(src, entry, sizeof entry, &n));
-    ck_assert_int_eq(unlink(entry), 0);
-    ck_assert_int_eq(mkfifo(entry, 0600), 0);
-    alarm(120);
-    expect_rebuilt_and_repaired(src, entry);
-    alarm(0);
-    free(src);
-}
-END_TEST
+/* What stands under the entry's name, made by `make`; `replaced`: the
+ * context is built from source and the entry replaced by a good file, or
+ * (0) it cannot be replaced and every context builds from source. */
+static int make_fifo(const char *path) { return mkfifo(path, 0600); }
+static int make_zero_link(const char *path) { return symlink("/dev/zero", path); }
+static int make_directory(const char *path) { return mkdir(path, 0700); }
 
-/* A symlink to /dev/zero (an endless stream of zeros) and one to a good
- * entry elsewhere: neither is followed. */
-START_TEST(symlink_entry)
+static const struct {
+    const char *tag;
+    int (*make)(const char *path);
+    int replaced;
+} not_files[] = {
+    /* Opening a FIFO for reading would wait for a writer forever. */
+    {"fifo", make_fifo, 1},
+    /* An endless stream of zeros: the link is not followed, and rename
+     * replaces the link, not /dev/zero. */
+    {"symlink to /dev/zero", make_zero_link, 1},
+    /* A directory cannot be renamed over. */
+    {"directory", make_directory, 0},
+};
+
+/* The alarm's default action kills a hung test process, which Check
+ * reports as a failure ("Alarm clock"). */
+START_TEST(not_a_file_entry)
 {
-    char *src = stub_program("symlink");
+    char *src = stub_program(not_files[_i].tag);
     char entry[1024];
     size_t n;
     free(good_entry(src, entry, sizeof entry, &n));
     ck_assert_int_eq(unlink(entry), 0);
-    ck_assert_int_eq(symlink("/dev/zero", entry), 0);
-    expect_rebuilt_and_repaired(src, entry);
-    /* /dev/zero itself is untouched (rename replaced the link). */
+    ck_assert_msg(not_files[_i].make(entry) == 0, "cannot make a %s: %s", not_files[_i].tag, strerror(errno));
+    alarm(120);
+    if (not_files[_i].replaced) {
+        expect_rebuilt_and_repaired(src, entry);
+    } else {
+        ck_assert_int_eq(open_stub(src), 0);
+        ck_assert_int_eq(open_stub(src), 0);
+        rmdir(entry);
+    }
+    alarm(0);
     struct stat st;
     ck_assert_int_eq(stat("/dev/zero", &st), 0);
     ck_assert(S_ISCHR(st.st_mode));
-    free(src);
-}
-END_TEST
-
-START_TEST(directory_entry)
-{
-    char *src = stub_program("directory");
-    char entry[1024];
-    size_t n;
-    free(good_entry(src, entry, sizeof entry, &n));
-    ck_assert_int_eq(unlink(entry), 0);
-    ck_assert_int_eq(mkdir(entry, 0700), 0);
-    ck_assert_int_eq(open_stub(src), 0); /* a directory cannot be renamed over: built each time */
-    ck_assert_int_eq(open_stub(src), 0);
-    rmdir(entry);
     free(src);
 }
 END_TEST
@@ -577,15 +572,17 @@ START_TEST(real_program_cached)
 }
 END_TEST
 
-/* Every test of both cases runs against the fresh PoCL cache directory of
- * the case and the fresh tally cache of the test. */
-TT_SUITE("cache",
-         {.name = "damaged", .tests = {damaged_entry}, .loops = DAMAGE_COUNT, .unchecked_setup = pocl_dir_setup,
-          .unchecked_teardown = pocl_dir_teardown, .setup = setup, .teardown = teardown, .timeout = 300},
+/* Every test runs against the PoCL cache directory of its case and a fresh
+ * tally cache of its own. */
+#define CACHE_FIXTURES                                                                                    \
+    .unchecked_setup = pocl_dir_setup, .unchecked_teardown = pocl_dir_teardown, .setup = setup, .teardown = teardown, \
+    .timeout = 300
+
+TT_SUITE("cache", {.name = "damaged", .tests = {damaged_entry}, .loops = DAMAGE_COUNT, CACHE_FIXTURES},
+         {.name = "not_files", .tests = {not_a_file_entry}, .loops = (int)(sizeof not_files / sizeof not_files[0]),
+          CACHE_FIXTURES},
          {.name = "cache",
-          .tests = {reuse_and_keys, switched_off, refused_entry_deleted, fifo_entry, symlink_entry, directory_entry,
-                    missing_directory, unusable_directory, concurrent_writers, stale_temporaries,
-                    no_device_names_driver_cache},
-          .unchecked_setup = pocl_dir_setup, .unchecked_teardown = pocl_dir_teardown, .setup = setup,
-          .teardown = teardown, .timeout = 300},
+          .tests = {reuse_and_keys, switched_off, refused_entry_deleted, missing_directory, unusable_directory,
+                    concurrent_writers, stale_temporaries, no_device_names_driver_cache},
+          CACHE_FIXTURES},
          {.name = "real", .tests = {real_program_cached}, .timeout = 600})
