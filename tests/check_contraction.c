@@ -31,17 +31,10 @@
 
 const int tally_test_needs_backend = 1;
 
-/* One op output read back from a fresh 1 x n input. */
+/* sumsq of a fresh 1 x n input. */
 static float sumsq_of(const float *v, int64_t n)
 {
-    tally_context *ctx = tt_context();
-    tally_buffer *in = tt_upload(ctx, v, (size_t)n), *out = tt_buffer(ctx, 1);
-    tt_ok(tally_reduce(ctx, TALLY_SUMSQ, TALLY_AXIS_ALL, tally_view_f32(in, 0, 1, n), tally_view_f32(out, 0, 1, 1)),
-          ctx);
-    float r = tt_read1(out, 0);
-    tally_buffer_release(in);
-    tally_buffer_release(out);
-    return r;
+    return tt_reduce_all(tt_context(), TALLY_SUMSQ, v, 1, n);
 }
 
 /*

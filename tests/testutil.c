@@ -169,6 +169,17 @@ float tt_read1(const tally_buffer *buf, size_t at)
     return v;
 }
 
+float tt_reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int64_t rows, int64_t cols)
+{
+    tally_buffer *in = tt_upload(ctx, x, (size_t)(rows * cols)), *out = tt_buffer(ctx, 1);
+    tt_ok(tally_reduce(ctx, op, TALLY_AXIS_ALL, tally_view_f32(in, 0, rows, cols), tally_view_f32(out, 0, 1, 1)),
+          ctx);
+    float v = tt_read1(out, 0);
+    tally_buffer_release(in);
+    tally_buffer_release(out);
+    return v;
+}
+
 /* ---- Deterministic inputs ---------------------------------------------------- */
 
 tt_rand tt_rand_seed(uint64_t seed)

@@ -106,6 +106,9 @@ void tt_read(const tally_buffer *buf, size_t at, void *dst, size_t n);
 void tt_poison(tally_buffer *buf);
 /* Reads one float at element index `at`. */
 float tt_read1(const tally_buffer *buf, size_t at);
+/* `op` over all elements of a rows x cols copy of x on a fresh buffer of
+ * ctx; fails the test when the op fails. */
+float tt_reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int64_t rows, int64_t cols);
 
 /* ---- Deterministic inputs: xorshift64* with a fixed seed per call site. ---- */
 typedef struct tt_rand {
