@@ -199,9 +199,10 @@ static const char *const corruption_names[] = {
 static int corrupt(tt_rand *r, call *c, int k)
 {
     vd *v = pick_view(r, c, 0);
+    /* Corruptions 0 to 6 change a view: none applies without one. */
+    if (k <= 6 && v == NULL) return 0;
     switch (k) {
     case 0:
-        if (v == NULL) return 0;
         switch (tt_rand_below(r, 3)) {
         case 0: v->rows = -rnd(r, 1, 5); break;
         case 1: v->cols = -rnd(r, 1, 5); break;
@@ -209,33 +210,28 @@ static int corrupt(tt_rand *r, call *c, int k)
         }
         return 1;
     case 1:
-        if (v == NULL) return 0;
         v->rows = HUGE;
         v->cols = 0;
         return 1;
     case 2:
-        if (v == NULL) return 0;
         /* The last element lands 1..4 elements past the buffer's end. */
         v->off = N_ELEMS - ((v->rows - 1) * (v->rows > 1 ? v->stride : v->cols) + v->cols) + rnd(r, 1, 4);
         return 1;
     case 3:
-        if (v == NULL) return 0;
         if (v->cols < 2) v->cols = 2;
         if (v->rows < 2) v->rows = 2;
         v->stride = v->cols - 1;
         return 1;
     case 4:
-        if (v == NULL) return 0;
         v->dtype = v->dtype == TALLY_F32 ? (tt_rand_below(r, 2) ? TALLY_U32 : TALLY_I32)
                                          : (tt_rand_below(r, 2) ? TALLY_F32 : (tally_dtype)77);
         return 1;
     case 5:
-        if (v == NULL) return 0;
         v->buf = BUF_FOREIGN;
         v->off = 0;
         return 1;
     case 6:
-        if (v == NULL || (c->op == OP_GMM_S && v == &c->out[2])) return 0; /* component may be NULL */
+        if (c->op == OP_GMM_S && v == &c->out[2]) return 0; /* the component view may be NULL */
         v->buf = BUF_NULL;
         return 1;
     case 7:
