@@ -9,7 +9,6 @@
  * check_cuda_interop.c.
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,11 +215,8 @@ START_TEST(test_concurrent_first_use)
 {
     expectation e = expect_cuda();
     enum { THREADS = 4 };
-    pthread_t threads[THREADS];
     attempt attempts[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        ck_assert_int_eq(pthread_create(&threads[i], NULL, attempt_create, &attempts[i]), 0);
-    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(threads[i], NULL), 0);
+    tt_run_threads(attempt_create, attempts, sizeof attempts[0], THREADS);
     for (int i = 0; i < THREADS; i++) {
         check_outcome(&e, attempts[i].status, attempts[i].message, "tally_context_create(CUDA) on a thread");
         ck_assert_int_eq(attempts[i].status, attempts[0].status);

@@ -15,7 +15,6 @@
  */
 #include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,9 +325,7 @@ START_TEST(test_other_thread)
     tally_context *ctx = NULL;
     tt_ok(tally_context_create(TALLY_BACKEND_CUDA, 0, &ctx), NULL);
     worker w = {.ctx = ctx, .in = tt_upload(ctx, x, 4097), .out = tt_buffer(ctx, 1)};
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, work, &w), 0);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    tt_run_threads(work, &w, sizeof w, 1);
     tt_ok(w.status, ctx);
     ck_assert_ptr_null(w.before);
     ck_assert_ptr_null(w.after);

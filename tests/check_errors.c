@@ -10,7 +10,6 @@
  * TALLY_BACKEND / TALLY_DEVICE environment variables (each test runs in its
  * own process in Check's fork mode, so setenv stays local to it).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -679,13 +678,9 @@ static void *thread_worker(void *arg)
 START_TEST(contexts_on_threads)
 {
     enum { T = 4 };
-    pthread_t ids[T];
     thread_job jobs[T];
-    for (int i = 0; i < T; i++) {
-        jobs[i] = (thread_job){.id = i + 1, .ok = 0, .problem = ""};
-        ck_assert_int_eq(pthread_create(&ids[i], NULL, thread_worker, &jobs[i]), 0);
-    }
-    for (int i = 0; i < T; i++) pthread_join(ids[i], NULL);
+    for (int i = 0; i < T; i++) jobs[i] = (thread_job){.id = i + 1, .ok = 0, .problem = ""};
+    tt_run_threads(thread_worker, jobs, sizeof jobs[0], T);
     for (int i = 0; i < T; i++) ck_assert_msg(jobs[i].ok, "%s", jobs[i].problem);
 }
 END_TEST

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,17 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* ---- Threads ------------------------------------------------------------- */
+
+void tt_run_threads(void *(*fn)(void *job), void *jobs, size_t job_size, int count)
+{
+    pthread_t ids[64];
+    ck_assert_msg(count >= 1 && count <= 64, "tt_run_threads: %d threads", count);
+    for (int i = 0; i < count; i++)
+        ck_assert_int_eq(pthread_create(&ids[i], NULL, fn, (char *)jobs + (size_t)i * job_size), 0);
+    for (int i = 0; i < count; i++) ck_assert_int_eq(pthread_join(ids[i], NULL), 0);
+}
 
 /* ---- Backend fixture ------------------------------------------------------ */
 

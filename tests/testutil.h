@@ -129,6 +129,10 @@ void tt_fill_uniform(float *x, size_t n, uint64_t seed, double lo, double hi);
 void tt_fill_normal(float *x, size_t n, uint64_t seed, double mean, double sd);
 /* malloc that fails the test instead of returning NULL. */
 void *tt_alloc(size_t bytes);
+/* Runs fn on `count` threads at once, thread i with the job at
+ * (char *)jobs + i * job_size, and waits for all of them; fails the test if
+ * a thread cannot be started (at most 64). */
+void tt_run_threads(void *(*fn)(void *job), void *jobs, size_t job_size, int count);
 
 /* ---- Comparisons ---- */
 
