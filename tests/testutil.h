@@ -1,8 +1,9 @@
 /*
  * tests/testutil.h - the shared test fixture and helpers (prefix tt_).
  *
- * Every tests/check_<name>.c defines `Suite *tally_test_suite(void);` and is
- * linked with tests/runner.c, which runs it. A suite that runs ops on a
+ * Every tests/check_<name>.c defines `Suite *tally_test_suite(void);`, as
+ * rows of test cases through TT_SUITE (below), and is linked with
+ * tests/runner.c, which runs it. A suite that runs ops on a
  * device defines `const int tally_test_needs_backend = 1;`; the runner then
  * probes the backend named by TALLY_TEST_BACKEND (host, opencl or cuda;
  * default host) before running anything, and exits 77 (meson's SKIP) with a
