@@ -107,66 +107,53 @@ static void generate_valid(tt_rand *r, call *c)
     case OP_REDUCE:
         c->sub = (int)rnd(r, TALLY_SUM, TALLY_SUMSQ);
         c->axis = tt_rand_below(r, 2) ? TALLY_AXIS_ALL : TALLY_AXIS_ROW;
-        c->nin = 1;
-        c->in[0] = in_view(r, R, C);
-        c->nout = 1;
-        c->out[0] = c->axis == TALLY_AXIS_ALL ? out_view(r, &cursor, 1, 1, TALLY_F32)
-                                              : out_vector(r, &cursor, R, TALLY_F32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->out[c->nout++] = c->axis == TALLY_AXIS_ALL ? out_view(r, &cursor, 1, 1, TALLY_F32)
+                                                      : out_vector(r, &cursor, R, TALLY_F32);
         break;
     case OP_KL:
         c->sub = (int)rnd(r, TALLY_REDUCTION_NONE, TALLY_REDUCTION_BATCHMEAN);
         c->flags = (unsigned)tt_rand_below(r, 4);
-        c->nin = 2;
-        c->in[0] = in_view(r, R, C);
-        c->in[1] = in_view(r, R, C);
-        c->nout = 1;
-        c->out[0] = c->sub == TALLY_REDUCTION_NONE ? out_view(r, &cursor, R, C, TALLY_F32)
-                                                   : out_view(r, &cursor, 1, 1, TALLY_F32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->out[c->nout++] = c->sub == TALLY_REDUCTION_NONE ? out_view(r, &cursor, R, C, TALLY_F32)
+                                                           : out_view(r, &cursor, 1, 1, TALLY_F32);
         break;
     case OP_DM:
         c->sub = (int)rnd(r, TALLY_REDUCTION_NONE, TALLY_REDUCTION_MEAN);
         c->flags = (unsigned)tt_rand_below(r, 2);
-        c->nin = 2;
-        c->in[0] = in_view(r, R, C);
-        c->in[1] = in_view(r, tt_rand_below(r, 2) ? R : 1, C);
-        c->nout = 1;
-        c->out[0] = c->sub == TALLY_REDUCTION_NONE ? out_vector(r, &cursor, R, TALLY_F32)
-                                                   : out_view(r, &cursor, 1, 1, TALLY_F32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->in[c->nin++] = in_view(r, tt_rand_below(r, 2) ? R : 1, C);
+        c->out[c->nout++] = c->sub == TALLY_REDUCTION_NONE ? out_vector(r, &cursor, R, TALLY_F32)
+                                                           : out_view(r, &cursor, 1, 1, TALLY_F32);
         break;
     case OP_GMM_LP:
     case OP_GMM_S: {
         int64_t K = rnd(r, 1, 4), D = rnd(r, 1, 12);
         c->K = K;
-        int i = 0;
-        if (c->op == OP_GMM_LP) c->in[i++] = in_view(r, R, D);
-        c->in[i++] = in_view(r, R, K * D);
-        c->in[i++] = in_view(r, R, K * D);
-        if (K == 1 && tt_rand_below(r, 2)) c->in[i++] = (vd){.buf = BUF_NULL, .dtype = TALLY_F32};
-        else c->in[i++] = in_view(r, 1, K);
-        c->nin = i;
+        if (c->op == OP_GMM_LP) c->in[c->nin++] = in_view(r, R, D);
+        c->in[c->nin++] = in_view(r, R, K * D);
+        c->in[c->nin++] = in_view(r, R, K * D);
+        if (K == 1 && tt_rand_below(r, 2)) c->in[c->nin++] = (vd){.buf = BUF_NULL, .dtype = TALLY_F32};
+        else c->in[c->nin++] = in_view(r, 1, K);
         if (c->op == OP_GMM_LP) {
-            c->nout = 1;
-            c->out[0] = out_vector(r, &cursor, R, TALLY_F32);
-        } else {
-            c->nout = 3;
-            c->out[0] = out_view(r, &cursor, R, D, TALLY_F32);
-            c->out[1] = out_vector(r, &cursor, R, TALLY_F32);
-            c->out[2] = tt_rand_below(r, 4) ? out_vector(r, &cursor, R, TALLY_I32)
-                                            : (vd){.buf = BUF_NULL, .dtype = TALLY_I32};
+            c->out[c->nout++] = out_vector(r, &cursor, R, TALLY_F32);
+        } else { /* z, log q and (maybe NULL) the components */
+            c->out[c->nout++] = out_view(r, &cursor, R, D, TALLY_F32);
+            c->out[c->nout++] = out_vector(r, &cursor, R, TALLY_F32);
+            c->out[c->nout++] = tt_rand_below(r, 4) ? out_vector(r, &cursor, R, TALLY_I32)
+                                                    : (vd){.buf = BUF_NULL, .dtype = TALLY_I32};
         }
         break;
     }
     case OP_RNG:
         c->sub = (int)rnd(r, TALLY_DIST_RAW, TALLY_DIST_NORMAL);
-        c->nout = 1;
-        c->out[0] = out_view(r, &cursor, R, C, c->sub == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32);
+        c->out[c->nout++] = out_view(r, &cursor, R, C, c->sub == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32);
         break;
     case OP_CAT:
         c->flags = (unsigned)tt_rand_below(r, 2);
-        c->nin = 1;
-        c->in[0] = in_view(r, R, C);
-        c->nout = 1;
-        c->out[0] = out_vector(r, &cursor, R, TALLY_I32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->out[c->nout++] = out_vector(r, &cursor, R, TALLY_I32);
         break;
     }
 }
