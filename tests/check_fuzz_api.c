@@ -174,106 +174,173 @@ static vd *pick_view(tt_rand *r, call *c, int outputs_only)
     return n == 0 ? NULL : cands[tt_rand_below(r, (uint64_t)n)];
 }
 
-static const char *const corruption_names[] = {
-    "negative dimension", "huge empty view", "view past its buffer", "stride below cols", "wrong dtype",
-    "foreign buffer", "missing buffer", "unknown enum", "unknown flag", "output over an input",
-    "wrong output shape", "stream offset near 2^64", "bad component count", "NULL context", "huge offset",
-};
-#define N_CORRUPTIONS ((int)(sizeof corruption_names / sizeof corruption_names[0]))
+/* The corruptions. Each changes one thing of a valid call, the view `v`
+ * (drawn by the caller, NULL when the call has none) or the call itself,
+ * and returns 0 when it does not apply to this op (the caller then draws
+ * another). */
+static int negative_dimension(tt_rand *r, call *c, vd *v)
+{
+    (void)c;
+    switch (tt_rand_below(r, 3)) {
+    case 0: v->rows = -rnd(r, 1, 5); break;
+    case 1: v->cols = -rnd(r, 1, 5); break;
+    default: v->rows = INT64_MIN; break;
+    }
+    return 1;
+}
 
-/* Applies corruption k; returns 0 when it does not apply to this op (the
- * caller draws another). */
+static int huge_empty_view(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)c;
+    v->rows = HUGE, v->cols = 0;
+    return 1;
+}
+
+/* The last element lands 1..4 elements past the buffer's end. */
+static int past_the_end(tt_rand *r, call *c, vd *v)
+{
+    (void)c;
+    v->off = N_ELEMS - ((v->rows - 1) * (v->rows > 1 ? v->stride : v->cols) + v->cols) + rnd(r, 1, 4);
+    return 1;
+}
+
+static int stride_below_cols(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)c;
+    if (v->cols < 2) v->cols = 2;
+    if (v->rows < 2) v->rows = 2;
+    v->stride = v->cols - 1;
+    return 1;
+}
+
+static int wrong_dtype(tt_rand *r, call *c, vd *v)
+{
+    (void)c;
+    v->dtype = v->dtype == TALLY_F32 ? (tt_rand_below(r, 2) ? TALLY_U32 : TALLY_I32)
+                                     : (tt_rand_below(r, 2) ? TALLY_F32 : (tally_dtype)77);
+    return 1;
+}
+
+static int foreign_buffer(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)c;
+    v->buf = BUF_FOREIGN, v->off = 0;
+    return 1;
+}
+
+static int missing_buffer(tt_rand *r, call *c, vd *v)
+{
+    (void)r;
+    if (c->op == OP_GMM_S && v == &c->out[2]) return 0; /* the component view may be NULL */
+    v->buf = BUF_NULL;
+    return 1;
+}
+
+static int unknown_enum(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    switch (c->op) {
+    case OP_REDUCE:
+        if (tt_rand_below(r, 2)) c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 7, 1000);
+        else c->axis = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 3, 1000);
+        return 1;
+    case OP_KL: c->sub = tt_rand_below(r, 2) ? -1 : (int)rnd(r, 4, 99); return 1;
+    case OP_DM: c->sub = (int)rnd(r, 3, 99); return 1; /* batchmean is KL's alone */
+    case OP_RNG: c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 4, 99); return 1;
+    default: return 0;
+    }
+}
+
+static int unknown_flag(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    switch (c->op) {
+    case OP_KL: c->flags |= 1u << rnd(r, 2, 31); return 1;
+    case OP_DM: c->flags |= 1u << rnd(r, 1, 31); return 1;
+    case OP_CAT: c->flags |= 1u << rnd(r, 1, 31); return 1;
+    default: return 0;
+    }
+}
+
+static int output_over_input(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    if (c->nin == 0) return 0;
+    vd *o = pick_view(r, c, 1);
+    int pick = (int)tt_rand_below(r, (uint64_t)c->nin);
+    vd *i = &c->in[pick];
+    if (o == NULL || i->buf != BUF_IN) return 0;
+    if ((c->op == OP_GMM_LP || c->op == OP_GMM_S) && c->K == 1 && pick == c->nin - 1) return 0;
+    o->buf = BUF_IN;
+    o->off = i->off; /* same first element: overlaps whatever the shapes */
+    return 1;
+}
+
+static int wrong_output_shape(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)v;
+    if (c->op == OP_RNG) return 0;
+    vd *o = &c->out[c->op == OP_GMM_S ? 1 : 0];
+    if (o->rows == 1 && o->cols == 1) o->rows = 2;
+    else if (o->cols == 1) o->rows += 1;
+    else if (o->rows == 1) o->cols += 1;
+    else o->rows += 1;
+    return 1;
+}
+
+static int stream_offset_near_end(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    if (c->op != OP_RNG && c->op != OP_GMM_S && c->op != OP_CAT) return 0;
+    c->rng.offset = UINT64_MAX - (uint64_t)rnd(r, 0, 2);
+    return 1;
+}
+
+static int bad_component_count(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    if (c->op != OP_GMM_LP && c->op != OP_GMM_S) return 0;
+    c->K = tt_rand_below(r, 2) ? -(int64_t)tt_rand_below(r, 3) : (int64_t)1 << 31;
+    return 1;
+}
+
+static int null_context(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)v;
+    c->null_ctx = 1;
+    return 1;
+}
+
+static int huge_offset(tt_rand *r, call *c, vd *v)
+{
+    (void)c;
+    v->off = (int64_t)(tt_rand_u64(r) >> 1) | ((int64_t)1 << 57);
+    return 1;
+}
+
+/* name, the corruption, and whether it needs a view. */
+static const struct {
+    const char *name;
+    int (*apply)(tt_rand *r, call *c, vd *v);
+    int needs_view;
+} corruptions[] = {
+    {"negative dimension", negative_dimension, 1},  {"huge empty view", huge_empty_view, 1},
+    {"view past its buffer", past_the_end, 1},      {"stride below cols", stride_below_cols, 1},
+    {"wrong dtype", wrong_dtype, 1},                {"foreign buffer", foreign_buffer, 1},
+    {"missing buffer", missing_buffer, 1},          {"unknown enum", unknown_enum, 0},
+    {"unknown flag", unknown_flag, 0},              {"output over an input", output_over_input, 0},
+    {"wrong output shape", wrong_output_shape, 0},  {"stream offset near 2^64", stream_offset_near_end, 0},
+    {"bad component count", bad_component_count, 0}, {"NULL context", null_context, 0},
+    {"huge offset", huge_offset, 1},
+};
+#define N_CORRUPTIONS ((int)(sizeof corruptions / sizeof corruptions[0]))
+
+/* Applies corruption k; returns 0 when it does not apply to this op. */
 static int corrupt(tt_rand *r, call *c, int k)
 {
     vd *v = pick_view(r, c, 0);
-    /* Corruptions 0 to 6 change a view: none applies without one. */
-    if (k <= 6 && v == NULL) return 0;
-    switch (k) {
-    case 0:
-        switch (tt_rand_below(r, 3)) {
-        case 0: v->rows = -rnd(r, 1, 5); break;
-        case 1: v->cols = -rnd(r, 1, 5); break;
-        default: v->rows = INT64_MIN; break;
-        }
-        return 1;
-    case 1:
-        v->rows = HUGE;
-        v->cols = 0;
-        return 1;
-    case 2:
-        /* The last element lands 1..4 elements past the buffer's end. */
-        v->off = N_ELEMS - ((v->rows - 1) * (v->rows > 1 ? v->stride : v->cols) + v->cols) + rnd(r, 1, 4);
-        return 1;
-    case 3:
-        if (v->cols < 2) v->cols = 2;
-        if (v->rows < 2) v->rows = 2;
-        v->stride = v->cols - 1;
-        return 1;
-    case 4:
-        v->dtype = v->dtype == TALLY_F32 ? (tt_rand_below(r, 2) ? TALLY_U32 : TALLY_I32)
-                                         : (tt_rand_below(r, 2) ? TALLY_F32 : (tally_dtype)77);
-        return 1;
-    case 5:
-        v->buf = BUF_FOREIGN;
-        v->off = 0;
-        return 1;
-    case 6:
-        if (c->op == OP_GMM_S && v == &c->out[2]) return 0; /* the component view may be NULL */
-        v->buf = BUF_NULL;
-        return 1;
-    case 7:
-        switch (c->op) {
-        case OP_REDUCE:
-            if (tt_rand_below(r, 2)) c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 7, 1000);
-            else c->axis = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 3, 1000);
-            return 1;
-        case OP_KL: c->sub = tt_rand_below(r, 2) ? -1 : (int)rnd(r, 4, 99); return 1;
-        case OP_DM: c->sub = (int)rnd(r, 3, 99); return 1; /* batchmean is KL's alone */
-        case OP_RNG: c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 4, 99); return 1;
-        default: return 0;
-        }
-    case 8:
-        switch (c->op) {
-        case OP_KL: c->flags |= 1u << rnd(r, 2, 31); return 1;
-        case OP_DM: c->flags |= 1u << rnd(r, 1, 31); return 1;
-        case OP_CAT: c->flags |= 1u << rnd(r, 1, 31); return 1;
-        default: return 0;
-        }
-    case 9: {
-        if (c->nin == 0) return 0;
-        vd *o = pick_view(r, c, 1);
-        int pick = (int)tt_rand_below(r, (uint64_t)c->nin);
-        vd *i = &c->in[pick];
-        if (o == NULL || i->buf != BUF_IN) return 0;
-        if ((c->op == OP_GMM_LP || c->op == OP_GMM_S) && c->K == 1 && pick == c->nin - 1) return 0;
-        o->buf = BUF_IN;
-        o->off = i->off; /* same first element: overlaps whatever the shapes */
-        return 1;
-    }
-    case 10: {
-        if (c->op == OP_RNG) return 0;
-        vd *o = &c->out[c->op == OP_GMM_S ? 1 : 0];
-        if (o->rows == 1 && o->cols == 1) o->rows = 2;
-        else if (o->cols == 1) o->rows += 1;
-        else if (o->rows == 1) o->cols += 1;
-        else o->rows += 1;
-        return 1;
-    }
-    case 11:
-        if (c->op != OP_RNG && c->op != OP_GMM_S && c->op != OP_CAT) return 0;
-        c->rng.offset = UINT64_MAX - (uint64_t)rnd(r, 0, 2);
-        return 1;
-    case 12:
-        if (c->op != OP_GMM_LP && c->op != OP_GMM_S) return 0;
-        c->K = tt_rand_below(r, 2) ? -(int64_t)tt_rand_below(r, 3) : (int64_t)1 << 31;
-        return 1;
-    case 13: c->null_ctx = 1; return 1;
-    case 14:
-        if (v == NULL) return 0;
-        v->off = (int64_t)(tt_rand_u64(r) >> 1) | ((int64_t)1 << 57);
-        return 1;
-    }
-    return 0;
+    if (corruptions[k].needs_view && v == NULL) return 0;
+    return corruptions[k].apply(r, c, v);
 }
 
 /* ---- Execution ---------------------------------------------------------- */
@@ -381,7 +448,7 @@ START_TEST(fuzz_every_op)
         }
         uint64_t c_dut = 12345, c_host = 12345;
         tally_status s_dut = execute(&dut, &c, &c_dut), s_host = execute(&host, &c, &c_host);
-        const char *what = corruption >= 0 ? corruption_names[corruption] : "valid";
+        const char *what = corruption >= 0 ? corruptions[corruption].name : "valid";
         ck_assert_msg(s_dut == s_host, "call %ld (op %d, %s): %s vs host %s: %s | %s", n, c.op, what,
                       tally_status_name(s_dut), tally_status_name(s_host), tally_last_error(c.null_ctx ? NULL : dut.ctx),
                       tally_last_error(c.null_ctx ? NULL : host.ctx));
@@ -421,7 +488,7 @@ START_TEST(fuzz_every_op)
     }
     fprintf(stderr, "fuzz_api %s: %ld calls, %ld valid and equal to the host, %ld rejected, 0 false accepts, "
             "0 out-of-view writes\n", tally_backend_name(tt_backend()), calls, valid, rejected);
-    for (int k = 0; k < N_CORRUPTIONS; k++) fprintf(stderr, "  %-26s %ld\n", corruption_names[k], per_corruption[k]);
+    for (int k = 0; k < N_CORRUPTIONS; k++) fprintf(stderr, "  %-26s %ld\n", corruptions[k].name, per_corruption[k]);
     tally_buffer_release(foreign_buf);
     tally_context_release(other);
     free_side(&dut);
