@@ -370,7 +370,7 @@ static tally_context *context_for(const char *impl, const char *threads)
     setenv("TALLY_HOST_IMPL", impl, 1);
     if (threads != NULL) setenv("TALLY_HOST_THREADS", threads, 1);
     tally_context *ctx = NULL;
-    tally_status st = tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx);
+    tally_status st = tally_context_create(TALLY_BACKEND_HOST, 0, &ctx);
     ck_assert_msg(st == TALLY_OK, "host context with TALLY_HOST_IMPL=%s: %s", impl, tally_last_error(NULL));
     unsetenv("TALLY_HOST_IMPL");
     unsetenv("TALLY_HOST_THREADS");
@@ -539,18 +539,18 @@ START_TEST(test_bad_impl)
 {
     tally_context *ctx = NULL;
     setenv("TALLY_HOST_IMPL", "no-such-isa", 1);
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx), TALLY_INVALID_ARGUMENT);
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, 0, &ctx), TALLY_INVALID_ARGUMENT);
     ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_HOST_IMPL") != NULL, "%s", tally_last_error(NULL));
     const tally__host_impl *all;
     size_t n = tally__host_impls(&all);
     for (size_t i = 0; i < n; i++)
         if (!all[i].supported()) {
             setenv("TALLY_HOST_IMPL", all[i].name, 1);
-            ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx),
+            ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, 0, &ctx),
                              TALLY_INVALID_ARGUMENT);
         }
     unsetenv("TALLY_HOST_IMPL");
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx), TALLY_OK);
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, 0, &ctx), TALLY_OK);
     tally_context_release(ctx);
 }
 END_TEST
