@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "testutil.h"
 
@@ -23,7 +22,6 @@ const int tally_test_needs_backend = 1;
 extern int tally__opencl_fma_emulated(const tally_context *ctx) __attribute__((weak));
 extern tally_status tally__opencl_context_create_with_source(int device, const char *source, tally_context **out)
     __attribute__((weak));
-
 
 /* ------------------------------------------------------------------------
  * Errors
