@@ -23,6 +23,8 @@
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
+/* Run by hand without TALLY_TEST_BACKEND, the runner would probe the host. */
+const char *const tally_test_only_backend = "cuda";
 
 /* ---- The app's own use of the driver ---------------------------------------
  * Declared here rather than taken from cuda.h, so that this file builds where
@@ -536,25 +538,9 @@ START_TEST(test_wrap_host_refused)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    /* Run by hand without TALLY_TEST_BACKEND, the runner would have probed
-     * the host; probe CUDA here so that a machine without it skips. */
-    if (tt_backend() != TALLY_BACKEND_CUDA) {
-        setenv("TALLY_TEST_BACKEND", "cuda", 1);
-        char why[1200];
-        int usable = tt_probe_backend(why, sizeof why);
-        if (usable <= 0) {
-            fprintf(stderr, "%s: %s\n", usable == 0 ? "SKIP" : "FAIL", why);
-            exit(usable == 0 ? 77 : EXIT_FAILURE);
-        }
-    }
-    const tt_tcase cases[] = {
-        {.name = "interop", .setup = app_setup, .teardown = app_teardown,
-         .tests = {test_app_memory_and_stream, test_own_buffers, test_wrap_rejects, test_other_thread,
-                   test_foreign_stream_rejected, test_two_contexts, test_devices_match_context,
-                   test_stream_zero_is_default_stream, test_stream_legacy, test_stream_per_thread,
-                   test_wrap_host_refused}},
-    };
-    return tt_suite("cuda_interop", cases, sizeof cases / sizeof cases[0]);
-}
+TT_SUITE("cuda_interop",
+         {.name = "interop", .setup = app_setup, .teardown = app_teardown,
+          .tests = {test_app_memory_and_stream, test_own_buffers, test_wrap_rejects, test_other_thread,
+                    test_foreign_stream_rejected, test_two_contexts, test_devices_match_context,
+                    test_stream_zero_is_default_stream, test_stream_legacy, test_stream_per_thread,
+                    test_wrap_host_refused}})

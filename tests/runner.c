@@ -7,7 +7,8 @@
  * 0 when every test passed, 1 otherwise. A backend-dependent suite (one that
  * defines tally_test_needs_backend = 1, or any run with TALLY_TEST_BACKEND
  * set) first probes its backend and exits 77, meson's SKIP, when the backend
- * is not compiled in, its library is missing or it has no device: a test of
+ * is not compiled in, its library is missing or it has no device (a suite
+ * that defines tally_test_only_backend always probes that one): a test of
  * an absent backend must never count as passed. A backend that is present
  * but fails to create a context is a failure (exit 1), not a skip.
  */
@@ -19,9 +20,12 @@
 /* Test files that need no backend do not define it. */
 #if defined(__GNUC__)
 extern const int tally_test_needs_backend __attribute__((weak));
+extern const char *const tally_test_only_backend __attribute__((weak));
 #  define NEEDS_BACKEND_DEFINED() (&tally_test_needs_backend != NULL)
+#  define ONLY_BACKEND() (&tally_test_only_backend != NULL ? tally_test_only_backend : NULL)
 #else
 #  define NEEDS_BACKEND_DEFINED() 0
+#  define ONLY_BACKEND() NULL
 #endif
 
 #define EXIT_SKIP 77
@@ -60,6 +64,8 @@ Suite *tt_suite(const char *name, const tt_tcase *cases, size_t count)
 
 int main(int argc, char **argv)
 {
+    const char *only = ONLY_BACKEND();
+    if (only != NULL) setenv("TALLY_TEST_BACKEND", only, 1);
     const char *env = getenv("TALLY_TEST_BACKEND");
     int needs = (NEEDS_BACKEND_DEFINED() && tally_test_needs_backend) || (env != NULL && env[0] != '\0');
     if (needs) {

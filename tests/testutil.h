@@ -22,6 +22,11 @@
 
 /* Defined by a test file whose suite needs a backend (see above). */
 extern const int tally_test_needs_backend;
+/* Defined by a test file whose suite runs on one backend only, whatever
+ * TALLY_TEST_BACKEND says (its name, e.g. "cuda"): the runner probes that
+ * backend, so a machine without it skips the suite even when the suite is
+ * run by hand. */
+extern const char *const tally_test_only_backend;
 Suite *tally_test_suite(void);
 
 /* ---- Suite registration: one shape for every test file ---- */
