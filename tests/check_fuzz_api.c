@@ -174,64 +174,48 @@ static vd *pick_view(tt_rand *r, call *c, int outputs_only)
     return n == 0 ? NULL : cands[tt_rand_below(r, (uint64_t)n)];
 }
 
-/* The corruptions. Each changes one thing of a valid call, the view `v`
- * (drawn by the caller, NULL when the call has none) or the call itself,
- * and returns 0 when it does not apply to this op (the caller then draws
- * another). */
-static int negative_dimension(tt_rand *r, call *c, vd *v)
+/* The corruptions. A view corruption changes the view `v` (drawn by the
+ * caller; the corruption does not apply to a call without one); a call
+ * corruption changes the call, or `v` where the op allows it, and returns 0
+ * when it does not apply to this op. Where one does not apply, the caller
+ * draws another. */
+static void negative_dimension(tt_rand *r, vd *v)
 {
-    (void)c;
-    switch (tt_rand_below(r, 3)) {
-    case 0: v->rows = -rnd(r, 1, 5); break;
-    case 1: v->cols = -rnd(r, 1, 5); break;
-    default: v->rows = INT64_MIN; break;
-    }
-    return 1;
+    uint64_t k = tt_rand_below(r, 3);
+    if (k == 0) v->rows = -rnd(r, 1, 5);
+    else if (k == 1) v->cols = -rnd(r, 1, 5);
+    else v->rows = INT64_MIN;
 }
 
-static int huge_empty_view(tt_rand *r, call *c, vd *v)
-{
-    (void)r, (void)c;
-    v->rows = HUGE, v->cols = 0;
-    return 1;
-}
+static void huge_empty_view(tt_rand *r, vd *v) { (void)r, v->rows = HUGE, v->cols = 0; }
 
 /* The last element lands 1..4 elements past the buffer's end. */
-static int past_the_end(tt_rand *r, call *c, vd *v)
+static void past_the_end(tt_rand *r, vd *v)
 {
-    (void)c;
     v->off = N_ELEMS - ((v->rows - 1) * (v->rows > 1 ? v->stride : v->cols) + v->cols) + rnd(r, 1, 4);
-    return 1;
 }
 
-static int stride_below_cols(tt_rand *r, call *c, vd *v)
+static void stride_below_cols(tt_rand *r, vd *v)
 {
-    (void)r, (void)c;
-    if (v->cols < 2) v->cols = 2;
-    if (v->rows < 2) v->rows = 2;
+    (void)r;
+    v->cols = v->cols < 2 ? 2 : v->cols, v->rows = v->rows < 2 ? 2 : v->rows;
     v->stride = v->cols - 1;
-    return 1;
 }
 
-static int wrong_dtype(tt_rand *r, call *c, vd *v)
+static void wrong_dtype(tt_rand *r, vd *v)
 {
-    (void)c;
     v->dtype = v->dtype == TALLY_F32 ? (tt_rand_below(r, 2) ? TALLY_U32 : TALLY_I32)
                                      : (tt_rand_below(r, 2) ? TALLY_F32 : (tally_dtype)77);
-    return 1;
 }
 
-static int foreign_buffer(tt_rand *r, call *c, vd *v)
-{
-    (void)r, (void)c;
-    v->buf = BUF_FOREIGN, v->off = 0;
-    return 1;
-}
+static void foreign_buffer(tt_rand *r, vd *v) { (void)r, v->buf = BUF_FOREIGN, v->off = 0; }
+
+static void huge_offset(tt_rand *r, vd *v) { v->off = (int64_t)(tt_rand_u64(r) >> 1) | ((int64_t)1 << 57); }
 
 static int missing_buffer(tt_rand *r, call *c, vd *v)
 {
     (void)r;
-    if (c->op == OP_GMM_S && v == &c->out[2]) return 0; /* the component view may be NULL */
+    if (v == NULL || (c->op == OP_GMM_S && v == &c->out[2])) return 0; /* the component view may be NULL */
     v->buf = BUF_NULL;
     return 1;
 }
@@ -311,36 +295,38 @@ static int null_context(tt_rand *r, call *c, vd *v)
     return 1;
 }
 
-static int huge_offset(tt_rand *r, call *c, vd *v)
-{
-    (void)c;
-    v->off = (int64_t)(tt_rand_u64(r) >> 1) | ((int64_t)1 << 57);
-    return 1;
-}
-
-/* name, the corruption, and whether it needs a view. */
+/* Each corruption: its name and either its view or its call form. */
 static const struct {
     const char *name;
-    int (*apply)(tt_rand *r, call *c, vd *v);
-    int needs_view;
+    void (*view)(tt_rand *r, vd *v);
+    int (*call)(tt_rand *r, call *c, vd *v);
 } corruptions[] = {
-    {"negative dimension", negative_dimension, 1},  {"huge empty view", huge_empty_view, 1},
-    {"view past its buffer", past_the_end, 1},      {"stride below cols", stride_below_cols, 1},
-    {"wrong dtype", wrong_dtype, 1},                {"foreign buffer", foreign_buffer, 1},
-    {"missing buffer", missing_buffer, 1},          {"unknown enum", unknown_enum, 0},
-    {"unknown flag", unknown_flag, 0},              {"output over an input", output_over_input, 0},
-    {"wrong output shape", wrong_output_shape, 0},  {"stream offset near 2^64", stream_offset_near_end, 0},
-    {"bad component count", bad_component_count, 0}, {"NULL context", null_context, 0},
-    {"huge offset", huge_offset, 1},
+    {"negative dimension", negative_dimension, NULL},
+    {"huge empty view", huge_empty_view, NULL},
+    {"view past its buffer", past_the_end, NULL},
+    {"stride below cols", stride_below_cols, NULL},
+    {"wrong dtype", wrong_dtype, NULL},
+    {"foreign buffer", foreign_buffer, NULL},
+    {"missing buffer", NULL, missing_buffer},
+    {"unknown enum", NULL, unknown_enum},
+    {"unknown flag", NULL, unknown_flag},
+    {"output over an input", NULL, output_over_input},
+    {"wrong output shape", NULL, wrong_output_shape},
+    {"stream offset near 2^64", NULL, stream_offset_near_end},
+    {"bad component count", NULL, bad_component_count},
+    {"NULL context", NULL, null_context},
+    {"huge offset", huge_offset, NULL},
 };
 #define N_CORRUPTIONS ((int)(sizeof corruptions / sizeof corruptions[0]))
 
-/* Applies corruption k; returns 0 when it does not apply to this op. */
+/* Applies corruption k; returns 0 when it does not apply to this call. */
 static int corrupt(tt_rand *r, call *c, int k)
 {
     vd *v = pick_view(r, c, 0);
-    if (corruptions[k].needs_view && v == NULL) return 0;
-    return corruptions[k].apply(r, c, v);
+    if (corruptions[k].call != NULL) return corruptions[k].call(r, c, v);
+    if (v == NULL) return 0;
+    corruptions[k].view(r, v);
+    return 1;
 }
 
 /* ---- Execution ---------------------------------------------------------- */
