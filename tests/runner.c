@@ -46,9 +46,15 @@ Suite *tt_suite(const char *name, const tt_tcase *cases, size_t count)
     Suite *s = suite_create(name);
     for (size_t c = 0; c < count; c++) {
         const tt_tcase *row = &cases[c];
+        /* A full list may have lost tests to the initialiser (excess
+         * elements are only a warning in C): the last slot stays NULL. */
+        if (row->tests[sizeof row->tests / sizeof row->tests[0] - 1] != NULL) {
+            fprintf(stderr, "suite %s, case %s: more tests than tt_tcase holds; enlarge tests[]\n", name, row->name);
+            exit(2);
+        }
         if (row->only_with != NULL && getenv(row->only_with) == NULL) continue;
         TCase *tc = NULL;
-        for (size_t t = 0; t < sizeof row->tests / sizeof row->tests[0] && row->tests[t] != NULL; t++) {
+        for (size_t t = 0; row->tests[t] != NULL; t++) {
             if (tc == NULL || row->case_per_test) {
                 tc = row_tcase(row, row->case_per_test ? row->tests[t]->name : row->name);
                 suite_add_tcase(s, tc);

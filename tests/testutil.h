@@ -35,7 +35,8 @@ Suite *tally_test_suite(void);
  * its own process in Check's fork mode. */
 typedef struct tt_tcase {
     const char *name;
-    /* The tests, up to the first NULL (START_TEST's names). */
+    /* The tests, up to the first NULL (START_TEST's names); at most 23, so
+     * that the last slot is NULL (the runner checks it). */
     const TTest *tests[24];
     /* A checked fixture, run around every test (TT_FIXTURE: the test
      * context), and an unchecked one, run once around the whole case. */
