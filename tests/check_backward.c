@@ -941,30 +941,14 @@ START_TEST(gmm_training_loop)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("backward");
-    struct {
-        const char *name;
-        const TTest *tests[8];
-    } cases[] = {
-        {"digamma", {digamma_known_values, digamma_dense_sample, NULL}},
-        {"kl",
-         {kl_backward_cases, kl_reference_matches_finite_differences, kl_backward_special_values,
-          kl_backward_errors_and_empty, NULL}},
-        {"dm",
-         {dm_backward_cases, dm_reference_matches_finite_differences, dm_backward_edges_and_errors,
-          dm_training_loop, NULL}},
-        {"gmm",
-         {gmm_log_prob_backward_cases, gmm_reference_matches_finite_differences, gmm_sample_backward_cases,
-          gmm_backward_edges_and_errors, gmm_training_loop, NULL}},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        TCase *tc = tcase_create(cases[c].name);
-        tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-        tcase_set_timeout(tc, 300);
-        for (int t = 0; cases[c].tests[t] != NULL; t++) tcase_add_test(tc, cases[c].tests[t]);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("backward",
+         {.name = "digamma", TT_FIXTURE, .timeout = 300, .tests = {digamma_known_values, digamma_dense_sample}},
+         {.name = "kl", TT_FIXTURE, .timeout = 300,
+          .tests = {kl_backward_cases, kl_reference_matches_finite_differences, kl_backward_special_values,
+                    kl_backward_errors_and_empty}},
+         {.name = "dm", TT_FIXTURE, .timeout = 300,
+          .tests = {dm_backward_cases, dm_reference_matches_finite_differences, dm_backward_edges_and_errors,
+                    dm_training_loop}},
+         {.name = "gmm", TT_FIXTURE, .timeout = 300,
+          .tests = {gmm_log_prob_backward_cases, gmm_reference_matches_finite_differences, gmm_sample_backward_cases,
+                    gmm_backward_edges_and_errors, gmm_training_loop}})

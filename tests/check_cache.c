@@ -1,6 +1,8 @@
 /*
- * tests/check_cache.c - the OpenCL binary cache under hostile conditions
- * (issue 15). Each scenario puts something bad where the cache looks, then
+ * tests/check_cache.c - the OpenCL program binary cache: an entry is
+ * written once and reused, another program is another key, TALLY_CACHE=0
+ * switches it off, and (issue 15) it holds under hostile conditions. Each
+ * hostile scenario puts something bad where the cache looks, then
  * creates a context: creation must succeed, never block, never hand a bad
  * entry to the driver (PoCL aborts the process on some malformed binaries,
  * which would fail this test as a crash), and leave a good entry behind
@@ -213,13 +215,16 @@ typedef enum damage {
     OLD_FORMAT,     /* a TALLYCL1 entry with its FNV-1a checksum right over a malformed payload */
     HUGE_CLAIM,     /* header claims 1 GiB */
     SPARSE_GIB,     /* a 1 GiB file (sparse): rejected by size before reading */
+    EMPTY,
+    NOT_A_CACHE_FILE,
+    OTHER_KEY,      /* another key's entry under this name */
     DAMAGE_COUNT
 } damage;
 
 static const char *const damage_names[DAMAGE_COUNT] = {
     "truncated to half", "truncated to the header", "one byte short", "one byte extra",
     "payload byte flipped", "digest byte flipped", "old format, checksummed", "header claims 1 GiB",
-    "sparse 1 GiB file",
+    "sparse 1 GiB file", "empty", "not a cache file", "another key's entry",
 };
 
 START_TEST(damaged_entry)
@@ -255,11 +260,14 @@ START_TEST(damaged_entry)
         memcpy(bad + 40, &claim, 8);
         break;
     case SPARSE_GIB: break;
+    case EMPTY: len = 0; break;
+    case NOT_A_CACHE_FILE: memcpy(bad, "GARBAGE!", 8); break;
+    case OTHER_KEY: bad[9] ^= 1; break;
     case DAMAGE_COUNT: break;
     }
     put_file(entry, bad, len);
     if ((damage)_i == SPARSE_GIB) ck_assert_int_eq(truncate(entry, (off_t)1 << 30), 0);
-    (void)damage_names;
+    fprintf(stderr, "damage: %s\n", damage_names[_i]);
     expect_rebuilt_and_repaired(src, entry);
     free(bad);
     free(good);
@@ -288,54 +296,49 @@ END_TEST
 
 /* ---- Things that are not files ----------------------------------------- */
 
-/* A FIFO under the entry's name: opening it for reading would wait for a
- * writer forever. The alarm's default action kills a hung test process,
- * which Check reports as a failure ("Alarm clock"). */
-START_TEST(fifo_entry)
-{
-    char *src = stub_program("fifo");
-    char entry[1024];
-    size_t n;
-    free(good_entry(src, entry, sizeof entry, &n));
-    ck_assert_int_eq(unlink(entry), 0);
-    ck_assert_int_eq(mkfifo(entry, 0600), 0);
-    alarm(120);
-    expect_rebuilt_and_repaired(src, entry);
-    alarm(0);
-    free(src);
-}
-END_TEST
+/* What stands under the entry's name, made by `make`; `replaced`: the
+ * context is built from source and the entry replaced by a good file, or
+ * (0) it cannot be replaced and every context builds from source. */
+static int make_fifo(const char *path) { return mkfifo(path, 0600); }
+static int make_zero_link(const char *path) { return symlink("/dev/zero", path); }
+static int make_directory(const char *path) { return mkdir(path, 0700); }
 
-/* A symlink to /dev/zero (an endless stream of zeros) and one to a good
- * entry elsewhere: neither is followed. */
-START_TEST(symlink_entry)
+static const struct {
+    const char *tag;
+    int (*make)(const char *path);
+    int replaced;
+} not_files[] = {
+    /* Opening a FIFO for reading would wait for a writer forever. */
+    {"fifo", make_fifo, 1},
+    /* An endless stream of zeros: the link is not followed, and rename
+     * replaces the link, not /dev/zero. */
+    {"symlink to /dev/zero", make_zero_link, 1},
+    /* A directory cannot be renamed over. */
+    {"directory", make_directory, 0},
+};
+
+/* The alarm's default action kills a hung test process, which Check
+ * reports as a failure ("Alarm clock"). */
+START_TEST(not_a_file_entry)
 {
-    char *src = stub_program("symlink");
+    char *src = stub_program(not_files[_i].tag);
     char entry[1024];
     size_t n;
     free(good_entry(src, entry, sizeof entry, &n));
     ck_assert_int_eq(unlink(entry), 0);
-    ck_assert_int_eq(symlink("/dev/zero", entry), 0);
-    expect_rebuilt_and_repaired(src, entry);
-    /* /dev/zero itself is untouched (rename replaced the link). */
+    ck_assert_msg(not_files[_i].make(entry) == 0, "cannot make a %s: %s", not_files[_i].tag, strerror(errno));
+    alarm(120);
+    if (not_files[_i].replaced) {
+        expect_rebuilt_and_repaired(src, entry);
+    } else {
+        ck_assert_int_eq(open_stub(src), 0);
+        ck_assert_int_eq(open_stub(src), 0);
+        rmdir(entry);
+    }
+    alarm(0);
     struct stat st;
     ck_assert_int_eq(stat("/dev/zero", &st), 0);
     ck_assert(S_ISCHR(st.st_mode));
-    free(src);
-}
-END_TEST
-
-START_TEST(directory_entry)
-{
-    char *src = stub_program("directory");
-    char entry[1024];
-    size_t n;
-    free(good_entry(src, entry, sizeof entry, &n));
-    ck_assert_int_eq(unlink(entry), 0);
-    ck_assert_int_eq(mkdir(entry, 0700), 0);
-    ck_assert_int_eq(open_stub(src), 0); /* a directory cannot be renamed over: built each time */
-    ck_assert_int_eq(open_stub(src), 0);
-    rmdir(entry);
     free(src);
 }
 END_TEST
@@ -511,23 +514,76 @@ START_TEST(no_device_names_driver_cache)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
+/* ---- Reuse and switching off ------------------------------------------ */
+
+/* The number of .bin entries; a temporary must never be left behind. */
+static int entries(void)
 {
-    Suite *s = suite_create("cache");
-    TCase *tc = tcase_create("cache");
-    tcase_add_unchecked_fixture(tc, pocl_dir_setup, pocl_dir_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, damaged_entry, 0, DAMAGE_COUNT);
-    tcase_add_test(tc, refused_entry_deleted);
-    tcase_add_test(tc, fifo_entry);
-    tcase_add_test(tc, symlink_entry);
-    tcase_add_test(tc, directory_entry);
-    tcase_add_test(tc, missing_directory);
-    tcase_add_test(tc, unusable_directory);
-    tcase_add_test(tc, concurrent_writers);
-    tcase_add_test(tc, stale_temporaries);
-    tcase_add_test(tc, no_device_names_driver_cache);
-    suite_add_tcase(s, tc);
-    return s;
+    int bins, temps;
+    scan(&bins, &temps, NULL, 0);
+    ck_assert_int_eq(temps, 0);
+    return bins;
 }
+
+/* An entry is written once and loaded by every later context of the same
+ * program; another program text is another key. */
+START_TEST(reuse_and_keys)
+{
+    char *src = stub_program("reuse"), *other = stub_program("other");
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(entries(), 1);
+    ck_assert_int_eq(open_stub(src), 1);
+    ck_assert_int_eq(open_stub(src), 1);
+    ck_assert_int_eq(entries(), 1);
+    ck_assert_int_eq(open_stub(other), 0);
+    ck_assert_int_eq(entries(), 2);
+    free(src);
+    free(other);
+}
+END_TEST
+
+/* TALLY_CACHE=0 neither reads nor writes; any other value leaves it on. */
+START_TEST(switched_off)
+{
+    char *src = stub_program("disabled");
+    setenv("TALLY_CACHE", "0", 1);
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(entries(), 0);
+    setenv("TALLY_CACHE", "1", 1);
+    ck_assert_int_eq(open_stub(src), 0);
+    ck_assert_int_eq(open_stub(src), 1);
+    ck_assert_int_eq(entries(), 1);
+    free(src);
+}
+END_TEST
+
+/* The real program: the runner's probe built it into the user's cache, so
+ * contexts of this process load it from there (no fixture: the user's own
+ * cache directory). */
+START_TEST(real_program_cached)
+{
+    const char *env = getenv("TALLY_CACHE");
+    tally_context *a = NULL, *b = NULL;
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &a), TALLY_OK);
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, TALLY_DEVICE_DEFAULT, &b), TALLY_OK);
+    if (env == NULL || strcmp(env, "0") != 0) ck_assert_int_eq(tally__opencl_program_from_cache(b), 1);
+    tally_context_release(a);
+    tally_context_release(b);
+}
+END_TEST
+
+/* Every test runs against the PoCL cache directory of its case and a fresh
+ * tally cache of its own. */
+#define CACHE_FIXTURES                                                                                    \
+    .unchecked_setup = pocl_dir_setup, .unchecked_teardown = pocl_dir_teardown, .setup = setup, .teardown = teardown, \
+    .timeout = 300
+
+TT_SUITE("cache", {.name = "damaged", .tests = {damaged_entry}, .loops = DAMAGE_COUNT, CACHE_FIXTURES},
+         {.name = "not_files", .tests = {not_a_file_entry}, .loops = (int)(sizeof not_files / sizeof not_files[0]),
+          CACHE_FIXTURES},
+         {.name = "cache",
+          .tests = {reuse_and_keys, switched_off, refused_entry_deleted, missing_directory, unusable_directory,
+                    concurrent_writers, stale_temporaries, no_device_names_driver_cache},
+          CACHE_FIXTURES},
+         {.name = "real", .tests = {real_program_cached}, .timeout = 600})

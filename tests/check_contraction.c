@@ -31,17 +31,10 @@
 
 const int tally_test_needs_backend = 1;
 
-/* One op output read back from a fresh 1 x n input. */
+/* sumsq of a fresh 1 x n input. */
 static float sumsq_of(const float *v, int64_t n)
 {
-    tally_context *ctx = tt_context();
-    tally_buffer *in = tt_upload(ctx, v, (size_t)n), *out = tt_buffer(ctx, 1);
-    tt_ok(tally_reduce(ctx, TALLY_SUMSQ, TALLY_AXIS_ALL, tally_view_f32(in, 0, 1, n), tally_view_f32(out, 0, 1, 1)),
-          ctx);
-    float r = tt_read1(out, 0);
-    tally_buffer_release(in);
-    tally_buffer_release(out);
-    return r;
+    return tt_reduce_all(tt_context(), TALLY_SUMSQ, v, 1, n);
 }
 
 /*
@@ -285,18 +278,6 @@ START_TEST(transcendental_ops)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("contraction");
-    TCase *tc = tcase_create("contraction");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, sumsq_pairs);
-    tcase_add_test(tc, sumsq_lanes);
-    tcase_add_test(tc, kl_sum_pairs);
-    tcase_add_test(tc, kl_terms);
-    tcase_add_test(tc, gmm_sample_z);
-    tcase_add_test(tc, transcendental_ops);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("contraction",
+         {.name = "contraction", TT_FIXTURE, .timeout = 240,
+          .tests = {sumsq_pairs, sumsq_lanes, kl_sum_pairs, kl_terms, gmm_sample_z, transcendental_ops}})

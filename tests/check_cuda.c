@@ -8,7 +8,6 @@
  * Needs no backend (runs once, in the core suite). The device tests are in
  * check_cuda_interop.c.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,12 +197,7 @@ START_TEST(test_auto_moves_on)
                       tally_backend_name(got), e.situation);
     /* The context works: a sum on whatever AUTO chose. */
     const float x[5] = {1.0f, 2.0f, 3.0f, 4.0f, 5.5f};
-    tally_buffer *in = tt_upload(ctx, x, 5), *out = tt_buffer(ctx, 1);
-    tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(in, 0, 1, 5), tally_view_f32(out, 0, 1, 1)),
-          ctx);
-    tt_assert_bits(tt_read1(out, 0), 15.5f, "sum on the %s backend", tally_backend_name(got));
-    tally_buffer_release(in);
-    tally_buffer_release(out);
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, 5), 15.5f, "sum on the %s backend", tally_backend_name(got));
     tally_context_release(ctx);
 }
 END_TEST
@@ -228,11 +222,8 @@ static void *attempt_create(void *arg)
 START_TEST(test_concurrent_first_use)
 {
     enum { THREADS = 4 };
-    pthread_t threads[THREADS];
     attempt attempts[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        ck_assert_int_eq(pthread_create(&threads[i], NULL, attempt_create, &attempts[i]), 0);
-    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(threads[i], NULL), 0);
+    tt_run_threads(attempt_create, attempts, sizeof attempts[0], THREADS);
     /* Asked only now: the probe opens the driver through the same loader,
      * and the threads must be the first to. */
     expectation e = expect_cuda();
@@ -257,17 +248,7 @@ START_TEST(test_wrap_cuda_needs_cuda_context)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("no_driver");
-    tcase_add_test(tc, test_context_outcome);
-    tcase_add_test(tc, test_devices_outcome);
-    tcase_add_test(tc, test_create_cuda_outcome);
-    tcase_add_test(tc, test_env_selects_cuda);
-    tcase_add_test(tc, test_auto_moves_on);
-    tcase_add_test(tc, test_concurrent_first_use);
-    tcase_add_test(tc, test_wrap_cuda_needs_cuda_context);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("cuda",
+         {.name = "no_driver",
+          .tests = {test_context_outcome, test_devices_outcome, test_create_cuda_outcome, test_env_selects_cuda,
+                    test_auto_moves_on, test_concurrent_first_use, test_wrap_cuda_needs_cuda_context}})

@@ -15,7 +15,6 @@
  * CUDA has no library or device, so this file only runs on GPU machines.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,8 @@
 #include "backends/cuda/cuda_loader.h"
 
 const int tally_test_needs_backend = 1;
+/* Run by hand without TALLY_TEST_BACKEND, the runner would probe the host. */
+const char *const tally_test_only_backend = "cuda";
 
 /* ---- The app's own use of the driver ---------------------------------------
  * Through the one CUDA loader (backends/cuda/cuda_loader.h), whose table
@@ -275,9 +276,7 @@ START_TEST(test_other_thread)
     tally_context *ctx = NULL;
     tt_ok(tally_context_create(TALLY_BACKEND_CUDA, 0, &ctx), NULL);
     worker w = {.ctx = ctx, .in = tt_upload(ctx, x, 4097), .out = tt_buffer(ctx, 1)};
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, work, &w), 0);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    tt_run_threads(work, &w, sizeof w, 1);
     tt_ok(w.status, ctx);
     ck_assert_ptr_null(w.before);
     ck_assert_ptr_null(w.after);
@@ -488,33 +487,9 @@ START_TEST(test_wrap_host_refused)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    /* Run by hand without TALLY_TEST_BACKEND, the runner would have probed
-     * the host; probe CUDA here so that a machine without it skips. */
-    if (tt_backend() != TALLY_BACKEND_CUDA) {
-        setenv("TALLY_TEST_BACKEND", "cuda", 1);
-        char why[1200];
-        int usable = tt_probe_backend(why, sizeof why);
-        if (usable <= 0) {
-            fprintf(stderr, "%s: %s\n", usable == 0 ? "SKIP" : "FAIL", why);
-            exit(usable == 0 ? 77 : EXIT_FAILURE);
-        }
-    }
-    Suite *s = suite_create("cuda_interop");
-    TCase *tc = tcase_create("interop");
-    tcase_add_checked_fixture(tc, app_setup, app_teardown);
-    tcase_add_test(tc, test_app_memory_and_stream);
-    tcase_add_test(tc, test_own_buffers);
-    tcase_add_test(tc, test_wrap_rejects);
-    tcase_add_test(tc, test_other_thread);
-    tcase_add_test(tc, test_foreign_stream_rejected);
-    tcase_add_test(tc, test_two_contexts);
-    tcase_add_test(tc, test_devices_match_context);
-    tcase_add_test(tc, test_stream_zero_is_default_stream);
-    tcase_add_test(tc, test_stream_legacy);
-    tcase_add_test(tc, test_stream_per_thread);
-    tcase_add_test(tc, test_wrap_host_refused);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("cuda_interop",
+         {.name = "interop", .setup = app_setup, .teardown = app_teardown,
+          .tests = {test_app_memory_and_stream, test_own_buffers, test_wrap_rejects, test_other_thread,
+                    test_foreign_stream_rejected, test_two_contexts, test_devices_match_context,
+                    test_stream_zero_is_default_stream, test_stream_legacy, test_stream_per_thread,
+                    test_wrap_host_refused}})

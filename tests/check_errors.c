@@ -10,7 +10,6 @@
  * TALLY_BACKEND / TALLY_DEVICE environment variables (each test runs in its
  * own process in Check's fork mode, so setenv stays local to it).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +26,9 @@ static void still_usable(tally_context *ctx)
     char before[512];
     snprintf(before, sizeof before, "%s", tally_last_error(ctx));
     const float x[3] = {1, 2, 3};
-    tally_buffer *in = tt_upload(ctx, x, 3), *out = tt_buffer(ctx, 1);
-    tt_ok(tally_reduce(ctx, TALLY_SUM, TALLY_AXIS_ALL, tally_view_f32(in, 0, 1, 3), tally_view_f32(out, 0, 1, 1)),
-          ctx);
-    ck_assert(tt_read1(out, 0) == 6.0f);
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, 3), 6.0f, "sum after an error");
     ck_assert_msg(strncmp(tally_last_error(ctx), before, sizeof before - 1) == 0,
                   "a successful call changed the message '%s' to '%s'", before, tally_last_error(ctx));
-    tally_buffer_release(in);
-    tally_buffer_release(out);
 }
 
 /* Asserts the status, a message containing `mention` (when not NULL) on the
@@ -684,41 +678,17 @@ static void *thread_worker(void *arg)
 START_TEST(contexts_on_threads)
 {
     enum { T = 4 };
-    pthread_t ids[T];
     thread_job jobs[T];
-    for (int i = 0; i < T; i++) {
-        jobs[i] = (thread_job){.id = i + 1, .ok = 0, .problem = ""};
-        ck_assert_int_eq(pthread_create(&ids[i], NULL, thread_worker, &jobs[i]), 0);
-    }
-    for (int i = 0; i < T; i++) pthread_join(ids[i], NULL);
+    for (int i = 0; i < T; i++) jobs[i] = (thread_job){.id = i + 1, .ok = 0, .problem = ""};
+    tt_run_threads(thread_worker, jobs, sizeof jobs[0], T);
     for (int i = 0; i < T; i++) ck_assert_msg(jobs[i].ok, "%s", jobs[i].problem);
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, view_errors);
-    tcase_add_test(tc, reduce_errors);
-    tcase_add_test(tc, kl_errors);
-    tcase_add_test(tc, dm_errors);
-    tcase_add_test(tc, gmm_errors);
-    tcase_add_test(tc, rng_errors);
-    tcase_add_test(tc, buffer_errors);
-    tcase_add_test(tc, last_error_lifetime);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("api");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, context_errors);
-    tcase_add_test(tc, environment_variables);
-    tcase_add_test(tc, backend_names);
-    tcase_add_test(tc, status_table);
-    tcase_add_test(tc, version);
-    tcase_add_test(tc, contexts_on_threads);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("errors",
+         {.name = "ops", TT_FIXTURE, .timeout = 120,
+          .tests = {view_errors, reduce_errors, kl_errors, dm_errors, gmm_errors, rng_errors, buffer_errors,
+                    last_error_lifetime}},
+         {.name = "api", TT_FIXTURE, .timeout = 120,
+          .tests = {context_errors, environment_variables, backend_names, status_table, version,
+                    contexts_on_threads}})

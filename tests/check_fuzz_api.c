@@ -107,66 +107,53 @@ static void generate_valid(tt_rand *r, call *c)
     case OP_REDUCE:
         c->sub = (int)rnd(r, TALLY_SUM, TALLY_SUMSQ);
         c->axis = tt_rand_below(r, 2) ? TALLY_AXIS_ALL : TALLY_AXIS_ROW;
-        c->nin = 1;
-        c->in[0] = in_view(r, R, C);
-        c->nout = 1;
-        c->out[0] = c->axis == TALLY_AXIS_ALL ? out_view(r, &cursor, 1, 1, TALLY_F32)
-                                              : out_vector(r, &cursor, R, TALLY_F32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->out[c->nout++] = c->axis == TALLY_AXIS_ALL ? out_view(r, &cursor, 1, 1, TALLY_F32)
+                                                      : out_vector(r, &cursor, R, TALLY_F32);
         break;
     case OP_KL:
         c->sub = (int)rnd(r, TALLY_REDUCTION_NONE, TALLY_REDUCTION_BATCHMEAN);
         c->flags = (unsigned)tt_rand_below(r, 4);
-        c->nin = 2;
-        c->in[0] = in_view(r, R, C);
-        c->in[1] = in_view(r, R, C);
-        c->nout = 1;
-        c->out[0] = c->sub == TALLY_REDUCTION_NONE ? out_view(r, &cursor, R, C, TALLY_F32)
-                                                   : out_view(r, &cursor, 1, 1, TALLY_F32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->out[c->nout++] = c->sub == TALLY_REDUCTION_NONE ? out_view(r, &cursor, R, C, TALLY_F32)
+                                                           : out_view(r, &cursor, 1, 1, TALLY_F32);
         break;
     case OP_DM:
         c->sub = (int)rnd(r, TALLY_REDUCTION_NONE, TALLY_REDUCTION_MEAN);
         c->flags = (unsigned)tt_rand_below(r, 2);
-        c->nin = 2;
-        c->in[0] = in_view(r, R, C);
-        c->in[1] = in_view(r, tt_rand_below(r, 2) ? R : 1, C);
-        c->nout = 1;
-        c->out[0] = c->sub == TALLY_REDUCTION_NONE ? out_vector(r, &cursor, R, TALLY_F32)
-                                                   : out_view(r, &cursor, 1, 1, TALLY_F32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->in[c->nin++] = in_view(r, tt_rand_below(r, 2) ? R : 1, C);
+        c->out[c->nout++] = c->sub == TALLY_REDUCTION_NONE ? out_vector(r, &cursor, R, TALLY_F32)
+                                                           : out_view(r, &cursor, 1, 1, TALLY_F32);
         break;
     case OP_GMM_LP:
     case OP_GMM_S: {
         int64_t K = rnd(r, 1, 4), D = rnd(r, 1, 12);
         c->K = K;
-        int i = 0;
-        if (c->op == OP_GMM_LP) c->in[i++] = in_view(r, R, D);
-        c->in[i++] = in_view(r, R, K * D);
-        c->in[i++] = in_view(r, R, K * D);
-        if (K == 1 && tt_rand_below(r, 2)) c->in[i++] = (vd){.buf = BUF_NULL, .dtype = TALLY_F32};
-        else c->in[i++] = in_view(r, 1, K);
-        c->nin = i;
+        if (c->op == OP_GMM_LP) c->in[c->nin++] = in_view(r, R, D);
+        c->in[c->nin++] = in_view(r, R, K * D);
+        c->in[c->nin++] = in_view(r, R, K * D);
+        if (K == 1 && tt_rand_below(r, 2)) c->in[c->nin++] = (vd){.buf = BUF_NULL, .dtype = TALLY_F32};
+        else c->in[c->nin++] = in_view(r, 1, K);
         if (c->op == OP_GMM_LP) {
-            c->nout = 1;
-            c->out[0] = out_vector(r, &cursor, R, TALLY_F32);
-        } else {
-            c->nout = 3;
-            c->out[0] = out_view(r, &cursor, R, D, TALLY_F32);
-            c->out[1] = out_vector(r, &cursor, R, TALLY_F32);
-            c->out[2] = tt_rand_below(r, 4) ? out_vector(r, &cursor, R, TALLY_I32)
-                                            : (vd){.buf = BUF_NULL, .dtype = TALLY_I32};
+            c->out[c->nout++] = out_vector(r, &cursor, R, TALLY_F32);
+        } else { /* z, log q and (maybe NULL) the components */
+            c->out[c->nout++] = out_view(r, &cursor, R, D, TALLY_F32);
+            c->out[c->nout++] = out_vector(r, &cursor, R, TALLY_F32);
+            c->out[c->nout++] = tt_rand_below(r, 4) ? out_vector(r, &cursor, R, TALLY_I32)
+                                                    : (vd){.buf = BUF_NULL, .dtype = TALLY_I32};
         }
         break;
     }
     case OP_RNG:
         c->sub = (int)rnd(r, TALLY_DIST_RAW, TALLY_DIST_NORMAL);
-        c->nout = 1;
-        c->out[0] = out_view(r, &cursor, R, C, c->sub == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32);
+        c->out[c->nout++] = out_view(r, &cursor, R, C, c->sub == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32);
         break;
     case OP_CAT:
         c->flags = (unsigned)tt_rand_below(r, 2);
-        c->nin = 1;
-        c->in[0] = in_view(r, R, C);
-        c->nout = 1;
-        c->out[0] = out_vector(r, &cursor, R, TALLY_I32);
+        c->in[c->nin++] = in_view(r, R, C);
+        c->out[c->nout++] = out_vector(r, &cursor, R, TALLY_I32);
         break;
     }
 }
@@ -187,110 +174,159 @@ static vd *pick_view(tt_rand *r, call *c, int outputs_only)
     return n == 0 ? NULL : cands[tt_rand_below(r, (uint64_t)n)];
 }
 
-static const char *const corruption_names[] = {
-    "negative dimension", "huge empty view", "view past its buffer", "stride below cols", "wrong dtype",
-    "foreign buffer", "missing buffer", "unknown enum", "unknown flag", "output over an input",
-    "wrong output shape", "stream offset near 2^64", "bad component count", "NULL context", "huge offset",
-};
-#define N_CORRUPTIONS ((int)(sizeof corruption_names / sizeof corruption_names[0]))
+/* The corruptions. A view corruption changes the view `v` (drawn by the
+ * caller; the corruption does not apply to a call without one); a call
+ * corruption changes the call, or `v` where the op allows it, and returns 0
+ * when it does not apply to this op. Where one does not apply, the caller
+ * draws another. */
+static void negative_dimension(tt_rand *r, vd *v)
+{
+    uint64_t k = tt_rand_below(r, 3);
+    if (k == 0) v->rows = -rnd(r, 1, 5);
+    else if (k == 1) v->cols = -rnd(r, 1, 5);
+    else v->rows = INT64_MIN;
+}
 
-/* Applies corruption k; returns 0 when it does not apply to this op (the
- * caller draws another). */
+static void huge_empty_view(tt_rand *r, vd *v) { (void)r, v->rows = HUGE, v->cols = 0; }
+
+/* The last element lands 1..4 elements past the buffer's end. */
+static void past_the_end(tt_rand *r, vd *v)
+{
+    v->off = N_ELEMS - ((v->rows - 1) * (v->rows > 1 ? v->stride : v->cols) + v->cols) + rnd(r, 1, 4);
+}
+
+static void stride_below_cols(tt_rand *r, vd *v)
+{
+    (void)r;
+    v->cols = v->cols < 2 ? 2 : v->cols, v->rows = v->rows < 2 ? 2 : v->rows;
+    v->stride = v->cols - 1;
+}
+
+static void wrong_dtype(tt_rand *r, vd *v)
+{
+    v->dtype = v->dtype == TALLY_F32 ? (tt_rand_below(r, 2) ? TALLY_U32 : TALLY_I32)
+                                     : (tt_rand_below(r, 2) ? TALLY_F32 : (tally_dtype)77);
+}
+
+static void foreign_buffer(tt_rand *r, vd *v) { (void)r, v->buf = BUF_FOREIGN, v->off = 0; }
+
+static void huge_offset(tt_rand *r, vd *v) { v->off = (int64_t)(tt_rand_u64(r) >> 1) | ((int64_t)1 << 57); }
+
+static int missing_buffer(tt_rand *r, call *c, vd *v)
+{
+    (void)r;
+    if (v == NULL || (c->op == OP_GMM_S && v == &c->out[2])) return 0; /* the component view may be NULL */
+    v->buf = BUF_NULL;
+    return 1;
+}
+
+static int unknown_enum(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    switch (c->op) {
+    case OP_REDUCE:
+        if (tt_rand_below(r, 2)) c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 7, 1000);
+        else c->axis = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 3, 1000);
+        return 1;
+    case OP_KL: c->sub = tt_rand_below(r, 2) ? -1 : (int)rnd(r, 4, 99); return 1;
+    case OP_DM: c->sub = (int)rnd(r, 3, 99); return 1; /* batchmean is KL's alone */
+    case OP_RNG: c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 4, 99); return 1;
+    default: return 0;
+    }
+}
+
+static int unknown_flag(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    switch (c->op) {
+    case OP_KL: c->flags |= 1u << rnd(r, 2, 31); return 1;
+    case OP_DM: c->flags |= 1u << rnd(r, 1, 31); return 1;
+    case OP_CAT: c->flags |= 1u << rnd(r, 1, 31); return 1;
+    default: return 0;
+    }
+}
+
+static int output_over_input(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    if (c->nin == 0) return 0;
+    vd *o = pick_view(r, c, 1);
+    int pick = (int)tt_rand_below(r, (uint64_t)c->nin);
+    vd *i = &c->in[pick];
+    if (o == NULL || i->buf != BUF_IN) return 0;
+    if ((c->op == OP_GMM_LP || c->op == OP_GMM_S) && c->K == 1 && pick == c->nin - 1) return 0;
+    o->buf = BUF_IN;
+    o->off = i->off; /* same first element: overlaps whatever the shapes */
+    return 1;
+}
+
+static int wrong_output_shape(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)v;
+    if (c->op == OP_RNG) return 0;
+    vd *o = &c->out[c->op == OP_GMM_S ? 1 : 0];
+    if (o->rows == 1 && o->cols == 1) o->rows = 2;
+    else if (o->cols == 1) o->rows += 1;
+    else if (o->rows == 1) o->cols += 1;
+    else o->rows += 1;
+    return 1;
+}
+
+static int stream_offset_near_end(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    if (c->op != OP_RNG && c->op != OP_GMM_S && c->op != OP_CAT) return 0;
+    c->rng.offset = UINT64_MAX - (uint64_t)rnd(r, 0, 2);
+    return 1;
+}
+
+static int bad_component_count(tt_rand *r, call *c, vd *v)
+{
+    (void)v;
+    if (c->op != OP_GMM_LP && c->op != OP_GMM_S) return 0;
+    c->K = tt_rand_below(r, 2) ? -(int64_t)tt_rand_below(r, 3) : (int64_t)1 << 31;
+    return 1;
+}
+
+static int null_context(tt_rand *r, call *c, vd *v)
+{
+    (void)r, (void)v;
+    c->null_ctx = 1;
+    return 1;
+}
+
+/* Each corruption: its name and either its view or its call form. */
+static const struct {
+    const char *name;
+    void (*view)(tt_rand *r, vd *v);
+    int (*call)(tt_rand *r, call *c, vd *v);
+} corruptions[] = {
+    {"negative dimension", negative_dimension, NULL},
+    {"huge empty view", huge_empty_view, NULL},
+    {"view past its buffer", past_the_end, NULL},
+    {"stride below cols", stride_below_cols, NULL},
+    {"wrong dtype", wrong_dtype, NULL},
+    {"foreign buffer", foreign_buffer, NULL},
+    {"missing buffer", NULL, missing_buffer},
+    {"unknown enum", NULL, unknown_enum},
+    {"unknown flag", NULL, unknown_flag},
+    {"output over an input", NULL, output_over_input},
+    {"wrong output shape", NULL, wrong_output_shape},
+    {"stream offset near 2^64", NULL, stream_offset_near_end},
+    {"bad component count", NULL, bad_component_count},
+    {"NULL context", NULL, null_context},
+    {"huge offset", huge_offset, NULL},
+};
+#define N_CORRUPTIONS ((int)(sizeof corruptions / sizeof corruptions[0]))
+
+/* Applies corruption k; returns 0 when it does not apply to this call. */
 static int corrupt(tt_rand *r, call *c, int k)
 {
     vd *v = pick_view(r, c, 0);
-    switch (k) {
-    case 0:
-        if (v == NULL) return 0;
-        switch (tt_rand_below(r, 3)) {
-        case 0: v->rows = -rnd(r, 1, 5); break;
-        case 1: v->cols = -rnd(r, 1, 5); break;
-        default: v->rows = INT64_MIN; break;
-        }
-        return 1;
-    case 1:
-        if (v == NULL) return 0;
-        v->rows = HUGE;
-        v->cols = 0;
-        return 1;
-    case 2:
-        if (v == NULL) return 0;
-        /* The last element lands 1..4 elements past the buffer's end. */
-        v->off = N_ELEMS - ((v->rows - 1) * (v->rows > 1 ? v->stride : v->cols) + v->cols) + rnd(r, 1, 4);
-        return 1;
-    case 3:
-        if (v == NULL) return 0;
-        if (v->cols < 2) v->cols = 2;
-        if (v->rows < 2) v->rows = 2;
-        v->stride = v->cols - 1;
-        return 1;
-    case 4:
-        if (v == NULL) return 0;
-        v->dtype = v->dtype == TALLY_F32 ? (tt_rand_below(r, 2) ? TALLY_U32 : TALLY_I32)
-                                         : (tt_rand_below(r, 2) ? TALLY_F32 : (tally_dtype)77);
-        return 1;
-    case 5:
-        if (v == NULL) return 0;
-        v->buf = BUF_FOREIGN;
-        v->off = 0;
-        return 1;
-    case 6:
-        if (v == NULL || (c->op == OP_GMM_S && v == &c->out[2])) return 0; /* component may be NULL */
-        v->buf = BUF_NULL;
-        return 1;
-    case 7:
-        switch (c->op) {
-        case OP_REDUCE:
-            if (tt_rand_below(r, 2)) c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 7, 1000);
-            else c->axis = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 3, 1000);
-            return 1;
-        case OP_KL: c->sub = tt_rand_below(r, 2) ? -1 : (int)rnd(r, 4, 99); return 1;
-        case OP_DM: c->sub = (int)rnd(r, 3, 99); return 1; /* batchmean is KL's alone */
-        case OP_RNG: c->sub = tt_rand_below(r, 2) ? 0 : (int)rnd(r, 4, 99); return 1;
-        default: return 0;
-        }
-    case 8:
-        switch (c->op) {
-        case OP_KL: c->flags |= 1u << rnd(r, 2, 31); return 1;
-        case OP_DM: c->flags |= 1u << rnd(r, 1, 31); return 1;
-        case OP_CAT: c->flags |= 1u << rnd(r, 1, 31); return 1;
-        default: return 0;
-        }
-    case 9: {
-        if (c->nin == 0) return 0;
-        vd *o = pick_view(r, c, 1);
-        int pick = (int)tt_rand_below(r, (uint64_t)c->nin);
-        vd *i = &c->in[pick];
-        if (o == NULL || i->buf != BUF_IN) return 0;
-        if ((c->op == OP_GMM_LP || c->op == OP_GMM_S) && c->K == 1 && pick == c->nin - 1) return 0;
-        o->buf = BUF_IN;
-        o->off = i->off; /* same first element: overlaps whatever the shapes */
-        return 1;
-    }
-    case 10: {
-        if (c->op == OP_RNG) return 0;
-        vd *o = &c->out[c->op == OP_GMM_S ? 1 : 0];
-        if (o->rows == 1 && o->cols == 1) o->rows = 2;
-        else if (o->cols == 1) o->rows += 1;
-        else if (o->rows == 1) o->cols += 1;
-        else o->rows += 1;
-        return 1;
-    }
-    case 11:
-        if (c->op != OP_RNG && c->op != OP_GMM_S && c->op != OP_CAT) return 0;
-        c->rng.offset = UINT64_MAX - (uint64_t)rnd(r, 0, 2);
-        return 1;
-    case 12:
-        if (c->op != OP_GMM_LP && c->op != OP_GMM_S) return 0;
-        c->K = tt_rand_below(r, 2) ? -(int64_t)tt_rand_below(r, 3) : (int64_t)1 << 31;
-        return 1;
-    case 13: c->null_ctx = 1; return 1;
-    case 14:
-        if (v == NULL) return 0;
-        v->off = (int64_t)(tt_rand_u64(r) >> 1) | ((int64_t)1 << 57);
-        return 1;
-    }
-    return 0;
+    if (corruptions[k].call != NULL) return corruptions[k].call(r, c, v);
+    if (v == NULL) return 0;
+    corruptions[k].view(r, v);
+    return 1;
 }
 
 /* ---- Execution ---------------------------------------------------------- */
@@ -398,7 +434,7 @@ START_TEST(fuzz_every_op)
         }
         uint64_t c_dut = 12345, c_host = 12345;
         tally_status s_dut = execute(&dut, &c, &c_dut), s_host = execute(&host, &c, &c_host);
-        const char *what = corruption >= 0 ? corruption_names[corruption] : "valid";
+        const char *what = corruption >= 0 ? corruptions[corruption].name : "valid";
         ck_assert_msg(s_dut == s_host, "call %ld (op %d, %s): %s vs host %s: %s | %s", n, c.op, what,
                       tally_status_name(s_dut), tally_status_name(s_host), tally_last_error(c.null_ctx ? NULL : dut.ctx),
                       tally_last_error(c.null_ctx ? NULL : host.ctx));
@@ -438,7 +474,7 @@ START_TEST(fuzz_every_op)
     }
     fprintf(stderr, "fuzz_api %s: %ld calls, %ld valid and equal to the host, %ld rejected, 0 false accepts, "
             "0 out-of-view writes\n", tally_backend_name(tt_backend()), calls, valid, rejected);
-    for (int k = 0; k < N_CORRUPTIONS; k++) fprintf(stderr, "  %-26s %ld\n", corruption_names[k], per_corruption[k]);
+    for (int k = 0; k < N_CORRUPTIONS; k++) fprintf(stderr, "  %-26s %ld\n", corruptions[k].name, per_corruption[k]);
     tally_buffer_release(foreign_buf);
     tally_context_release(other);
     free_side(&dut);
@@ -446,12 +482,4 @@ START_TEST(fuzz_every_op)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("fuzz_api");
-    TCase *tc = tcase_create("fuzz");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, fuzz_every_op);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("fuzz_api", {.name = "fuzz", .tests = {fuzz_every_op}, .timeout = 600})

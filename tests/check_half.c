@@ -458,26 +458,10 @@ START_TEST(half_view_rules)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("half");
-    struct {
-        const char *name;
-        const TTest *tests[8];
-    } cases[] = {
-        {"widen", {device_widens_every_encoding, half_view_rules, NULL}},
-        {"reduce", {reduce_half_equals_fp32, NULL}},
-        {"kl", {kl_half_equals_fp32, NULL}},
-        {"dm", {dm_half_equals_fp32, NULL}},
-        {"gmm", {gmm_half_equals_fp32, NULL}},
-        {"categorical", {categorical_half_equals_fp32, NULL}},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        TCase *tc = tcase_create(cases[c].name);
-        tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-        tcase_set_timeout(tc, 300);
-        for (int t = 0; cases[c].tests[t] != NULL; t++) tcase_add_test(tc, cases[c].tests[t]);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("half",
+         {.name = "widen", TT_FIXTURE, .timeout = 300, .tests = {device_widens_every_encoding, half_view_rules}},
+         {.name = "reduce", TT_FIXTURE, .timeout = 300, .tests = {reduce_half_equals_fp32}},
+         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32}},
+         {.name = "dm", TT_FIXTURE, .timeout = 300, .tests = {dm_half_equals_fp32}},
+         {.name = "gmm", TT_FIXTURE, .timeout = 300, .tests = {gmm_half_equals_fp32}},
+         {.name = "categorical", TT_FIXTURE, .timeout = 300, .tests = {categorical_half_equals_fp32}})

@@ -191,14 +191,6 @@ START_TEST(narrow_spread_of_floats)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("half_convert");
-    TCase *tc = tcase_create("convert");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, widen_every_encoding);
-    tcase_add_test(tc, narrow_every_encoding_and_midpoint);
-    tcase_add_test(tc, narrow_spread_of_floats);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("half_convert",
+         {.name = "convert", .timeout = 300,
+          .tests = {widen_every_encoding, narrow_every_encoding_and_midpoint, narrow_spread_of_floats}})

@@ -370,7 +370,7 @@ static tally_context *context_for(const char *impl, const char *threads)
     setenv("TALLY_HOST_IMPL", impl, 1);
     if (threads != NULL) setenv("TALLY_HOST_THREADS", threads, 1);
     tally_context *ctx = NULL;
-    tally_status st = tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx);
+    tally_status st = tally_context_create(TALLY_BACKEND_HOST, 0, &ctx);
     ck_assert_msg(st == TALLY_OK, "host context with TALLY_HOST_IMPL=%s: %s", impl, tally_last_error(NULL));
     unsetenv("TALLY_HOST_IMPL");
     unsetenv("TALLY_HOST_THREADS");
@@ -539,44 +539,29 @@ START_TEST(test_bad_impl)
 {
     tally_context *ctx = NULL;
     setenv("TALLY_HOST_IMPL", "no-such-isa", 1);
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx), TALLY_INVALID_ARGUMENT);
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, 0, &ctx), TALLY_INVALID_ARGUMENT);
     ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_HOST_IMPL") != NULL, "%s", tally_last_error(NULL));
     const tally__host_impl *all;
     size_t n = tally__host_impls(&all);
     for (size_t i = 0; i < n; i++)
         if (!all[i].supported()) {
             setenv("TALLY_HOST_IMPL", all[i].name, 1);
-            ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx),
+            ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, 0, &ctx),
                              TALLY_INVALID_ARGUMENT);
         }
     unsetenv("TALLY_HOST_IMPL");
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, TALLY_DEVICE_DEFAULT, &ctx), TALLY_OK);
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_HOST, 0, &ctx), TALLY_OK);
     tally_context_release(ctx);
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("host_dispatch");
-    struct {
-        const char *name;
-        const TTest *test;
-        int loops;
-    } cases[] = {
-        {"unary_terms", test_unary_terms, (int)(sizeof unary_rows / sizeof unary_rows[0])},
-        {"kl_terms", test_kl_terms, 4},
-        {"dm_terms", test_dm_terms, 2},
-        {"dm_table_terms", test_dm_table_terms, 2},
-        {"gauss_terms", test_gauss_terms, 1},
-        {"fills", test_fills, 1},
-        {"ops", test_ops, (int)(sizeof op_rows / sizeof op_rows[0])},
-        {"bad_impl", test_bad_impl, 1},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 600);
-        tcase_add_loop_test(tc, cases[i].test, 0, cases[i].loops);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("host_dispatch",
+         {.name = "unary_terms", .tests = {test_unary_terms}, .loops = (int)(sizeof unary_rows / sizeof unary_rows[0]),
+          .timeout = 600},
+         {.name = "kl_terms", .tests = {test_kl_terms}, .loops = 4, .timeout = 600},
+         {.name = "dm_terms", .tests = {test_dm_terms}, .loops = 2, .timeout = 600},
+         {.name = "dm_table_terms", .tests = {test_dm_table_terms}, .loops = 2, .timeout = 600},
+         {.name = "gauss_terms", .tests = {test_gauss_terms}, .loops = 1, .timeout = 600},
+         {.name = "fills", .tests = {test_fills}, .loops = 1, .timeout = 600},
+         {.name = "ops", .tests = {test_ops}, .loops = (int)(sizeof op_rows / sizeof op_rows[0]), .timeout = 600},
+         {.name = "bad_impl", .tests = {test_bad_impl}, .loops = 1, .timeout = 600})

@@ -26,9 +26,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "reference.h"
 #include "tally/portable_math.h"
+#include "testutil.h"
 
-Suite *tally_test_suite(void);
 
 /* pi as a double (M_PI is not in strict C11). */
 static const double PI_D = 3.141592653589793238462643383279502884;
@@ -438,22 +439,6 @@ END_TEST
 
 /* ---------------- sin(pi x), cos(pi x) ---------------- */
 
-static double ref_sincospi(float xf, int want_cos)
-{
-    double x = xf;
-    if (fabs(x) >= 0x1p24) return want_cos ? 1.0 : copysign(0.0, x);
-    double j = nearbyint(2.0 * x);
-    double t = x - 0.5 * j; /* exact */
-    long q = ((long)j) & 3;
-    double s = sin(PI_D * t), c = cos(PI_D * t);
-    switch (q) {
-    case 0: return want_cos ? c : s;
-    case 1: return want_cos ? -s : c;
-    case 2: return want_cos ? -c : -s;
-    default: return want_cos ? s : -c;
-    }
-}
-
 static void check_sincospi(uint32_t plo, uint32_t phi, float vlo, float vhi, int64_t bound)
 {
     int64_t ws = 0, wc = 0;
@@ -465,8 +450,9 @@ static void check_sincospi(uint32_t plo, uint32_t phi, float vlo, float vhi, int
         tally_sincospif(x, &s, &c);
         NOTE_FAIL(&fl, fbits(s) == fbits(tally_sinpif(x)) && fbits(c) == fbits(tally_cospif(x)),
                   "sincospif(%a) differs from sinpif/cospif", (double)x);
-        int64_t ds = ulp_dist(s, (float)ref_sincospi(x, 0));
-        int64_t dc = ulp_dist(c, (float)ref_sincospi(x, 1));
+        /* The float64 reference library's exactly reduced forms. */
+        int64_t ds = ulp_dist(s, (float)tally_ref_sinpi(x));
+        int64_t dc = ulp_dist(c, (float)tally_ref_cospi(x));
         if (ds > ws) { ws = ds; wsx = x; }
         if (dc > wc) { wc = dc; wcx = x; }
     }
@@ -592,36 +578,9 @@ START_TEST(test_golden_bits)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("math");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        { "exp_accuracy", test_exp_accuracy },
-        { "exp_special", test_exp_special },
-        { "log_accuracy", test_log_accuracy },
-        { "log_special", test_log_special },
-        { "log1p_accuracy", test_log1p_accuracy },
-        { "log1p_special", test_log1p_special },
-        { "lgamma_accuracy", test_lgamma_accuracy },
-        { "lgamma_special", test_lgamma_special },
-        { "sqrt_exact", test_sqrt_exact },
-        { "sqrt_special", test_sqrt_special },
-        { "recip_exact", test_recip_exact },
-        { "div_exact", test_div_exact },
-        { "div_special", test_div_special },
-        { "sincospi_accuracy", test_sincospi_accuracy },
-        { "sincospi_special", test_sincospi_special },
-        { "no_contraction", test_no_contraction },
-        { "golden_bits", test_golden_bits },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, 120);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("math",
+         {.name = "math", .case_per_test = 1, .timeout = 120,
+          .tests = {test_exp_accuracy, test_exp_special, test_log_accuracy, test_log_special, test_log1p_accuracy,
+                    test_log1p_special, test_lgamma_accuracy, test_lgamma_special, test_sqrt_exact,
+                    test_sqrt_special, test_recip_exact, test_div_exact, test_div_special, test_sincospi_accuracy,
+                    test_sincospi_special, test_no_contraction, test_golden_bits}})

@@ -23,49 +23,30 @@ const int tally_test_needs_backend = 1;
 
 #define COUNT (1u << 24)
 
-/* Half the inputs are random bit patterns (every class of float: negative,
- * subnormal, infinite, NaN), half are spread over the function's main
- * domain, where its accuracy matters most. */
-static void make_inputs(float *x, uint32_t fn, uint64_t seed)
-{
-    tt_rand r = tt_rand_seed(seed);
-    double lo = 0.0, hi = 1.0;
-    switch (fn) {
-    case TALLY_K_MATH_EXP: lo = -104.0, hi = 89.0; break;
-    case TALLY_K_MATH_LOG: lo = 0.0, hi = 4.0; break;
-    case TALLY_K_MATH_LOG1P: lo = -1.0, hi = 3.0; break;
-    case TALLY_K_MATH_LGAMMA: lo = 0.0, hi = 40.0; break;
-    case TALLY_K_MATH_SQRT: lo = 0.0, hi = 1e6; break;
-    case TALLY_K_MATH_RECIP: lo = -8.0, hi = 8.0; break;
-    case TALLY_K_MATH_SINPI:
-    case TALLY_K_MATH_COSPI: lo = -4.0, hi = 4.0; break;
-    case TALLY_K_MATH_DIV: lo = -100.0, hi = 100.0; break;
-    case TALLY_K_MATH_DIGAMMA: lo = 0.0, hi = 12.0; break;
-    }
-    for (uint32_t k = 0; k < COUNT; k++) {
-        if (k & 1u)
-            x[k] = tt_float((uint32_t)tt_rand_u64(&r));
-        else
-            x[k] = tt_rand_float(&r, lo, hi);
-    }
-}
+/* Each function: its kernel code, its main domain [lo, hi) and its host
+ * form (one argument, or two: div takes x[k] and x[COUNT - 1 - k]). */
+static const struct {
+    uint32_t fn;
+    const char *name;
+    double lo, hi;
+    float (*unary)(float x);
+    float (*binary)(float a, float b);
+} fns[] = {
+    {TALLY_K_MATH_EXP, "exp", -104.0, 89.0, tally_expf, NULL},
+    {TALLY_K_MATH_LOG, "log", 0.0, 4.0, tally_logf, NULL},
+    {TALLY_K_MATH_LOG1P, "log1p", -1.0, 3.0, tally_log1pf, NULL},
+    {TALLY_K_MATH_LGAMMA, "lgamma", 0.0, 40.0, tally_lgammaf, NULL},
+    {TALLY_K_MATH_SQRT, "sqrt", 0.0, 1e6, tally_sqrtf, NULL},
+    {TALLY_K_MATH_RECIP, "recip", -8.0, 8.0, tally_recipf, NULL},
+    {TALLY_K_MATH_SINPI, "sinpi", -4.0, 4.0, tally_sinpif, NULL},
+    {TALLY_K_MATH_COSPI, "cospi", -4.0, 4.0, tally_cospif, NULL},
+    {TALLY_K_MATH_DIV, "div", -100.0, 100.0, NULL, tally_divf},
+    {TALLY_K_MATH_DIGAMMA, "digamma", 0.0, 12.0, tally_digammaf, NULL},
+};
 
-static float host_eval(uint32_t fn, const float *x, uint32_t k)
+static float host_eval(size_t f, const float *x, uint32_t k)
 {
-    const float v = x[k];
-    switch (fn) {
-    case TALLY_K_MATH_EXP: return tally_expf(v);
-    case TALLY_K_MATH_LOG: return tally_logf(v);
-    case TALLY_K_MATH_LOG1P: return tally_log1pf(v);
-    case TALLY_K_MATH_LGAMMA: return tally_lgammaf(v);
-    case TALLY_K_MATH_SQRT: return tally_sqrtf(v);
-    case TALLY_K_MATH_RECIP: return tally_recipf(v);
-    case TALLY_K_MATH_SINPI: return tally_sinpif(v);
-    case TALLY_K_MATH_COSPI: return tally_cospif(v);
-    case TALLY_K_MATH_DIV: return tally_divf(v, x[COUNT - 1u - k]);
-    case TALLY_K_MATH_DIGAMMA: return tally_digammaf(v);
-    }
-    return TALLY_F32_NAN;
+    return fns[f].unary != NULL ? fns[f].unary(x[k]) : fns[f].binary(x[k], x[COUNT - 1u - k]);
 }
 
 static int same_bits(float a, float b)
@@ -73,50 +54,36 @@ static int same_bits(float a, float b)
     return tt_bits(a) == tt_bits(b) || (a != a && b != b);
 }
 
-static void check_function(uint32_t fn, const char *name)
+/* Half the inputs are random bit patterns (every class of float: negative,
+ * subnormal, infinite, NaN), half are spread over the function's main
+ * domain, where its accuracy matters most. */
+START_TEST(function_bits)
 {
+    const size_t f = (size_t)_i;
     tally_context *ctx = tt_context();
     float *x = tt_alloc(COUNT * sizeof *x), *y = tt_alloc(COUNT * sizeof *y);
-    make_inputs(x, fn, 0x5eed0000u + fn);
+    tt_rand r = tt_rand_seed(0x5eed0000u + fns[f].fn);
+    for (uint32_t k = 0; k < COUNT; k++)
+        x[k] = (k & 1u) ? tt_float((uint32_t)tt_rand_u64(&r)) : tt_rand_float(&r, fns[f].lo, fns[f].hi);
     tally_buffer *in = tt_upload(ctx, x, COUNT);
     tally_buffer *out = tt_buffer(ctx, COUNT);
     tt_poison(out);
-    tt_assert_status(tally__gpu_math_eval(ctx, fn, in, out, COUNT), TALLY_OK, ctx);
+    tt_assert_status(tally__gpu_math_eval(ctx, fns[f].fn, in, out, COUNT), TALLY_OK, ctx);
     tt_read(out, 0, y, COUNT);
     uint32_t mismatches = 0, first = 0;
     for (uint32_t k = 0; k < COUNT; k++) {
-        if (!same_bits(y[k], host_eval(fn, x, k))) {
+        if (!same_bits(y[k], host_eval(f, x, k))) {
             if (mismatches++ == 0) first = k;
         }
     }
     ck_assert_msg(mismatches == 0, "%s: %u of %u results differ from the host; first at x = %a (bits %08x): device %a, host %a",
-                  name, mismatches, COUNT, (double)x[first], tt_bits(x[first]), (double)y[first],
-                  (double)host_eval(fn, x, first));
+                  fns[f].name, mismatches, COUNT, (double)x[first], tt_bits(x[first]), (double)y[first],
+                  (double)host_eval(f, x, first));
     tally_buffer_release(in);
     tally_buffer_release(out);
     free(x);
     free(y);
 }
-
-START_TEST(exp_bits) { check_function(TALLY_K_MATH_EXP, "exp"); }
-END_TEST
-START_TEST(log_bits) { check_function(TALLY_K_MATH_LOG, "log"); }
-END_TEST
-START_TEST(log1p_bits) { check_function(TALLY_K_MATH_LOG1P, "log1p"); }
-END_TEST
-START_TEST(lgamma_bits) { check_function(TALLY_K_MATH_LGAMMA, "lgamma"); }
-END_TEST
-START_TEST(sqrt_bits) { check_function(TALLY_K_MATH_SQRT, "sqrt"); }
-END_TEST
-START_TEST(recip_bits) { check_function(TALLY_K_MATH_RECIP, "recip"); }
-END_TEST
-START_TEST(sinpi_bits) { check_function(TALLY_K_MATH_SINPI, "sinpi"); }
-END_TEST
-START_TEST(cospi_bits) { check_function(TALLY_K_MATH_COSPI, "cospi"); }
-END_TEST
-START_TEST(div_bits) { check_function(TALLY_K_MATH_DIV, "div"); }
-END_TEST
-START_TEST(digamma_bits) { check_function(TALLY_K_MATH_DIGAMMA, "digamma"); }
 END_TEST
 
 /* 2^24 raw, uniform and normal draws of one stream from an offset that is
@@ -154,23 +121,7 @@ START_TEST(philox_stream_bits)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("math_device");
-    TCase *tc = tcase_create("bits");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, exp_bits);
-    tcase_add_test(tc, log_bits);
-    tcase_add_test(tc, log1p_bits);
-    tcase_add_test(tc, lgamma_bits);
-    tcase_add_test(tc, sqrt_bits);
-    tcase_add_test(tc, recip_bits);
-    tcase_add_test(tc, sinpi_bits);
-    tcase_add_test(tc, cospi_bits);
-    tcase_add_test(tc, div_bits);
-    tcase_add_test(tc, digamma_bits);
-    tcase_add_test(tc, philox_stream_bits);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("math_device",
+         {.name = "functions", TT_FIXTURE, .timeout = 600, .tests = {function_bits},
+          .loops = (int)(sizeof fns / sizeof fns[0])},
+         {.name = "philox", TT_FIXTURE, .timeout = 600, .tests = {philox_stream_bits}})

@@ -1522,32 +1522,20 @@ START_TEST(nan_results_are_canonical)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("ops");
-    struct {
-        const char *name;
-        const TTest *tests[16];
-    } cases[] = {
-        {"reduce",
-         {reduce_small_shapes, reduce_all_contiguous_any_shape, reduce_many_short_rows, reduce_rows_of_1000, reduce_two_tile_rows_strided, reduce_two_levels,
-          reduce_order_sensitive, reduce_nan_propagates, reduce_infinities, reduce_logsumexp_edge_rows, reduce_empty,
-          reduce_exact_values, nan_results_are_canonical, NULL}},
-        {"kl", {kl_shapes_and_flags, kl_aligned, kl_one_vector_two_levels, kl_special_values, kl_empty, NULL}},
-        {"dm", {dm_shapes, dm_exact_pmf, dm_negative_count_and_zero_rows, NULL}},
-        {"gmm",
-         {gmm_log_prob_shapes, gmm_log_prob_k1_closed_form, gmm_sample_shapes, gmm_sample_invalid_logits, NULL}},
-        {"rng",
-         {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts, rng_fill_normal_pairs_absolute,
-          rng_consumed_and_advance, NULL}},
-        {"categorical", {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies, NULL}},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        TCase *tc = tcase_create(cases[c].name);
-        tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-        tcase_set_timeout(tc, 300);
-        for (int t = 0; cases[c].tests[t] != NULL; t++) tcase_add_test(tc, cases[c].tests[t]);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
+TT_SUITE("ops",
+         {.name = "reduce", TT_FIXTURE, .timeout = 300,
+          .tests = {reduce_small_shapes, reduce_all_contiguous_any_shape, reduce_many_short_rows, reduce_rows_of_1000,
+                    reduce_two_tile_rows_strided, reduce_two_levels, reduce_order_sensitive, reduce_nan_propagates,
+                    reduce_infinities, reduce_logsumexp_edge_rows, reduce_empty, reduce_exact_values,
+                    nan_results_are_canonical}},
+         {.name = "kl", TT_FIXTURE, .timeout = 300,
+          .tests = {kl_shapes_and_flags, kl_aligned, kl_one_vector_two_levels, kl_special_values, kl_empty}},
+         {.name = "dm", TT_FIXTURE, .timeout = 300,
+          .tests = {dm_shapes, dm_exact_pmf, dm_negative_count_and_zero_rows}},
+         {.name = "gmm", TT_FIXTURE, .timeout = 300,
+          .tests = {gmm_log_prob_shapes, gmm_log_prob_k1_closed_form, gmm_sample_shapes, gmm_sample_invalid_logits}},
+         {.name = "rng", TT_FIXTURE, .timeout = 300,
+          .tests = {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts,
+                    rng_fill_normal_pairs_absolute, rng_consumed_and_advance}},
+         {.name = "categorical", TT_FIXTURE, .timeout = 300,
+          .tests = {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies}})

@@ -118,18 +118,6 @@ static tally_context *host_context(void)
     return ctx;
 }
 
-/* op over all elements of a [rows, cols] copy of x on a fresh buffer. */
-static float reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int64_t rows, int64_t cols)
-{
-    tally_buffer *in = tt_upload(ctx, x, (size_t)(rows * cols)), *out = tt_buffer(ctx, 1);
-    tt_ok(tally_reduce(ctx, op, TALLY_AXIS_ALL, tally_view_f32(in, 0, rows, cols), tally_view_f32(out, 0, 1, 1)),
-          ctx);
-    float v = tt_read1(out, 0);
-    tally_buffer_release(in);
-    tally_buffer_release(out);
-    return v;
-}
-
 /* The worked example of docs/reduction-tree.md: n = 10, {2^24, 1 x 9}. */
 START_TEST(documented_example)
 {
@@ -148,8 +136,8 @@ START_TEST(documented_example)
     ck_assert_uint_eq(tt_bits(seq), tt_bits(16777216.0f));
 
     tally_context *ctx = host_context();
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, e, 1, 10), 16777222.0f, "sum of the documented example");
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, e, 2, 5), 16777222.0f, "same example as a 2 x 5 view");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, e, 1, 10), 16777222.0f, "sum of the documented example");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, e, 2, 5), 16777222.0f, "same example as a 2 x 5 view");
     tt_assert_bits(tally_ref_tree_f32(e, 10, 0, 0.0f), 16777222.0f, "reference simulation");
     tally_context_release(ctx);
 }
@@ -170,7 +158,7 @@ START_TEST(hand_simulated_twenty)
     float v1 = a[1] + a[3];
     float want = v0 + v1;
     tally_context *ctx = host_context();
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, e, 1, 20), want, "n = 20 hand simulation");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, e, 1, 20), want, "n = 20 hand simulation");
     tt_assert_bits(tally_ref_tree_f32(e, 20, 0, 0.0f), want, "reference simulation, n = 20");
     tally_context_release(ctx);
 }
@@ -199,7 +187,7 @@ START_TEST(simulated_order_many_lengths)
         float *x = tt_alloc(n * sizeof *x);
         order_sensitive(x, n, 100 + i);
         float want = tally_ref_tree_f32(x, n, 0, 0.0f);
-        tt_assert_bits(reduce_all(ctx, TALLY_SUM, x, 1, (int64_t)n), want, "sum, n = %llu", (unsigned long long)n);
+        tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, (int64_t)n), want, "sum, n = %llu", (unsigned long long)n);
         /* The sequential sum differs for most of these: evidence that the
          * comparison is sensitive to the order at all. */
         free(x);
@@ -217,7 +205,7 @@ START_TEST(simulated_order_two_levels)
     order_sensitive(x, n, 77);
     tally_context *ctx = host_context();
     float want = tally_ref_tree_f32(x, n, 0, 0.0f);
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, x, 1, (int64_t)n), want, "two-level sum");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, (int64_t)n), want, "two-level sum");
     float seq = 0.0f;
     for (uint64_t i = 0; i < n; i++) seq += x[i];
     ck_assert_msg(tt_bits(seq) != tt_bits(want), "test data is not order sensitive");
@@ -233,23 +221,23 @@ START_TEST(exact_sums)
     int64_t n = 5000;
     float *x = tt_alloc((size_t)n * sizeof *x);
     for (int64_t i = 0; i < n; i++) x[i] = (float)(i + 1);
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, x, 1, n), 12502500.0f, "1 + ... + 5000");
-    tt_assert_bits(reduce_all(ctx, TALLY_MEAN, x, 1, n), 2500.5f, "mean of 1..5000");
-    tt_assert_bits(reduce_all(ctx, TALLY_MAX, x, 50, 100), 5000.0f, "max");
-    tt_assert_bits(reduce_all(ctx, TALLY_MIN, x, 50, 100), 1.0f, "min");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, n), 12502500.0f, "1 + ... + 5000");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_MEAN, x, 1, n), 2500.5f, "mean of 1..5000");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_MAX, x, 50, 100), 5000.0f, "max");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_MIN, x, 50, 100), 1.0f, "min");
     for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 7) - 3.0f;
     /* Each run of 7 sums to 0; 5000 = 714 * 7 + 2 leaves -3 + -2. */
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, x, 1, n), -5.0f, "periodic integers");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, n), -5.0f, "periodic integers");
     /* Powers of two 2^-10 .. 2^3 repeated 100 times: every partial is a
      * multiple of 2^-10 below 2^11, so every addition is exact in any order. */
     for (int64_t i = 0; i < 14 * 100; i++) x[i] = ldexpf(1.0f, (int)(i % 14) - 10);
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, x, 1, 1400), 1599.90234375f, "powers of two");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, 1400), 1599.90234375f, "powers of two");
     /* Sum of squares of small integers. */
     for (int64_t i = 0; i < 100; i++) x[i] = (float)(i - 50);
-    tt_assert_bits(reduce_all(ctx, TALLY_SUMSQ, x, 10, 10), 83350.0f, "sumsq of -50..49");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUMSQ, x, 10, 10), 83350.0f, "sumsq of -50..49");
     /* Minus zeros survive (lanes never start from +0). */
     for (int64_t i = 0; i < 37; i++) x[i] = -0.0f;
-    tt_assert_bits(reduce_all(ctx, TALLY_SUM, x, 1, 37), -0.0f, "sum of -0.0");
+    tt_assert_bits(tt_reduce_all(ctx, TALLY_SUM, x, 1, 37), -0.0f, "sum of -0.0");
     free(x);
     tally_context_release(ctx);
 }
@@ -353,24 +341,8 @@ START_TEST(thread_count_does_not_matter)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("planner");
-    TCase *tc = tcase_create("plan");
-    tcase_add_test(tc, plan_shapes);
-    tcase_add_test(tc, plan_invariants);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("order");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, documented_example);
-    tcase_add_test(tc, hand_simulated_twenty);
-    tcase_add_test(tc, simulated_order_many_lengths);
-    tcase_add_test(tc, simulated_order_two_levels);
-    tcase_add_test(tc, exact_sums);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("threads");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, thread_count_does_not_matter);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("planner", {.name = "plan", .tests = {plan_shapes, plan_invariants}},
+         {.name = "order", .timeout = 240,
+          .tests = {documented_example, hand_simulated_twenty, simulated_order_many_lengths,
+                    simulated_order_two_levels, exact_sums}},
+         {.name = "threads", .timeout = 240, .tests = {thread_count_does_not_matter}})

@@ -263,18 +263,7 @@ START_TEST(normal_reference)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("reference");
-    TCase *tc = tcase_create("reference");
-    tcase_add_test(tc, error_measures);
-    tcase_add_test(tc, tree_depth_and_tolerance);
-    tcase_add_test(tc, reductions);
-    tcase_add_test(tc, kl);
-    tcase_add_test(tc, dirichlet_multinomial);
-    tcase_add_test(tc, gmm);
-    tcase_add_test(tc, categorical);
-    tcase_add_test(tc, normal_reference);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("reference",
+         {.name = "reference",
+          .tests = {error_measures, tree_depth_and_tolerance, reductions, kl, dirichlet_multinomial, gmm, categorical,
+                    normal_reference}})

@@ -346,25 +346,9 @@ START_TEST(consumption_rules)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("rng_contract");
-    TCase *tc = tcase_create("philox");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, kat_header);
-    tcase_add_test(tc, kat_reference);
-    tcase_add_test(tc, stream_mapping);
-    tcase_add_test(tc, stream_words_follow_kat);
-    tcase_add_test(tc, curand_recording);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("floats");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, uniform_formula);
-    tcase_add_test(tc, angle_formula);
-    tcase_add_test(tc, normal_header_vs_reference);
-    tcase_add_test(tc, normal_pairs_absolute);
-    tcase_add_test(tc, reference_sinpi);
-    tcase_add_test(tc, consumption_rules);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("rng_contract",
+         {.name = "philox", .timeout = 120,
+          .tests = {kat_header, kat_reference, stream_mapping, stream_words_follow_kat, curand_recording}},
+         {.name = "floats", .timeout = 120,
+          .tests = {uniform_formula, angle_formula, normal_header_vs_reference, normal_pairs_absolute,
+                    reference_sinpi, consumption_rules}})

@@ -81,12 +81,5 @@ START_TEST(lengths_agree)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("sha256");
-    TCase *tc = tcase_create("sha256");
-    tcase_add_loop_test(tc, nist_vectors, 0, (int)(sizeof kats / sizeof kats[0]));
-    tcase_add_test(tc, lengths_agree);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("sha256", {.name = "nist", .tests = {nist_vectors}, .loops = (int)(sizeof kats / sizeof kats[0])},
+         {.name = "sha256", .tests = {lengths_agree}})

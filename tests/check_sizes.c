@@ -122,11 +122,5 @@ START_TEST(unsizable_counts)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("sizes");
-    TCase *tc = tcase_create("unsizable");
-    tcase_add_loop_test(tc, unsizable_counts, 0, (int)(sizeof cases / sizeof cases[0]));
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("sizes",
+         {.name = "unsizable", .tests = {unsizable_counts}, .loops = (int)(sizeof cases / sizeof cases[0])})

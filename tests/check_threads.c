@@ -9,7 +9,6 @@
  * with -fsanitize=thread by scripts/sanitize.sh, this is also the race test
  * (tally takes no locks: separate contexts must share nothing mutable).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,12 +124,8 @@ START_TEST(eight_contexts_same_bits)
     ck_assert_int_gt(written, 3 * 32 * 4096);
 
     static worker workers[THREADS];
-    pthread_t ids[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        workers[i] = (worker){.id = i};
-        ck_assert_int_eq(pthread_create(&ids[i], NULL, work, &workers[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++) ck_assert_int_eq(pthread_join(ids[i], NULL), 0);
+    for (int i = 0; i < THREADS; i++) workers[i] = (worker){.id = i};
+    tt_run_threads(work, workers, sizeof workers[0], THREADS);
     for (int i = 0; i < THREADS; i++) {
         ck_assert_msg(workers[i].st == TALLY_OK, "thread %d: %s", i, workers[i].why);
         ck_assert_msg(workers[i].mismatches == 0, "thread %d: %d of %d rounds differ from the single-threaded bits",
@@ -139,12 +134,4 @@ START_TEST(eight_contexts_same_bits)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("threads");
-    TCase *tc = tcase_create("threads");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, eight_contexts_same_bits);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("threads", {.name = "threads", .tests = {eight_contexts_same_bits}, .timeout = 600})

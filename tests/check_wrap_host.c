@@ -45,6 +45,19 @@ static float *aligned_floats(size_t n)
 
 /* KL (reduction none, an elementwise output) and a row logsumexp through
  * wrapped memory, against the same ops on tally's own buffers. */
+/* Pointwise KL of probabilities p against t into kl, and each row's
+ * logsumexp of p from its second element on (in app memory, an unaligned
+ * start) into lse. */
+static void run_ops(tally_context *ctx, tally_buffer *p, tally_buffer *t, tally_buffer *kl, tally_buffer *lse)
+{
+    tt_ok(tally_kl_div(ctx, tally_view_f32(p, 0, ROWS, COLS), tally_view_f32(t, 0, ROWS, COLS), TALLY_REDUCTION_NONE,
+                       TALLY_KL_INPUT_IS_PROB, tally_view_f32(kl, 0, ROWS, COLS)),
+          ctx);
+    tt_ok(tally_reduce(ctx, TALLY_LOGSUMEXP, TALLY_AXIS_ROW, tally_view_f32_strided(p, 1, ROWS, COLS - 1, COLS),
+                       tally_view_f32(lse, 0, ROWS, 1)),
+          ctx);
+}
+
 START_TEST(test_results_land_in_app_memory)
 {
     tally_context *ctx = tt_context();
@@ -72,24 +85,13 @@ START_TEST(test_results_land_in_app_memory)
     tt_ok(tally_buffer_wrap_host(ctx, kl, N * 4, &wkl), ctx);
     tt_ok(tally_buffer_wrap_host(ctx, lse, ROWS * 4, &wlse), ctx);
     ck_assert_uint_eq(tally_buffer_size(wkl), N * 4);
-    tt_ok(tally_kl_div(ctx, tally_view_f32(wp, 0, ROWS, COLS), tally_view_f32(wt, 0, ROWS, COLS),
-                       TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, tally_view_f32(wkl, 0, ROWS, COLS)),
-          ctx);
-    /* A view that starts one element in: an unaligned start in app memory. */
-    tt_ok(tally_reduce(ctx, TALLY_LOGSUMEXP, TALLY_AXIS_ROW, tally_view_f32_strided(wp, 1, ROWS, COLS - 1, COLS),
-                       tally_view_f32(wlse, 0, ROWS, 1)),
-          ctx);
+    run_ops(ctx, wp, wt, wkl, wlse);
     tt_ok(tally_sync(ctx), ctx);
 
     /* The same ops on buffers tally owns. */
     tally_buffer *bp = tt_upload(ctx, p, N), *bt = tt_upload(ctx, t, N), *bkl = tt_buffer(ctx, N),
                  *blse = tt_buffer(ctx, ROWS);
-    tt_ok(tally_kl_div(ctx, tally_view_f32(bp, 0, ROWS, COLS), tally_view_f32(bt, 0, ROWS, COLS),
-                       TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, tally_view_f32(bkl, 0, ROWS, COLS)),
-          ctx);
-    tt_ok(tally_reduce(ctx, TALLY_LOGSUMEXP, TALLY_AXIS_ROW, tally_view_f32_strided(bp, 1, ROWS, COLS - 1, COLS),
-                       tally_view_f32(blse, 0, ROWS, 1)),
-          ctx);
+    run_ops(ctx, bp, bt, bkl, blse);
     float *want_kl = tt_alloc(N * 4), *want_lse = tt_alloc(ROWS * 4);
     tt_read(bkl, 0, want_kl, N);
     tt_read(blse, 0, want_lse, ROWS);
@@ -184,14 +186,7 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-Suite *tally_test_suite(void)
-{
-    Suite *s = suite_create("wrap_host");
-    TCase *tc = tcase_create("wrap_host");
-    tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
-    tcase_add_test(tc, test_results_land_in_app_memory);
-    tcase_add_test(tc, test_release_publishes_and_rewrap_sees_new_data);
-    tcase_add_test(tc, test_bad_arguments);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TT_SUITE("wrap_host",
+         {.name = "wrap_host", TT_FIXTURE,
+          .tests = {test_results_land_in_app_memory, test_release_publishes_and_rewrap_sees_new_data,
+                    test_bad_arguments}})

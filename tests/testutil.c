@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,17 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* ---- Threads ------------------------------------------------------------- */
+
+void tt_run_threads(void *(*fn)(void *job), void *jobs, size_t job_size, int count)
+{
+    pthread_t ids[64];
+    ck_assert_msg(count >= 1 && count <= 64, "tt_run_threads: %d threads", count);
+    for (int i = 0; i < count; i++)
+        ck_assert_int_eq(pthread_create(&ids[i], NULL, fn, (char *)jobs + (size_t)i * job_size), 0);
+    for (int i = 0; i < count; i++) ck_assert_int_eq(pthread_join(ids[i], NULL), 0);
+}
 
 /* ---- Backend fixture ------------------------------------------------------ */
 
@@ -166,6 +178,17 @@ float tt_read1(const tally_buffer *buf, size_t at)
 {
     float v;
     tt_read(buf, at, &v, 1);
+    return v;
+}
+
+float tt_reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int64_t rows, int64_t cols)
+{
+    tally_buffer *in = tt_upload(ctx, x, (size_t)(rows * cols)), *out = tt_buffer(ctx, 1);
+    tt_ok(tally_reduce(ctx, op, TALLY_AXIS_ALL, tally_view_f32(in, 0, rows, cols), tally_view_f32(out, 0, 1, 1)),
+          ctx);
+    float v = tt_read1(out, 0);
+    tally_buffer_release(in);
+    tally_buffer_release(out);
     return v;
 }
 

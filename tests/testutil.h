@@ -1,8 +1,9 @@
 /*
  * tests/testutil.h - the shared test fixture and helpers (prefix tt_).
  *
- * Every tests/check_<name>.c defines `Suite *tally_test_suite(void);` and is
- * linked with tests/runner.c, which runs it. A suite that runs ops on a
+ * Every tests/check_<name>.c defines `Suite *tally_test_suite(void);`, as
+ * rows of test cases through TT_SUITE (below), and is linked with
+ * tests/runner.c, which runs it. A suite that runs ops on a
  * device defines `const int tally_test_needs_backend = 1;`; the runner then
  * probes the backend named by TALLY_TEST_BACKEND (host, opencl or cuda;
  * default host) before running anything, and exits 77 (meson's SKIP) with a
@@ -21,7 +22,57 @@
 
 /* Defined by a test file whose suite needs a backend (see above). */
 extern const int tally_test_needs_backend;
+/* Defined by a test file whose suite runs on one backend only, whatever
+ * TALLY_TEST_BACKEND says (its name, e.g. "cuda"): the runner probes that
+ * backend, so a machine without it skips the suite even when the suite is
+ * run by hand. */
+extern const char *const tally_test_only_backend;
 Suite *tally_test_suite(void);
+
+/* ---- Suite registration: one shape for every test file ---- */
+
+/* One Check test case (TCase) as a row: its tests run in this order, each in
+ * its own process in Check's fork mode. */
+typedef struct tt_tcase {
+    const char *name;
+    /* The tests, up to the first NULL (START_TEST's names); at most 23, so
+     * that the last slot is NULL (the runner checks it). */
+    const TTest *tests[24];
+    /* A checked fixture, run around every test (TT_FIXTURE: the test
+     * context), and an unchecked one, run once around the whole case. */
+    void (*setup)(void);
+    void (*teardown)(void);
+    void (*unchecked_setup)(void);
+    void (*unchecked_teardown)(void);
+    /* Seconds per test; 0 keeps the runner's default (300). */
+    int timeout;
+    /* Above 0, every test is a loop test run for _i in [0, loops), each
+     * value in its own process. */
+    int loops;
+    /* An environment variable: the case is registered only when it is set
+     * (work too large for CI, run on request). */
+    const char *only_with;
+    /* 1: every test is a case of its own, named after the test, so that
+     * one test runs by its name (the runner's argument, CK_RUN_CASE). */
+    int case_per_test;
+} tt_tcase;
+
+/* The suite named `name` made of `count` case rows. */
+Suite *tt_suite(const char *name, const tt_tcase *cases, size_t count);
+
+/* Defines tally_test_suite() from case rows written as designated
+ * initialisers, e.g.
+ *   TT_SUITE("planner", {.name = "plan", .tests = {plan_shapes, plan_invariants}})
+ * The rows are an automatic array because START_TEST's names are variables,
+ * not constant expressions. */
+#define TT_SUITE(name, ...)                                                         \
+    Suite *tally_test_suite(void)                                                   \
+    {                                                                               \
+        const tt_tcase tt_cases_[] = {__VA_ARGS__};                                 \
+        return tt_suite((name), tt_cases_, sizeof tt_cases_ / sizeof tt_cases_[0]); \
+    }
+/* The checked fixture of the test context (tt_setup, tt_teardown). */
+#define TT_FIXTURE .setup = tt_setup, .teardown = tt_teardown
 
 /* The bit pattern written over every output before an op runs: a quiet NaN
  * with a recognisable payload, so an element the op forgot to write shows up
@@ -62,6 +113,9 @@ void tt_read(const tally_buffer *buf, size_t at, void *dst, size_t n);
 void tt_poison(tally_buffer *buf);
 /* Reads one float at element index `at`. */
 float tt_read1(const tally_buffer *buf, size_t at);
+/* `op` over all elements of a rows x cols copy of x on a fresh buffer of
+ * ctx; fails the test when the op fails. */
+float tt_reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int64_t rows, int64_t cols);
 
 /* ---- Deterministic inputs: xorshift64* with a fixed seed per call site. ---- */
 typedef struct tt_rand {
@@ -82,6 +136,10 @@ void tt_fill_uniform(float *x, size_t n, uint64_t seed, double lo, double hi);
 void tt_fill_normal(float *x, size_t n, uint64_t seed, double mean, double sd);
 /* malloc that fails the test instead of returning NULL. */
 void *tt_alloc(size_t bytes);
+/* Runs fn on `count` threads at once, thread i with the job at
+ * (char *)jobs + i * job_size, and waits for all of them; fails the test if
+ * a thread cannot be started (at most 64). */
+void tt_run_threads(void *(*fn)(void *job), void *jobs, size_t job_size, int count);
 
 /* ---- Comparisons ---- */
 

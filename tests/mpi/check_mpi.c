@@ -111,6 +111,27 @@ static float scalar_of(tally_context *ctx, tally_buffer *b)
     return v;
 }
 
+/* A distributed op's outcome against the single device's: the same status
+ * and, when it succeeded, the same bits, either `width` words per row of
+ * this rank's lr rows (global rows r0 on of the R-row output) or, for
+ * width 0, the one scalar. */
+static void compare_outcome(const char *what, tally_status gs, tally_status ls, tally_buffer *gout,
+                            tally_buffer *lout, uint64_t R, uint64_t r0, uint64_t lr, uint64_t width)
+{
+    checks++;
+    if (gs != ls) {
+        FAIL("%s: status %s, single device %s", what, tally_status_name(ls), tally_status_name(gs));
+    } else if (gs == TALLY_OK && width == 0) {
+        float g = scalar_of(ref, gout), l = scalar_of(dev, lout);
+        if (bits(g) != bits(l)) FAIL("%s: %a, single device %a", what, (double)l, (double)g);
+    } else if (gs == TALLY_OK && lr > 0) {
+        float *g = download(gout, R * width), *l = download(lout, lr * width);
+        compare_words(what, l, g + r0 * width, lr * width);
+        free(g);
+        free(l);
+    }
+}
+
 /* ---- Splits ------------------------------------------------------------- */
 
 /* first[q] for q = 0..size (first[size] = R): split number k of R rows. */
@@ -174,12 +195,7 @@ static void check_reduce(const shape *sh, const float *x, const uint64_t *first,
         tally_mpi_stats stats = tally_mpi_stats_get();
         snprintf(what, sizeof what, "%s reduce op %d all %llux%llu", tag, (int)op, (unsigned long long)R,
                  (unsigned long long)C);
-        checks++;
-        if (gs != ls) FAIL("%s: status %s, single device %s", what, tally_status_name(ls), tally_status_name(gs));
-        else if (gs == TALLY_OK) {
-            float g = scalar_of(ref, gout), l = scalar_of(dev, lout);
-            if (bits(g) != bits(l)) FAIL("%s: %a, single device %a", what, (double)l, (double)g);
-        }
+        compare_outcome(what, gs, ls, gout, lout, R, r0, lr, 0);
         /* The design's bound: at most one message of less than a tile per
          * tree level (logsumexp runs two trees). */
         checks++;
@@ -215,14 +231,7 @@ static void check_reduce(const shape *sh, const float *x, const uint64_t *first,
                               tally_view_f32(lx, 0, (int64_t)lr, (int64_t)C), tally_view_f32(lout, 0, (int64_t)lr, 1));
         snprintf(what, sizeof what, "%s reduce op %d row %llux%llu", tag, (int)op, (unsigned long long)R,
                  (unsigned long long)C);
-        checks++;
-        if (gs != ls) FAIL("%s: status %s, single device %s", what, tally_status_name(ls), tally_status_name(gs));
-        else if (gs == TALLY_OK && lr > 0) {
-            float *g = download(gout, R), *l = download(lout, lr);
-            compare_words(what, l, g + r0, lr);
-            free(g);
-            free(l);
-        }
+        compare_outcome(what, gs, ls, gout, lout, R, r0, lr, 1);
     }
     tally_buffer_release(gx);
     tally_buffer_release(lx);
@@ -258,18 +267,7 @@ static void check_kl(const shape *sh, const float *p, const float *t, const uint
                                                flag_set[f],
                                                none ? tally_view_f32(lout, 0, (int64_t)lr, (int64_t)C)
                                                     : tally_view_f32(lout, 0, 1, 1));
-            checks++;
-            if (gs != ls) {
-                FAIL("%s: status %s, single device %s", what, tally_status_name(ls), tally_status_name(gs));
-            } else if (gs == TALLY_OK && none) {
-                float *g = download(gout, R * C), *l = download(lout, lr * C);
-                compare_words(what, l, g + r0 * C, lr * C);
-                free(g);
-                free(l);
-            } else if (gs == TALLY_OK) {
-                float g = scalar_of(ref, gout), l = scalar_of(dev, lout);
-                if (bits(g) != bits(l)) FAIL("%s: %a, single device %a", what, (double)l, (double)g);
-            }
+            compare_outcome(what, gs, ls, gout, lout, R, r0, lr, none ? C : 0);
         }
     tally_buffer_release(gp);
     tally_buffer_release(gt);
@@ -306,18 +304,7 @@ static void check_dm(const shape *sh, const float *counts, const float *la, cons
                     dev, MPI_COMM_WORLD, (int64_t)R, (int64_t)r0, tally_view_f32(lc, 0, (int64_t)lr, (int64_t)V),
                     tally_view_f32(per_row ? la_rows : la_shared, 0, (int64_t)lrows, (int64_t)V), (tally_reduction)red,
                     flags, none ? tally_view_f32(lout, 0, (int64_t)lr, 1) : tally_view_f32(lout, 0, 1, 1));
-                checks++;
-                if (gs != ls) {
-                    FAIL("%s: status %s, single device %s", what, tally_status_name(ls), tally_status_name(gs));
-                } else if (gs == TALLY_OK && none) {
-                    float *g = download(gout, R), *l = download(lout, lr);
-                    compare_words(what, l, g + r0, lr);
-                    free(g);
-                    free(l);
-                } else if (gs == TALLY_OK) {
-                    float g = scalar_of(ref, gout), l = scalar_of(dev, lout);
-                    if (bits(g) != bits(l)) FAIL("%s: %a, single device %a", what, (double)l, (double)g);
-                }
+                compare_outcome(what, gs, ls, gout, lout, R, r0, lr, none ? 1 : 0);
             }
     tally_buffer_release(gc);
     tally_buffer_release(lc);
