@@ -8,15 +8,15 @@ the rounding error of the earlier ones.  The fits are Lawson iterations
 (iteratively reweighted least squares), which converge to the minimax
 solution; reference values come from mpmath at 50 significant digits.
 
-Usage:  python3 tools/gen_math_coeffs.py            (prints every fit and constant)
-        python3 tools/gen_math_coeffs.py log 7      (one fit at another degree:
+Usage:  python3 tools/math/gen_math_coeffs.py            (prints every fit and constant)
+        python3 tools/math/gen_math_coeffs.py log 7      (one fit at another degree:
                                                      exp, log, lgamma, stirling X0 DEG,
                                                      sincos DEGS DEGC, constants)
 Needs:  mpmath and numpy (pip install mpmath numpy).
 
 The printed "max weighted error" is measured in float64 with the float32
 coefficients, so it is the approximation error alone, before the rounding
-errors of evaluating the polynomial in float32.  tools/math_accuracy.c
+errors of evaluating the polynomial in float32.  tools/math/math_accuracy.c
 measures the end result.
 """
 import sys

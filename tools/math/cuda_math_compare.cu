@@ -9,12 +9,12 @@
  * It prints markdown tables (for docs/accuracy.md, section "CUDA (H200)").
  *
  * Build (the host side of tally must be the C build, so it comes from
- * tools/math_host_eval.c compiled by gcc; this file includes the header for
+ * tools/math/math_host_eval.c compiled by gcc; this file includes the header for
  * device code only):
  *   gcc -std=c11 -O2 -ffp-contract=off -Wall -Wextra -Wundef -Werror -Iinclude \
- *       -c tools/math_host_eval.c -o /tmp/math_host_eval.o
+ *       -c tools/math/math_host_eval.c -o /tmp/math_host_eval.o
  *   nvcc -O2 -fmad=false -Xcompiler -ffp-contract=off -arch=sm_90 -Iinclude \
- *       tools/cuda_math_compare.cu /tmp/math_host_eval.o -o /tmp/cuda_math_compare
+ *       tools/math/cuda_math_compare.cu /tmp/math_host_eval.o -o /tmp/cuda_math_compare
  *   /tmp/cuda_math_compare          # 2^24 inputs per function
  *   /tmp/cuda_math_compare 26       # 2^26 inputs per function
  * Keep nvcc's defaults -ftz=false -prec-div=true -prec-sqrt=true; fast-math
@@ -44,7 +44,7 @@
 
 extern "C" void tally_tools_eval_host(int fn, const float *in, float *out, size_t n);
 
-/* Keep in sync with tools/math_host_eval.c. */
+/* Keep in sync with tools/math/math_host_eval.c. */
 enum {
     TALLY_TOOLS_FN_EXP, TALLY_TOOLS_FN_LOG, TALLY_TOOLS_FN_LOG1P, TALLY_TOOLS_FN_LGAMMA,
     TALLY_TOOLS_FN_SQRT, TALLY_TOOLS_FN_RECIP, TALLY_TOOLS_FN_SINPI, TALLY_TOOLS_FN_COSPI,

@@ -5,7 +5,7 @@
  *
  * Build and run (the numbers in docs/accuracy.md come from exactly this):
  *   gcc -std=c11 -O2 -ffp-contract=off -fopenmp -Wall -Wextra -Wundef -Werror \
- *       -Iinclude tools/math_accuracy.c -o /tmp/math_accuracy -lm
+ *       -Iinclude tools/math/math_accuracy.c -o /tmp/math_accuracy -lm
  *   /tmp/math_accuracy            # full run: every float where stated
  *   /tmp/math_accuracy --quick    # every 64th float pattern, for a smoke test
  *   /tmp/math_accuracy exp log    # only the named functions

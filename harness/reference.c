@@ -1,5 +1,5 @@
 /*
- * tools/reference.c - see reference.h. Everything here is double precision
+ * harness/reference.c - see reference.h. Everything here is double precision
  * over the C library's double functions, written from tally's documented
  * definitions and sharing no code with the library, so that an error in
  * tally's portable headers cannot hide itself by appearing on both sides of a
