@@ -1,6 +1,6 @@
 /*
  * tests/check_ops.c - every op's values on the backend named by
- * TALLY_TEST_BACKEND, against the float64 references of tools/reference.c
+ * TALLY_TEST_BACKEND, against the float64 references of harness/reference.c
  * (never against the library's own host backend).
  *
  * Two kinds of expectation:
@@ -21,7 +21,7 @@
  *   at 2 ulp, or 3.2e-6 absolute below 10, the accuracy measured for such
  *   portable code);
  *   `mag` is computed by the reference as the sum of the magnitudes that the
- *   float evaluation rounds (see tools/reference.h). These bounds are
+ *   float evaluation rounds (see harness/reference.h). These bounds are
  *   worst-case; the observed errors are far smaller.
  *
  * Every output is poisoned (0x7fbadbad) before the op; inputs sit in

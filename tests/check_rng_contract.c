@@ -3,7 +3,7 @@
  * checked without any backend: include/tally/philox.h is compiled into this
  * test as plain C and compared with
  * - the published Philox4x32 known-answer vectors (tests/data/philox4x32_kat.txt),
- * - the independent implementation in tools/reference.c, over a grid of
+ * - the independent implementation in harness/reference.c, over a grid of
  *   seeds, subsequences and offsets that includes 64-bit values and offsets
  *   that are not multiples of 4,
  * - cuRAND's own output recorded on an NVIDIA GPU

@@ -2,7 +2,7 @@
  * tools/cli_crosscheck.c - `tally crosscheck`: every op, on shapes from tiny
  * to large, on every available backend; each output compared bit for bit
  * with the host backend's and, within a documented tolerance, with the
- * float64 references of tools/reference.h.
+ * float64 references of harness/reference.h.
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,10 +53,10 @@ const char cli_crosscheck_usage[] =
     "  bits     every output equals the host backend's bit for bit (any NaN equals\n"
     "           any NaN: payloads are not part of the contract). Sum, sumsq, min and\n"
     "           max must also equal, on every backend, the tree simulated in float32\n"
-    "           by tools/reference.c. Nothing outside an output view may change.\n"
+    "           by harness/reference.c. Nothing outside an output view may change.\n"
     "  err/tol  the largest |result - float64 reference| / tol over the outputs, where\n"
     "           tol = (tree depth(n) + e) * 2^-24 * mag, mag being the reference's\n"
-    "           scale of the float rounding (sum |terms|, see tools/reference.h) and\n"
+    "           scale of the float rounding (sum |terms|, see harness/reference.h) and\n"
     "           e the op's own roundings: 0 sum, 1 sumsq, 2 mean, 4 logsumexp,\n"
     "           8 kl_div, 32 dirichlet_multinomial (float lgamma is good to ~3e-6\n"
     "           absolute below 10) plus the depth over rows for its sum and mean,\n"
@@ -445,7 +445,7 @@ static int prepare_expect(const xc_case *c, xc_expect *e)
     case CLI_OP_GMM_SAMPLE:
     case CLI_OP_CATEGORICAL: return 0; /* checked against each backend's own draws */
     case CLI_OP_KL_BACKWARD: {
-        /* tools/reference_backward.c gives magnitudes already in units of
+        /* harness/reference_backward.c gives magnitudes already in units of
          * 2^-24: the tolerance is that many float ulps. */
         if (alloc_expect(e, 0, n_out) != 0 || alloc_expect(e, 1, n_out) != 0) return -1;
         if (tally_ref_kl_div_backward(dense(&job->in[0]), dense(&job->in[1]), job->in[2].data, (int)job->reduction,
