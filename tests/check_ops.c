@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_names.h"
 #include "reference.h"
 #include "tally/philox.h"
 #include "tally/terms.h"
@@ -115,7 +116,11 @@ static void release(placed *p)
 
 /* ---- Reductions ------------------------------------------------------------ */
 
-static const char *const op_names[] = {"?", "sum", "mean", "min", "max", "logsumexp", "sumsq"};
+/* A reduction's name, from tally.h's op table. */
+static const char *op_name(tally_reduce_op op)
+{
+    return harness_op_name((harness_op)harness_op_of_reduce(op));
+}
 
 /* Extra ulps of each op's own roundings beyond the tree: mean's division and
  * the conversion of n; sumsq's square; logsumexp's exp, log and final add
@@ -170,12 +175,12 @@ static void check_reduce(tally_reduce_op op, tally_axis axis, const float *x, in
     uint64_t n = axis == TALLY_AXIS_ALL ? (uint64_t)(rows * cols) : (uint64_t)cols;
     for (int64_t r = 0; r < outs; r++) {
         double tol = tally_ref_tolerance(mag[r], n, op_extra(op));
-        tt_assert_close(got[r], ref[r], tol, "%s %s [%lld x %lld] output %lld", op_names[op],
+        tt_assert_close(got[r], ref[r], tol, "%s %s [%lld x %lld] output %lld", op_name(op),
                         axis == TALLY_AXIS_ALL ? "all" : "row", (long long)rows, (long long)cols, (long long)r);
         float exact;
         const float *vec = axis == TALLY_AXIS_ALL ? x : x + r * cols;
         if (tree_bits(op, vec, n, &exact))
-            tt_assert_bits(got[r], exact, "%s %s [%lld x %lld] output %lld vs the documented tree", op_names[op],
+            tt_assert_bits(got[r], exact, "%s %s [%lld x %lld] output %lld vs the documented tree", op_name(op),
                            axis == TALLY_AXIS_ALL ? "all" : "row", (long long)rows, (long long)cols, (long long)r);
     }
     free(got);
@@ -329,11 +334,11 @@ START_TEST(reduce_nan_propagates)
     for (int i = 0; i < 6; i++) {
         reduce_values(all_ops[i], TALLY_AXIS_ROW, x, rows, cols, got);
         for (int r = 0; r < 4; r++)
-            ck_assert_msg(isnan(got[r]), "%s row %d with a NaN at %lld gave %g", op_names[all_ops[i]], r,
+            ck_assert_msg(isnan(got[r]), "%s row %d with a NaN at %lld gave %g", op_name(all_ops[i]), r,
                           (long long)where[r], (double)got[r]);
-        ck_assert_msg(!isnan(got[4]), "%s row without NaN gave NaN", op_names[all_ops[i]]);
+        ck_assert_msg(!isnan(got[4]), "%s row without NaN gave NaN", op_name(all_ops[i]));
         reduce_values(all_ops[i], TALLY_AXIS_ALL, x, rows, cols, got);
-        ck_assert_msg(isnan(got[0]), "%s all with NaN gave %g", op_names[all_ops[i]], (double)got[0]);
+        ck_assert_msg(isnan(got[0]), "%s all with NaN gave %g", op_name(all_ops[i]), (double)got[0]);
     }
     /* min/max: NaN wins even against infinities and when it comes first. */
     float y[6] = {NAN, -INFINITY, 1.0f, INFINITY, 2.0f, 3.0f};

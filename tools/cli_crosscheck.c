@@ -13,6 +13,7 @@
 #include "cli_common.h"
 #include "cli_exec.h"
 #include "cli_gen.h"
+#include "op_names.h"
 #include "reference.h"
 #include "reference_backward.h"
 
@@ -136,19 +137,6 @@ typedef struct xc_state {
     size_t n_results, cap_results;
     int fatal; /* a host allocation failed */
 } xc_state;
-
-static const char *reduce_name(tally_reduce_op op)
-{
-    switch (op) {
-    case TALLY_SUM: return "sum";
-    case TALLY_MEAN: return "mean";
-    case TALLY_MIN: return "min";
-    case TALLY_MAX: return "max";
-    case TALLY_LOGSUMEXP: return "logsumexp";
-    case TALLY_SUMSQ: return "sumsq";
-    }
-    return "?";
-}
 
 static const char *reduction_name(tally_reduction r)
 {
@@ -864,17 +852,15 @@ static void catalogue(xc_state *st)
     };
     const size_t n_shapes = sizeof shapes / sizeof shapes[0];
 
-    static const tally_reduce_op reduce_ops[] = {TALLY_SUM, TALLY_MEAN, TALLY_MIN, TALLY_MAX, TALLY_LOGSUMEXP,
-                                                 TALLY_SUMSQ};
     for (size_t s = 0; s <= n_shapes; s++) {
         /* One extra shape: special values. */
         shape_rc sh = s < n_shapes ? shapes[s] : (shape_rc){5, 37, 0, "specials"};
-        for (size_t o = 0; o < 6; o++)
+        for (int o = HARNESS_OP_SUM; o <= HARNESS_OP_SUMSQ; o++)
             for (int axis = TALLY_AXIS_ALL; axis <= TALLY_AXIS_ROW; axis++) {
                 memset(&c, 0, sizeof c);
-                c.op = reduce_name(reduce_ops[o]);
+                c.op = harness_op_name((harness_op)o);
                 c.job.kind = CLI_OP_REDUCE;
-                c.job.reduce_op = reduce_ops[o];
+                c.job.reduce_op = harness_op_reduce((harness_op)o);
                 c.job.axis = (tally_axis)axis;
                 c.job.rows = sh.rows;
                 c.job.cols = sh.cols;
@@ -1348,16 +1334,10 @@ int cli_crosscheck(int argc, char **argv)
     if (parse_backends(&st, list) != 0)
         return cli_usage_error(usage, "crosscheck: --backends '%s' is not a list of host, opencl, cuda", list);
     if (st.ops_filter != NULL) {
-        static const char *const known[] = {"sum", "mean", "min", "max", "logsumexp", "sumsq", "kl_div",
-                                            "dirichlet_multinomial", "gmm_log_prob", "gmm_sample", "rng",
-                                            "categorical", "kl_div_backward", "dirichlet_multinomial_backward",
-                                            "gmm_log_prob_backward", "gmm_sample_backward"};
         for (const char *p = st.ops_filter;;) {
             const char *comma = strchr(p, ',');
             size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
-            int ok = 0;
-            for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-                if (strlen(known[k]) == n && strncmp(known[k], p, n) == 0) ok = 1;
+            int ok = harness_op_find(p, n) >= 0;
             if (!ok) return cli_usage_error(usage, "crosscheck: --ops: unknown op '%.*s'", (int)n, p);
             if (comma == NULL) break;
             p = comma + 1;

@@ -72,6 +72,14 @@ typedef struct cli_job {
 } cli_job;
 
 /*
+ * Starts a job for the op called `name` (tally.h's TALLY_OP_MAP): clears it,
+ * then sets its kind, its reduce op and the defaults of `tally run` (axis
+ * all; reduction mean for kl_div and its gradient, none otherwise). Returns
+ * the op's harness_op id, or -1 (the job cleared) when no op has that name.
+ */
+int cli_job_start(cli_job *job, const char *name);
+
+/*
  * Names, dtypes and shapes of the job's tensors from its kind and shape
  * parameters, with contiguous placement (offset 0, stride = cols, no pad).
  * Data pointers are cleared. Returns 0, or -1 with a message in err when

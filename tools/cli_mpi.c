@@ -54,26 +54,11 @@ static const cli_option run_options[] = {
 };
 #define N_RUN_OPTIONS (sizeof run_options / sizeof run_options[0])
 
-typedef struct op_name {
-    const char *name;
-    cli_op_kind kind;
-    tally_reduce_op reduce_op;
-} op_name;
-
-static const op_name op_names[] = {
-    {"sum", CLI_OP_REDUCE, TALLY_SUM},
-    {"mean", CLI_OP_REDUCE, TALLY_MEAN},
-    {"min", CLI_OP_REDUCE, TALLY_MIN},
-    {"max", CLI_OP_REDUCE, TALLY_MAX},
-    {"logsumexp", CLI_OP_REDUCE, TALLY_LOGSUMEXP},
-    {"sumsq", CLI_OP_REDUCE, TALLY_SUMSQ},
-    {"kl_div", CLI_OP_KL, TALLY_SUM},
-    {"dirichlet_multinomial", CLI_OP_DM, TALLY_SUM},
-    {"gmm_log_prob", CLI_OP_GMM_LOG_PROB, TALLY_SUM},
-    {"gmm_sample", CLI_OP_GMM_SAMPLE, TALLY_SUM},
-    {"rng", CLI_OP_RNG, TALLY_SUM},
-    {"categorical", CLI_OP_CATEGORICAL, TALLY_SUM},
-};
+static int is_gradient(cli_op_kind kind)
+{
+    return kind == CLI_OP_KL_BACKWARD || kind == CLI_OP_DM_BACKWARD || kind == CLI_OP_GMM_LOG_PROB_BACKWARD ||
+           kind == CLI_OP_GMM_SAMPLE_BACKWARD;
+}
 
 static int choice(const char *v, const char *const *names, int n)
 {
@@ -226,7 +211,7 @@ static tally_status run_sharded(tally_context *ctx, MPI_Comm w, const cli_job *j
         return tally_mpi_categorical(ctx, w, g, f, view_of(&in[0], TALLY_F32), job->flags, job->rng,
                                      view_of(&out[0], TALLY_I32), consumed);
     default:
-        /* The gradients are not sharded (op_names above does not offer them). */
+        /* The gradients are not sharded (parse_and_run refuses them). */
         break;
     }
     return TALLY_INVALID_ARGUMENT;
@@ -273,16 +258,11 @@ static int parse_and_run(int argc, char **argv)
 {
     const char *usage = run_mpi_usage;
     if (argc < 1) return cli_usage_error(usage, "run: name an op");
-    const op_name *op = NULL;
-    for (size_t i = 0; i < sizeof op_names / sizeof op_names[0]; i++)
-        if (strcmp(argv[0], op_names[i].name) == 0) op = &op_names[i];
-    if (op == NULL) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
     cli_job job;
-    memset(&job, 0, sizeof job);
-    job.kind = op->kind;
-    job.reduce_op = op->reduce_op;
-    job.axis = TALLY_AXIS_ALL;
-    job.reduction = op->kind == CLI_OP_KL ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    /* The gradients are not sharded. */
+    if (cli_job_start(&job, argv[0]) < 0 || is_gradient(job.kind))
+        return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
+    const char *op_name = argv[0];
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
     const char *split = NULL, *backends = NULL;
@@ -293,7 +273,7 @@ static int parse_and_run(int argc, char **argv)
         const char *v;
         char err[160];
         int id = cli_next_option(argc, argv, &pos, run_options, N_RUN_OPTIONS, &v, err, sizeof err);
-        if (id < 0 || id == O_QUICK) return cli_usage_error(usage, "run %s: %s", op->name, id < 0 ? err : "--quick");
+        if (id < 0 || id == O_QUICK) return cli_usage_error(usage, "run %s: %s", op_name, id < 0 ? err : "--quick");
         int bad = 0;
         switch (id) {
         case O_BACKEND: bad = tally_backend_from_name(v, &backend) != TALLY_OK; break;
@@ -328,7 +308,7 @@ static int parse_and_run(int argc, char **argv)
         }
         case O_REDUCTION: {
             static const char *const names[] = {"none", "sum", "mean", "batchmean"};
-            int c = choice(v, names, op->kind == CLI_OP_KL ? 4 : 3);
+            int c = choice(v, names, job.kind == CLI_OP_KL ? 4 : 3);
             bad = c < 0;
             job.reduction = (tally_reduction)(c < 0 ? 0 : c);
             break;
@@ -349,16 +329,16 @@ static int parse_and_run(int argc, char **argv)
         case O_BACKENDS: backends = v; break;
         default: break;
         }
-        if (bad) return cli_usage_error(usage, "run %s: bad value '%s'", op->name, v);
+        if (bad) return cli_usage_error(usage, "run %s: bad value '%s'", op_name, v);
     }
     /* rng draws N values; split as N rows of one (element r gets offset + r either way). */
-    if (op->kind == CLI_OP_RNG) {
+    if (job.kind == CLI_OP_RNG) {
         job.rows = count;
         job.cols = 1;
     }
     char err[160];
-    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
-    if (op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE)
+    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
+    if (job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE)
         for (int i = 0; i < n_in; i++)
             if (strcmp(in_name[i], "logits") == 0) job.in[job.n_in - 1].present = 1;
     const char *paths[CLI_MAX_TENSORS] = {NULL}, *opaths[CLI_MAX_TENSORS] = {NULL};
@@ -366,28 +346,28 @@ static int parse_and_run(int argc, char **argv)
         int k = -1;
         for (int j = 0; j < job.n_in; j++)
             if (strcmp(in_name[i], job.in[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op->name, in_name[i]);
+        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op_name, in_name[i]);
         paths[k] = in_path[i];
     }
     for (int j = 0; j < job.n_in; j++)
         if (job.in[j].present && paths[j] == NULL)
-            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op->name, job.in[j].name);
+            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op_name, job.in[j].name);
     for (int i = 0; i < n_out; i++) {
         int k = -1;
         for (int j = 0; j < job.n_out; j++)
             if (strcmp(out_name[i], job.out[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no output named '%s'", op->name, out_name[i]);
+        if (k < 0) return cli_usage_error(usage, "run %s: the op has no output named '%s'", op_name, out_name[i]);
         opaths[k] = out_path[i];
     }
     for (int i = 0; i < n_in; i++) free((void *)in_name[i]);
     for (int i = 0; i < n_out; i++) free((void *)out_name[i]);
 
-    const uint64_t G = (uint64_t)(op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE ? job.batch
+    const uint64_t G = (uint64_t)(job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE ? job.batch
                                                                                                   : job.rows);
     uint64_t *first = malloc(((size_t)size_ + 1) * sizeof *first);
     if (split != NULL) {
         if (parse_split(split, G, first) != 0)
-            return cli_usage_error(usage, "run %s: --split '%s' is not %d row counts summing to %llu", op->name, split,
+            return cli_usage_error(usage, "run %s: --split '%s' is not %d row counts summing to %llu", op_name, split,
                                    size_, (unsigned long long)G);
     } else {
         for (int q = 0; q <= size_; q++) first[q] = G * (uint64_t)q / (uint64_t)size_;
@@ -417,7 +397,7 @@ static int parse_and_run(int argc, char **argv)
     rc = agree_rc(rc);
     int bad_backend = 0;
     backend = backend_of_rank(backends, backend, rank_, &bad_backend);
-    if (bad_backend) return cli_usage_error(usage, "run %s: bad --backends '%s'", op->name, backends);
+    if (bad_backend) return cli_usage_error(usage, "run %s: bad --backends '%s'", op_name, backends);
     tally_context *ctx = NULL;
     if (rc == CLI_EXIT_OK) {
         tally_status st = tally_context_create(backend, device, &ctx);
@@ -482,7 +462,7 @@ static int parse_and_run(int argc, char **argv)
         free(all);
     }
     if (rank_ == 0 && rc == CLI_EXIT_OK &&
-        (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
+        (job.kind == CLI_OP_GMM_SAMPLE || job.kind == CLI_OP_RNG || job.kind == CLI_OP_CATEGORICAL))
         printf("consumed %llu\n", (unsigned long long)consumed);
     if (rank_ == 0 && rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
         rc = cli_io_error("cannot write to standard output");

@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "cli_exec.h"
+#include "op_names.h"
 
 const char cli_run_usage[] =
     "usage: tally run OP [--backend auto|host|opencl|cuda] [--device N]\n"
@@ -130,47 +131,36 @@ static const cli_option options[] = {
 #define SHAPE_RC (BIT(OPT_ROWS) | BIT(OPT_COLS))
 #define SHAPE_GMM (BIT(OPT_BATCH) | BIT(OPT_COMPONENTS) | BIT(OPT_DIM))
 
+/* The options each op takes beyond the common ones, by harness_op id. */
 typedef struct run_op_desc {
-    const char *name;
-    cli_op_kind kind;
-    tally_reduce_op reduce_op;
-    unsigned allowed;  /* options beyond the common ones */
+    unsigned allowed;
     unsigned required;
 } run_op_desc;
 
-static const run_op_desc ops[] = {
-    {.name = "sum", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_SUM, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "mean", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MEAN, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "min", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MIN, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "max", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MAX, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "logsumexp", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_LOGSUMEXP, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "sumsq", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_SUMSQ, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "kl_div", .kind = CLI_OP_KL,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
-    {.name = "dirichlet_multinomial", .kind = CLI_OP_DM,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
-     .required = SHAPE_RC},
-    {.name = "gmm_log_prob", .kind = CLI_OP_GMM_LOG_PROB, .allowed = SHAPE_GMM, .required = SHAPE_GMM},
-    {.name = "gmm_sample", .kind = CLI_OP_GMM_SAMPLE, .allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
-    {.name = "rng", .kind = CLI_OP_RNG, .allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS,
-     .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
-    {.name = "kl_div_backward", .kind = CLI_OP_KL_BACKWARD,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
-    {.name = "dirichlet_multinomial_backward", .kind = CLI_OP_DM_BACKWARD,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
-     .required = SHAPE_RC},
-    {.name = "gmm_log_prob_backward", .kind = CLI_OP_GMM_LOG_PROB_BACKWARD, .allowed = SHAPE_GMM,
-     .required = SHAPE_GMM},
-    {.name = "gmm_sample_backward", .kind = CLI_OP_GMM_SAMPLE_BACKWARD, .allowed = SHAPE_GMM | RNG_OPTS,
-     .required = SHAPE_GMM},
-    {.name = "categorical", .kind = CLI_OP_CATEGORICAL, .allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS),
-     .required = SHAPE_RC},
+#define REDUCE_OPTIONS {.allowed = SHAPE_RC | BIT(OPT_AXIS), .required = SHAPE_RC}
+#define KL_OPTIONS \
+    {.allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC}
+#define DM_OPTIONS                                                                                          \
+    {.allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA), \
+     .required = SHAPE_RC}
+
+static const run_op_desc ops[HARNESS_N_OPS] = {
+    [HARNESS_OP_SUM] = REDUCE_OPTIONS,
+    [HARNESS_OP_MEAN] = REDUCE_OPTIONS,
+    [HARNESS_OP_MIN] = REDUCE_OPTIONS,
+    [HARNESS_OP_MAX] = REDUCE_OPTIONS,
+    [HARNESS_OP_LOGSUMEXP] = REDUCE_OPTIONS,
+    [HARNESS_OP_SUMSQ] = REDUCE_OPTIONS,
+    [HARNESS_OP_KL_DIV] = KL_OPTIONS,
+    [HARNESS_OP_DIRICHLET_MULTINOMIAL] = DM_OPTIONS,
+    [HARNESS_OP_GMM_LOG_PROB] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
+    [HARNESS_OP_GMM_SAMPLE] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
+    [HARNESS_OP_RNG] = {.allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS, .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
+    [HARNESS_OP_CATEGORICAL] = {.allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS), .required = SHAPE_RC},
+    [HARNESS_OP_KL_DIV_BACKWARD] = KL_OPTIONS,
+    [HARNESS_OP_DIRICHLET_MULTINOMIAL_BACKWARD] = DM_OPTIONS,
+    [HARNESS_OP_GMM_LOG_PROB_BACKWARD] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
+    [HARNESS_OP_GMM_SAMPLE_BACKWARD] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
 };
 
 #define COMMON_OPTS (BIT(OPT_BACKEND) | BIT(OPT_DEVICE) | BIT(OPT_IN) | BIT(OPT_OUT) | BIT(OPT_DTYPE) | BIT(OPT_HELP))
@@ -293,17 +283,11 @@ int cli_run(int argc, char **argv)
         fputs(usage, stdout);
         return CLI_EXIT_OK;
     }
-    const run_op_desc *op = NULL;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (strcmp(argv[0], ops[i].name) == 0) op = &ops[i];
-    if (op == NULL) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
-
     cli_job job;
-    memset(&job, 0, sizeof job);
-    job.kind = op->kind;
-    job.reduce_op = op->reduce_op;
-    job.axis = TALLY_AXIS_ALL;
-    job.reduction = op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    int op_id = cli_job_start(&job, argv[0]);
+    if (op_id < 0) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
+    const run_op_desc *op = &ops[op_id];
+    const char *op_name = argv[0];
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
     file_arg ins[MAX_FILES], outs[MAX_FILES];
@@ -316,16 +300,16 @@ int cli_run(int argc, char **argv)
         char err[160];
         int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
                                  sizeof err);
-        if (id < 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
+        if (id < 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
         if (id == OPT_HELP) {
             fputs(usage, stdout);
             return CLI_EXIT_OK;
         }
         if (!((op->allowed | COMMON_OPTS) & BIT(id)))
-            return cli_usage_error(usage, "run %s: option --%s does not apply to this op", op->name,
+            return cli_usage_error(usage, "run %s: option --%s does not apply to this op", op_name,
                                    option_name(id));
         if (id != OPT_IN && id != OPT_OUT && (seen & BIT(id)))
-            return cli_usage_error(usage, "run %s: option --%s given twice", op->name, option_name(id));
+            return cli_usage_error(usage, "run %s: option --%s given twice", op_name, option_name(id));
         seen |= BIT(id);
         int bad = 0;
         switch (id) {
@@ -338,13 +322,13 @@ int cli_run(int argc, char **argv)
             file_arg *list = id == OPT_IN ? ins : outs;
             int *n = id == OPT_IN ? &n_ins : &n_outs;
             if (*n >= MAX_FILES)
-                return cli_usage_error(usage, "run %s: too many --%s options", op->name, option_name(id));
+                return cli_usage_error(usage, "run %s: too many --%s options", op_name, option_name(id));
             if (split_file_arg(value, &list[*n]) != 0)
-                return cli_usage_error(usage, "run %s: --%s '%s' is not NAME=PATH", op->name, option_name(id),
+                return cli_usage_error(usage, "run %s: --%s '%s' is not NAME=PATH", op_name, option_name(id),
                                        value);
             for (int i = 0; i < *n; i++)
                 if (strcmp(list[i].name, list[*n].name) == 0)
-                    return cli_usage_error(usage, "run %s: --%s %s given twice", op->name, option_name(id),
+                    return cli_usage_error(usage, "run %s: --%s %s given twice", op_name, option_name(id),
                                            list[i].name);
             *n += 1;
             break;
@@ -377,7 +361,7 @@ int cli_run(int argc, char **argv)
                                          TALLY_REDUCTION_BATCHMEAN};
             int v = 0;
             /* batchmean is KL's alone. */
-            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? 4 : 3, &v) != 0;
+            bad = parse_choice(value, names, values, job.kind == CLI_OP_KL || job.kind == CLI_OP_KL_BACKWARD ? 4 : 3, &v) != 0;
             job.reduction = (tally_reduction)v;
             break;
         }
@@ -405,23 +389,23 @@ int cli_run(int argc, char **argv)
         default: break;
         }
         if (bad)
-            return cli_usage_error(usage, "run %s: bad value '%s' for --%s", op->name, value, option_name(id));
+            return cli_usage_error(usage, "run %s: bad value '%s' for --%s", op_name, value, option_name(id));
     }
     for (int id = 0; id < OPT_COUNT_OF_OPTIONS; id++)
         if ((op->required & BIT(id)) && !(seen & BIT(id)))
-            return cli_usage_error(usage, "run %s: --%s is required", op->name, option_name(id));
-    if (op->kind == CLI_OP_RNG) {
+            return cli_usage_error(usage, "run %s: --%s is required", op_name, option_name(id));
+    if (job.kind == CLI_OP_RNG) {
         job.rows = 1;
         job.cols = (int64_t)count;
     }
 
     char err[160];
-    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
+    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
     /* logits may be given when K == 1 (the library then ignores them). */
-    if (op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE)
+    if (job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE)
         for (int i = 0; i < n_ins; i++)
             if (strcmp(ins[i].name, "logits") == 0) job.in[job.n_in - 1].present = 1;
-    if (op->kind == CLI_OP_GMM_LOG_PROB_BACKWARD || op->kind == CLI_OP_GMM_SAMPLE_BACKWARD)
+    if (job.kind == CLI_OP_GMM_LOG_PROB_BACKWARD || job.kind == CLI_OP_GMM_SAMPLE_BACKWARD)
         for (int i = 0; i < n_ins; i++)
             for (int k = 0; k < job.n_in; k++)
                 if (strcmp(ins[i].name, "logits") == 0 && strcmp(job.in[k].name, "logits") == 0) job.in[k].present = 1;
@@ -432,18 +416,18 @@ int cli_run(int argc, char **argv)
         int k = -1;
         for (int j = 0; j < job.n_in; j++)
             if (strcmp(ins[i].name, job.in[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op->name, ins[i].name);
+        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op_name, ins[i].name);
         in_path[k] = ins[i].path;
     }
     for (int j = 0; j < job.n_in; j++)
         if (job.in[j].present && in_path[j] == NULL)
-            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op->name, job.in[j].name);
+            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op_name, job.in[j].name);
     for (int i = 0; i < n_outs; i++) {
         int k = -1;
         for (int j = 0; j < job.n_out; j++)
             if (strcmp(outs[i].name, job.out[j].name) == 0) k = j;
         if (k < 0)
-            return cli_usage_error(usage, "run %s: the op has no output named '%s'", op->name, outs[i].name);
+            return cli_usage_error(usage, "run %s: the op has no output named '%s'", op_name, outs[i].name);
         out_path[k] = outs[i].path;
     }
 
@@ -468,7 +452,7 @@ int cli_run(int argc, char **argv)
     /* A file-size limit must come back as EFBIG from write, not kill the
      * process with its temporaries on disk. */
     signal(SIGXFSZ, SIG_IGN);
-    if (rc == CLI_EXIT_OK && op->kind == CLI_OP_RNG) {
+    if (rc == CLI_EXIT_OK && job.kind == CLI_OP_RNG) {
         rc = run_rng_streamed(ctx, &job, count, out_path[0]);
     } else if (rc == CLI_EXIT_OK) {
         tally_status st = cli_exec_run(ctx, &job);
@@ -494,7 +478,7 @@ int cli_run(int argc, char **argv)
             if (out_path[j] == NULL)
                 for (uint64_t i = 0; i < cli_tensor_count(&job.out[j]); i++) print_value(&job.out[j], i);
     }
-    if (rc == CLI_EXIT_OK && (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
+    if (rc == CLI_EXIT_OK && (job.kind == CLI_OP_GMM_SAMPLE || job.kind == CLI_OP_RNG || job.kind == CLI_OP_CATEGORICAL))
         printf("consumed %llu\n", (unsigned long long)job.consumed);
     if (rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
         rc = cli_io_error("cannot write to standard output");
