@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "bench.h"
+#include "json.h"
+#include "rand.h"
 
 #define POISON_F32 0x7fc00000u /* a quiet NaN */
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -59,102 +61,55 @@ static double ceiling_gbps(const bench *b, const char *which)
     return v > 0 ? v : NAN;
 }
 
-/* ---- JSON lines ---- */
-static void json_key(const char *key, int *first)
+/* ---- JSON lines (harness/json.h) ---- */
+static void json_common(harness_json *j, const bench *b, const char *record)
 {
-    fprintf(json_out, "%s\"%s\":", *first ? "{" : ",", key);
-    *first = 0;
-}
-
-static void json_str(const char *key, const char *s, int *first)
-{
-    json_key(key, first);
-    fputc('"', json_out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(json_out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(json_out, "\\u%04x", *p);
-        else
-            fputc(*p, json_out);
-    }
-    fputc('"', json_out);
-}
-
-static void json_num(const char *key, double v, int *first)
-{
-    json_key(key, first);
-    if (isfinite(v))
-        fprintf(json_out, "%.9g", v);
-    else
-        fputs("null", json_out);
-}
-
-static void json_int(const char *key, long long v, int *first)
-{
-    json_key(key, first);
-    fprintf(json_out, "%lld", v);
-}
-
-static void json_bool(const char *key, int v, int *first)
-{
-    json_key(key, first);
-    fputs(v ? "true" : "false", json_out);
-}
-
-static void json_end(void)
-{
-    fputs("}\n", json_out);
-    fflush(json_out);
-}
-
-static void json_common(const bench *b, const char *record, int *first)
-{
-    json_str("record", record, first);
-    json_str("bench", "tally", first);
-    json_str("backend", tally_backend_name(b->backend), first);
+    harness_json_begin(j, json_out);
+    harness_json_str(j, "record", record);
+    harness_json_str(j, "bench", "tally");
+    harness_json_str(j, "backend", tally_backend_name(b->backend));
 }
 
 static void json_result(const bench *b, const result *r)
 {
     if (json_out == NULL) return;
-    int first = 1;
-    json_common(b, r->failed ? "error" : r->is_ceiling ? "ceiling" : "result", &first);
-    json_str("workload", r->workload, &first);
-    json_str("shape", r->shape, &first);
-    json_num("scale", r->scale, &first);
-    if (r->what[0]) json_str("what", r->what, &first);
+    harness_json j;
+    json_common(&j, b, r->failed ? "error" : r->is_ceiling ? "ceiling" : "result");
+    harness_json_str(&j, "workload", r->workload);
+    harness_json_str(&j, "shape", r->shape);
+    harness_json_num(&j, "scale", r->scale);
+    if (r->what[0]) harness_json_str(&j, "what", r->what);
     if (r->failed) {
-        json_str("error", r->error, &first);
-        json_end();
+        harness_json_str(&j, "error", r->error);
+        harness_json_end(&j);
         return;
     }
-    json_bool("ok", r->ok, &first);
-    json_num("ms", r->t.ms_median, &first);
-    json_num("ms_min", r->t.ms_min, &first);
-    json_num("ms_max", r->t.ms_max, &first);
-    json_num("us", r->t.ms_median * 1e3, &first);
-    json_int("batches", r->t.batches, &first);
-    json_int("calls_per_batch", r->t.calls, &first);
-    json_str("timer", r->t.timer, &first);
-    json_num("wall_us_per_call", r->t.wall_us_median, &first);
-    json_num("single_us", r->t.single_us, &first);
-    json_bool("latency_bound", r->latency_bound, &first);
-    json_num("bytes_read", r->bytes_read, &first);
-    json_num("bytes_written", r->bytes_written, &first);
-    json_num("gbps", result_gbps(r), &first);
+    harness_json_bool(&j, "ok", r->ok);
+    harness_json_num(&j, "ms", r->t.ms_median);
+    harness_json_num(&j, "ms_min", r->t.ms_min);
+    harness_json_num(&j, "ms_max", r->t.ms_max);
+    harness_json_num(&j, "us", r->t.ms_median * 1e3);
+    harness_json_int(&j, "batches", r->t.batches);
+    harness_json_int(&j, "calls_per_batch", r->t.calls);
+    harness_json_str(&j, "timer", r->t.timer);
+    harness_json_num(&j, "wall_us_per_call", r->t.wall_us_median);
+    harness_json_num(&j, "single_us", r->t.single_us);
+    harness_json_bool(&j, "latency_bound", r->latency_bound);
+    harness_json_num(&j, "bytes_read", r->bytes_read);
+    harness_json_num(&j, "bytes_written", r->bytes_written);
+    harness_json_num(&j, "gbps", result_gbps(r));
     if (!r->is_ceiling) {
-        json_str("ceiling", r->ceiling, &first);
-        json_num("ceiling_gbps", ceiling_gbps(b, r->ceiling), &first);
-        json_num("frac_ceiling", result_gbps(r) / ceiling_gbps(b, r->ceiling), &first);
-        json_num("frac_read", result_gbps(r) / ceiling_gbps(b, "read"), &first);
-        json_num("frac_copy", result_gbps(r) / ceiling_gbps(b, "copy"), &first);
-        json_num("frac_write", result_gbps(r) / ceiling_gbps(b, "write"), &first);
-        json_int("rotation_sets", r->sets, &first);
+        harness_json_str(&j, "ceiling", r->ceiling);
+        harness_json_num(&j, "ceiling_gbps", ceiling_gbps(b, r->ceiling));
+        harness_json_num(&j, "frac_ceiling", result_gbps(r) / ceiling_gbps(b, r->ceiling));
+        harness_json_num(&j, "frac_read", result_gbps(r) / ceiling_gbps(b, "read"));
+        harness_json_num(&j, "frac_copy", result_gbps(r) / ceiling_gbps(b, "copy"));
+        harness_json_num(&j, "frac_write", result_gbps(r) / ceiling_gbps(b, "write"));
+        harness_json_int(&j, "rotation_sets", r->sets);
     }
-    json_num("value", r->value, &first);
-    json_str("check", r->check, &first);
-    json_end();
+    harness_json_num(&j, "value", r->value);
+    harness_json_str(&j, "check", r->check);
+    harness_json_end(&j);
 }
 
 /* ---- the terminal ---- */
@@ -323,18 +278,9 @@ static int all_finite(const float *v, int64_t n, int64_t *bad)
     return 1;
 }
 
-/* splitmix64: the host's own generator for inputs made on the host. */
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static double host_uniform(uint64_t *state)
 {
-    return (double)(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(harness_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ------------------------------------------------------------------------
@@ -1512,13 +1458,13 @@ int main(int argc, char **argv)
     const char *backend = tally_backend_name(b.backend);
     int open_rc = bench_open(&b);
     if (open_rc != 0) {
-        int first = 1;
+        harness_json j;
         printf("tally-bench: backend %s %s: %s\n", backend, open_rc == 1 ? "not available here, skipped" : "failed",
                b.err);
         if (json_out != NULL) {
-            json_common(&b, open_rc == 1 ? "skipped" : "error", &first);
-            json_str("error", b.err, &first);
-            json_end();
+            json_common(&j, &b, open_rc == 1 ? "skipped" : "error");
+            harness_json_str(&j, "error", b.err);
+            harness_json_end(&j);
             fclose(json_out);
         }
         bench_close(&b);
@@ -1543,22 +1489,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < nscales; i++) printf("%s%g", i ? "," : " ", scales[i]);
     printf("; %d batches per median; rotation to %.0f MiB\n\n", b.reps, b.rotate_bytes / (1024.0 * 1024.0));
     if (json_out != NULL) {
-        int first = 1;
-        json_common(&b, "meta", &first);
-        json_str("tally_version", tally_version_string(), &first);
-        json_str("device", b.device_name, &first);
-        json_int("device_index", b.device, &first);
-        json_str("timer", b.timer_name, &first);
-        json_num("scale", nscales == 1 ? scales[0] : NAN, &first);
-        json_key("scales", &first);
+        harness_json j;
+        json_common(&j, &b, "meta");
+        harness_json_str(&j, "tally_version", tally_version_string());
+        harness_json_str(&j, "device", b.device_name);
+        harness_json_int(&j, "device_index", b.device);
+        harness_json_str(&j, "timer", b.timer_name);
+        harness_json_num(&j, "scale", nscales == 1 ? scales[0] : NAN);
+        harness_json_key(&j, "scales");
         for (int i = 0; i < nscales; i++) fprintf(json_out, "%s%.9g", i ? "," : "[", scales[i]);
         fputc(']', json_out);
-        json_num("ceiling_scale", ceil_scale, &first);
-        if (run_label != NULL) json_str("variant", run_label, &first);
-        json_int("reps", b.reps, &first);
-        json_num("rotate_mib", b.rotate_bytes / (1024.0 * 1024.0), &first);
-        json_str("time", stamp, &first);
-        json_end();
+        harness_json_num(&j, "ceiling_scale", ceil_scale);
+        if (run_label != NULL) harness_json_str(&j, "variant", run_label);
+        harness_json_int(&j, "reps", b.reps);
+        harness_json_num(&j, "rotate_mib", b.rotate_bytes / (1024.0 * 1024.0));
+        harness_json_str(&j, "time", stamp);
+        harness_json_end(&j);
     }
     print_header();
 

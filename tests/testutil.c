@@ -3,6 +3,8 @@
  */
 #include "testutil.h"
 
+#include "rand.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -173,12 +175,9 @@ float tt_read1(const tally_buffer *buf, size_t at)
 
 tt_rand tt_rand_seed(uint64_t seed)
 {
-    /* splitmix64 of the seed, so that small seeds give unrelated streams and
-     * the state is never 0. */
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    /* The first splitmix64 output of the seed, so that small seeds give
+     * unrelated streams and the state is never 0. */
+    uint64_t z = harness_splitmix64(&seed);
     tt_rand r = {.s = z != 0 ? z : 1};
     return r;
 }

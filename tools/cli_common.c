@@ -414,30 +414,6 @@ int cli_processors(void)
     return n > 256 ? 256 : (int)n;
 }
 
-void cli_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s != NULL ? s : ""); *p != '\0'; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-void cli_json_number(FILE *f, double v)
-{
-    if (v != v || v == 1.0 / 0.0 || v == -1.0 / 0.0) fputs("null", f);
-    else fprintf(f, "%.9g", v);
-}
-
 uint32_t cli_f32_bits(float f)
 {
     uint32_t u;

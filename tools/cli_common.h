@@ -134,10 +134,6 @@ double cli_now(void);
 uint64_t cli_mem_available(void);
 /* Online processors (at least 1). */
 int cli_processors(void);
-/* Writes s as a JSON string literal, quotes included. */
-void cli_json_string(FILE *f, const char *s);
-/* Writes a double as a JSON number, or null when it is not finite. */
-void cli_json_number(FILE *f, double v);
 /* 1 when a and b are the same bits, or both are NaNs (any payload). */
 int cli_same_bits(uint32_t a, uint32_t b);
 uint32_t cli_f32_bits(float f);

@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "json.h"
 #include "cli_exec.h"
-#include "cli_gen.h"
+#include "rand.h"
 #include "op_names.h"
 #include "reference.h"
 #include "reference_backward.h"
@@ -190,10 +191,10 @@ static float *alloc_floats(uint64_t n)
 
 /* Reductions: N(0.25, 1.5^2); the "specials" case adds a NaN, infinities,
  * signed zeros, subnormals and large finite values to chosen rows. */
-static void gen_reduce(const xc_case *c, float *x, cli_rand *r)
+static void gen_reduce(const xc_case *c, float *x, harness_rand *r)
 {
     const cli_job *job = &c->job;
-    cli_fill_normal(x, (uint64_t)(job->rows * job->cols), r, 0.25, 1.5);
+    harness_fill_normal(x, (uint64_t)(job->rows * job->cols), r, 0.25, 1.5);
     if (!c->special) return;
     int64_t C = job->cols;
     float *row;
@@ -215,25 +216,25 @@ static void gen_reduce(const xc_case *c, float *x, cli_rand *r)
 }
 
 /* Mixture parameters; z (log_prob) near a random component. */
-static void gen_gmm(const cli_job *job, float *z, float *mu, float *lv, float *logits, cli_rand *r)
+static void gen_gmm(const cli_job *job, float *z, float *mu, float *lv, float *logits, harness_rand *r)
 {
     int64_t B = job->batch, K = job->components, D = job->dim;
-    cli_fill_normal(mu, (uint64_t)(B * K * D), r, 0.0, 1.5);
-    cli_fill_normal(lv, (uint64_t)(B * K * D), r, -0.5, 0.6);
-    cli_fill_normal(logits, (uint64_t)K, r, 0.0, 1.0);
+    harness_fill_normal(mu, (uint64_t)(B * K * D), r, 0.0, 1.5);
+    harness_fill_normal(lv, (uint64_t)(B * K * D), r, -0.5, 0.6);
+    harness_fill_normal(logits, (uint64_t)K, r, 0.0, 1.0);
     if (z == NULL) return;
     for (int64_t b = 0; b < B; b++) {
-        int64_t k = (int64_t)(cli_rand_u64(r) % (uint64_t)K);
+        int64_t k = (int64_t)(harness_rand_u64(r) % (uint64_t)K);
         for (int64_t d = 0; d < D; d++) {
             size_t i = (size_t)(b * K * D + k * D + d);
-            z[b * D + d] = (float)(mu[i] + exp(0.5 * lv[i]) * cli_rand_normal(r));
+            z[b * D + d] = (float)(mu[i] + exp(0.5 * lv[i]) * harness_rand_normal(r));
         }
     }
 }
 
 /* Categorical rows: weights exp(N(0,1)) with ~20% zeros, or logits N(0, 2^2)
  * with ~10% -inf. With `zeros`, row 0 cannot be sampled (all zero / all -inf). */
-static void gen_categorical(const xc_case *c, float *w, cli_rand *r)
+static void gen_categorical(const xc_case *c, float *w, harness_rand *r)
 {
     const cli_job *job = &c->job;
     int logits = (job->flags & TALLY_CATEGORICAL_LOGITS) != 0;
@@ -241,8 +242,8 @@ static void gen_categorical(const xc_case *c, float *w, cli_rand *r)
         float *p = w + row * job->cols;
         int any = 0;
         for (int64_t k = 0; k < job->cols; k++) {
-            double g = cli_rand_normal(r);
-            int off = cli_rand_unit(r) < (logits ? 0.1 : 0.2);
+            double g = harness_rand_normal(r);
+            int off = harness_rand_unit(r) < (logits ? 0.1 : 0.2);
             p[k] = logits ? (off ? -INFINITY : (float)(2.0 * g)) : (off ? 0.0f : (float)exp(g));
             any |= !off;
         }
@@ -256,7 +257,7 @@ static void gen_categorical(const xc_case *c, float *w, cli_rand *r)
 static int gen_inputs(xc_case *c)
 {
     cli_job *job = &c->job;
-    cli_rand r = cli_rand_make(c->data_seed);
+    harness_rand r = harness_rand_make(c->data_seed);
     for (int k = 0; k < job->n_in; k++) {
         job->in[k].data = alloc_floats(cli_tensor_count(&job->in[k]));
         if (job->in[k].data == NULL) return -1;
@@ -273,18 +274,18 @@ static int gen_inputs(xc_case *c)
             mask = malloc((size_t)(job->rows * job->cols > 0 ? job->rows * job->cols : 1));
             if (mask == NULL) return -1;
         }
-        cli_fill_softmax_rows(job->in[0].data, job->rows, job->cols, &r, 1.0, 0.2, !prob, mask, 1);
-        cli_fill_softmax_rows(job->in[1].data, job->rows, job->cols, &r, 1.0, 0.2, logt, mask, 0);
+        harness_fill_softmax_rows(job->in[0].data, job->rows, job->cols, &r, 1.0, 0.2, !prob, mask, 1);
+        harness_fill_softmax_rows(job->in[1].data, job->rows, job->cols, &r, 1.0, 0.2, logt, mask, 0);
         free(mask);
         /* The upstream gradient of a backward case. */
-        if (job->kind == CLI_OP_KL_BACKWARD) cli_fill_normal(job->in[2].data, cli_tensor_count(&job->in[2]), &r, 0.0, 1.0);
+        if (job->kind == CLI_OP_KL_BACKWARD) harness_fill_normal(job->in[2].data, cli_tensor_count(&job->in[2]), &r, 0.0, 1.0);
         break;
     }
     case CLI_OP_DM:
     case CLI_OP_DM_BACKWARD:
-        cli_fill_counts(job->in[0].data, cli_tensor_count(&job->in[0]), &r);
-        cli_fill_normal(job->in[1].data, cli_tensor_count(&job->in[1]), &r, -0.5, 0.8);
-        if (job->kind == CLI_OP_DM_BACKWARD) cli_fill_normal(job->in[2].data, cli_tensor_count(&job->in[2]), &r, 0.0, 1.0);
+        harness_fill_counts(job->in[0].data, cli_tensor_count(&job->in[0]), &r);
+        harness_fill_normal(job->in[1].data, cli_tensor_count(&job->in[1]), &r, -0.5, 0.8);
+        if (job->kind == CLI_OP_DM_BACKWARD) harness_fill_normal(job->in[2].data, cli_tensor_count(&job->in[2]), &r, 0.0, 1.0);
         break;
     case CLI_OP_GMM_LOG_PROB:
         gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
@@ -292,12 +293,12 @@ static int gen_inputs(xc_case *c)
     case CLI_OP_GMM_SAMPLE: gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r); break;
     case CLI_OP_GMM_LOG_PROB_BACKWARD:
         gen_gmm(job, job->in[0].data, job->in[1].data, job->in[2].data, job->in[3].data, &r);
-        cli_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
+        harness_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
         break;
     case CLI_OP_GMM_SAMPLE_BACKWARD:
         gen_gmm(job, NULL, job->in[0].data, job->in[1].data, job->in[2].data, &r);
-        cli_fill_normal(job->in[3].data, cli_tensor_count(&job->in[3]), &r, 0.0, 1.0);
-        cli_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
+        harness_fill_normal(job->in[3].data, cli_tensor_count(&job->in[3]), &r, 0.0, 1.0);
+        harness_fill_normal(job->in[4].data, cli_tensor_count(&job->in[4]), &r, 0.0, 1.0);
         break;
     case CLI_OP_CATEGORICAL: gen_categorical(c, job->in[0].data, &r); break;
     case CLI_OP_RNG: break;
@@ -1141,10 +1142,10 @@ static void print_json(const xc_state *st, int failures)
                tally_backend_name(be->backend), be->device, be->used ? "used" : "skipped");
         if (be->used) {
             printf("\"device_name\": ");
-            cli_json_string(stdout, be->name);
+            harness_json_string(stdout, be->name);
         } else {
             printf("\"reason\": ");
-            cli_json_string(stdout, be->reason);
+            harness_json_string(stdout, be->reason);
         }
         printf("}");
     }
@@ -1152,9 +1153,9 @@ static void print_json(const xc_state *st, int failures)
     for (size_t i = 0; i < st->n_results; i++) {
         const xc_result *r = &st->results[i];
         printf("%s\n    {\"op\": \"%s\", \"variant\": ", i ? "," : "", r->op);
-        cli_json_string(stdout, r->variant);
+        harness_json_string(stdout, r->variant);
         printf(", \"shape\": ");
-        cli_json_string(stdout, r->shape);
+        harness_json_string(stdout, r->shape);
         printf(", \"backend\": \"%s\", \"device\": %d, \"ran\": %s, \"reference_backend\": %s, \"bit_identical\": %s, "
                "\"bit_mismatches\": %llu, \"elements\": %llu, \"tree_exact\": %s, \"wrote_outside\": %s, "
                "\"max_ulp\": ",
@@ -1164,27 +1165,27 @@ static void print_json(const xc_state *st, int failures)
                    ? "true" : "false", (unsigned long long)r->bit_mismatches,
                (unsigned long long)r->elements, r->tree < 0 ? "null" : r->tree ? "true" : "false",
                r->wrote_outside ? "true" : "false");
-        cli_json_number(stdout, r->max_ulp);
+        harness_json_number(stdout, r->max_ulp);
         printf(", \"max_err_over_tol\": ");
         if (isinf(r->max_ratio)) printf("\"inf\"");
-        else cli_json_number(stdout, r->ran ? r->max_ratio : NAN);
+        else harness_json_number(stdout, r->ran ? r->max_ratio : NAN);
         printf(", \"out_of_tolerance\": %llu, \"seconds\": %.6f, \"pass\": %s", (unsigned long long)r->out_of_tolerance,
                r->op_seconds, r->pass ? "true" : "false");
         if (r->error[0] != '\0') {
             printf(", \"error\": ");
-            cli_json_string(stdout, r->error);
+            harness_json_string(stdout, r->error);
         }
         if (r->bit_mismatches > 0) {
             printf(", \"first_difference\": ");
-            cli_json_string(stdout, r->first_mismatch);
+            harness_json_string(stdout, r->first_mismatch);
         }
         if (!r->pass && r->worst[0] != '\0' && (r->out_of_tolerance > 0 || r->max_ratio > 1.0)) {
             printf(", \"worst\": ");
-            cli_json_string(stdout, r->worst);
+            harness_json_string(stdout, r->worst);
         }
         if (r->tree == 0) {
             printf(", \"tree_difference\": ");
-            cli_json_string(stdout, r->tree_note);
+            harness_json_string(stdout, r->tree_note);
         }
         printf("}");
     }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli_common.h"
-#include "cli_gen.h"
+#include "rand.h"
 #include "reference.h"
 
 const char cli_demo_usage[] =
@@ -284,9 +284,9 @@ static tally_status demo_kl(demo *d)
     /* Inputs: tables, then blocks of rows generated with every core and
      * uploaded one after the other. */
     double t0 = cli_now();
-    cli_rand r = cli_rand_make(16384);
+    harness_rand r = harness_rand_make(16384);
     for (unsigned i = 0; i < TABLE_SIZE; i++) {
-        tb->L[i] = cli_rand_normal(&r);
+        tb->L[i] = harness_rand_normal(&r);
         tb->W[i] = exp(tb->L[i]);
     }
     block = malloc(2 * (size_t)KL_BLOCK_ROWS * KL_COLS * sizeof(float));
@@ -339,10 +339,10 @@ static tally_status demo_gmm(demo *d)
     static double ref[B];
     printf("[2/3] Gaussian-mixture reparameterised sample with log density: B=%d K=%d D=%d\n", B, K, D);
     double t0 = cli_now();
-    cli_rand r = cli_rand_make(256);
-    cli_fill_normal(mu, (uint64_t)B * K * D, &r, 0.0, 1.5);
-    cli_fill_normal(lv, (uint64_t)B * K * D, &r, -0.5, 0.6);
-    cli_fill_normal(logits, K, &r, 0.0, 1.0);
+    harness_rand r = harness_rand_make(256);
+    harness_fill_normal(mu, (uint64_t)B * K * D, &r, 0.0, 1.5);
+    harness_fill_normal(lv, (uint64_t)B * K * D, &r, -0.5, 0.6);
+    harness_fill_normal(logits, K, &r, 0.0, 1.0);
     TRY(tally_buffer_create(d->ctx, sizeof mu, &bmu));
     TRY(tally_buffer_create(d->ctx, sizeof lv, &blv));
     TRY(tally_buffer_create(d->ctx, sizeof logits, &blg));
@@ -403,9 +403,9 @@ static tally_status demo_dm(demo *d)
     static double ref[B];
     printf("[3/3] Dirichlet-multinomial log-likelihood per row: B=%d V=%d, shared alpha\n", B, V);
     double t0 = cli_now();
-    cli_rand r = cli_rand_make(512);
-    cli_fill_counts(counts, (uint64_t)B * V, &r);
-    cli_fill_normal(log_alpha, V, &r, -0.5, 0.8);
+    harness_rand r = harness_rand_make(512);
+    harness_fill_counts(counts, (uint64_t)B * V, &r);
+    harness_fill_normal(log_alpha, V, &r, -0.5, 0.8);
     TRY(tally_buffer_create(d->ctx, sizeof counts, &bn));
     TRY(tally_buffer_create(d->ctx, sizeof log_alpha, &ba));
     TRY(tally_buffer_create(d->ctx, sizeof y, &by));
