@@ -3,6 +3,7 @@
  */
 #include "testutil.h"
 
+#include "place.h"
 #include "rand.h"
 
 #include <math.h>
@@ -169,6 +170,46 @@ float tt_read1(const tally_buffer *buf, size_t at)
     float v;
     tt_read(buf, at, &v, 1);
     return v;
+}
+
+/* ---- Poisoned strided placement -------------------------------------------- */
+
+tt_placed tt_place(const void *dense, tally_dtype dtype, int64_t rows, int64_t cols, int64_t offset,
+                   int64_t stride, int64_t pad)
+{
+    const harness_window w = {.rows = rows, .cols = cols, .offset = offset, .stride = stride};
+    uint64_t total = 0;
+    ck_assert_msg(pad >= 0 && harness_window_extent(&w, (uint64_t)pad, &total) == 0,
+                  "placement of [%lld x %lld] at %lld, stride %lld overflows", (long long)rows, (long long)cols,
+                  (long long)offset, (long long)stride);
+    tt_placed p = {.total = (size_t)total};
+    uint32_t *h = tt_alloc((p.total > 0 ? p.total : 1) * 4);
+    harness_poison(h, total, TT_POISON);
+    if (dense != NULL) harness_window_scatter(&w, dense, h);
+    p.buf = tt_buffer(tt_context(), p.total);
+    if (p.total > 0) tt_write(p.buf, 0, (const float *)h, p.total);
+    free(h);
+    p.view = (tally_view){.buffer = p.buf, .offset = offset, .rows = rows, .cols = cols, .stride = stride,
+                          .dtype = dtype};
+    return p;
+}
+
+void tt_read_placed(const tt_placed *p, void *dst)
+{
+    uint32_t *h = tt_alloc((p->total > 0 ? p->total : 1) * 4);
+    if (p->total > 0) tt_read(p->buf, 0, h, p->total);
+    const harness_window w = {.rows = p->view.rows, .cols = p->view.cols, .offset = p->view.offset,
+                              .stride = p->view.stride};
+    int64_t changed = harness_window_gather(&w, h, p->total, TT_POISON, dst);
+    uint32_t was = changed >= 0 ? h[changed] : 0;
+    free(h);
+    ck_assert_msg(changed < 0, "element %lld outside the output view was written (0x%08x)", (long long)changed, was);
+}
+
+void tt_placed_release(tt_placed *p)
+{
+    tally_buffer_release(p->buf);
+    p->buf = NULL;
 }
 
 /* ---- Deterministic inputs ---------------------------------------------------- */

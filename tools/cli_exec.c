@@ -10,6 +10,7 @@
 
 #include "cli_common.h"
 #include "op_names.h"
+#include "place.h"
 #include "tally/half.h"
 
 /* Poison around and (for outputs) inside the views before the op runs. The
@@ -208,21 +209,17 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
     return 0;
 }
 
+/* The tensor's window in its buffer. */
+static harness_window window_of(const cli_tensor *t)
+{
+    return (harness_window){.rows = t->rows, .cols = t->cols, .offset = t->offset, .stride = t->stride};
+}
+
 /* Elements of the tensor's buffer: its view plus the gaps around it. */
 static int buffer_elements(const cli_tensor *t, uint64_t *out)
 {
-    uint64_t rows = (uint64_t)t->rows, cols = (uint64_t)t->cols;
-    uint64_t stride = rows > 1 ? (uint64_t)t->stride : cols;
-    uint64_t end = (uint64_t)t->offset;
-    if (rows > 0 && cols > 0) {
-        if (rows - 1 > 0 && stride > (UINT64_MAX - end - cols) / (rows - 1)) return -1;
-        end += (rows - 1) * stride + cols;
-    }
-    if (end > UINT64_MAX - (uint64_t)t->pad_after) return -1;
-    end += (uint64_t)t->pad_after;
-    if (end > (uint64_t)SIZE_MAX / 4u) return -1;
-    *out = end;
-    return 0;
+    const harness_window w = window_of(t);
+    return harness_window_extent(&w, (uint64_t)t->pad_after, out);
 }
 
 static size_t row_stride(const cli_tensor *t)
@@ -247,8 +244,8 @@ static void scatter(const cli_tensor *t, uint32_t *stage)
             }
         return;
     }
-    for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
-        memcpy(stage + (size_t)t->offset + r * stride, src + r * cols, cols * 4u);
+    const harness_window w = window_of(t);
+    harness_window_scatter(&w, src, stage);
 }
 
 void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n)
@@ -257,32 +254,6 @@ void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n)
         if (dtype == TALLY_BF16) x[i] = tally_bf16_to_f32(tally_f32_to_bf16(x[i]));
         else if (dtype == TALLY_F16) x[i] = tally_f16_to_f32(tally_f32_to_f16(x[i]));
     }
-}
-
-static void gather(const cli_tensor *t, const uint32_t *stage)
-{
-    uint32_t *dst = t->data;
-    size_t stride = row_stride(t), cols = (size_t)t->cols;
-    for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
-        memcpy(dst + r * cols, stage + (size_t)t->offset + r * stride, cols * 4u);
-}
-
-/* 1 if every element of the buffer outside the view still holds `poison`. */
-static int gaps_intact(const cli_tensor *t, const uint32_t *stage, uint64_t elems)
-{
-    size_t stride = row_stride(t), cols = (size_t)t->cols, rows = (size_t)t->rows;
-    size_t pos = 0;
-    if (rows > 0 && cols > 0) {
-        for (size_t r = 0; r < rows; r++) {
-            size_t begin = (size_t)t->offset + r * stride;
-            for (; pos < begin; pos++)
-                if (stage[pos] != POISON_OUTPUT) return 0;
-            pos = begin + cols;
-        }
-    }
-    for (; pos < (size_t)elems; pos++)
-        if (stage[pos] != POISON_OUTPUT) return 0;
-    return 1;
 }
 
 void cli_job_free_outputs(cli_job *job)
@@ -369,7 +340,7 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
             break;
         }
         uint32_t poison = is_in ? POISON_INPUT : POISON_OUTPUT;
-        for (uint64_t i = 0; i < p->elems; i++) p->stage[i] = poison;
+        harness_poison(p->stage, p->elems, poison);
         if (is_half(t->dtype))
             for (uint64_t i = 0; i < p->elems; i++) ((uint16_t *)(void *)p->stage)[i] = POISON_INPUT_HALF;
         if (is_in) {
@@ -411,8 +382,8 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
             snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
             break;
         }
-        gather(t, out[i].stage);
-        if (!gaps_intact(t, out[i].stage, out[i].elems)) job->wrote_outside = 1;
+        const harness_window w = window_of(t);
+        if (harness_window_gather(&w, out[i].stage, out[i].elems, POISON_OUTPUT, t->data) >= 0) job->wrote_outside = 1;
     }
 
     for (int i = 0; i < CLI_MAX_TENSORS; i++) {
