@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "cli_common.h"
-#include "op_names.h"
 #include "place.h"
 #include "tally/half.h"
 
@@ -53,27 +52,13 @@ static int count_fits(int64_t rows, int64_t cols)
     return (uint64_t)rows <= limit / (uint64_t)cols;
 }
 
-/* The job kind that runs each op that is not a reduction. */
-static const cli_op_kind op_kinds[HARNESS_N_OPS] = {
-    [HARNESS_OP_KL_DIV] = CLI_OP_KL,
-    [HARNESS_OP_DIRICHLET_MULTINOMIAL] = CLI_OP_DM,
-    [HARNESS_OP_GMM_LOG_PROB] = CLI_OP_GMM_LOG_PROB,
-    [HARNESS_OP_GMM_SAMPLE] = CLI_OP_GMM_SAMPLE,
-    [HARNESS_OP_RNG] = CLI_OP_RNG,
-    [HARNESS_OP_CATEGORICAL] = CLI_OP_CATEGORICAL,
-    [HARNESS_OP_KL_DIV_BACKWARD] = CLI_OP_KL_BACKWARD,
-    [HARNESS_OP_DIRICHLET_MULTINOMIAL_BACKWARD] = CLI_OP_DM_BACKWARD,
-    [HARNESS_OP_GMM_LOG_PROB_BACKWARD] = CLI_OP_GMM_LOG_PROB_BACKWARD,
-    [HARNESS_OP_GMM_SAMPLE_BACKWARD] = CLI_OP_GMM_SAMPLE_BACKWARD,
-};
-
 int cli_job_start(cli_job *job, const char *name)
 {
     memset(job, 0, sizeof *job);
     int op = harness_op_find(name, strlen(name));
     if (op < 0) return -1;
     job->reduce_op = harness_op_reduce((harness_op)op);
-    job->kind = job->reduce_op != 0 ? CLI_OP_REDUCE : op_kinds[op];
+    job->kind = job->reduce_op != 0 ? CLI_OP_REDUCE : (cli_op_kind)op;
     job->axis = TALLY_AXIS_ALL;
     job->reduction =
         job->kind == CLI_OP_KL || job->kind == CLI_OP_KL_BACKWARD ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;

@@ -10,20 +10,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "op_names.h"
 #include "tally.h"
 
+/* How a job runs: each op is its own kind, except that the six reductions
+ * share one (job.reduce_op says which). The values are the ops' harness_op
+ * ids (harness/op_names.h), so that a name maps to a kind without a table. */
 typedef enum cli_op_kind {
-    CLI_OP_REDUCE = 1,
-    CLI_OP_KL,
-    CLI_OP_DM,
-    CLI_OP_GMM_LOG_PROB,
-    CLI_OP_GMM_SAMPLE,
-    CLI_OP_RNG,
-    CLI_OP_CATEGORICAL,
-    CLI_OP_KL_BACKWARD, /* inputs input, target, grad_out; outputs grad_input, grad_target */
-    CLI_OP_DM_BACKWARD, /* inputs counts, log_alpha, grad_out; output grad_log_alpha */
-    CLI_OP_GMM_LOG_PROB_BACKWARD, /* z, mu, log_var, logits, grad_log_q -> grad_z, grad_mu, grad_log_var, grad_logits */
-    CLI_OP_GMM_SAMPLE_BACKWARD    /* mu, log_var, logits, grad_z, grad_log_q -> grad_mu, grad_log_var, grad_logits */
+    CLI_OP_REDUCE = HARNESS_OP_SUM,
+    CLI_OP_KL = HARNESS_OP_KL_DIV,
+    CLI_OP_DM = HARNESS_OP_DIRICHLET_MULTINOMIAL,
+    CLI_OP_GMM_LOG_PROB = HARNESS_OP_GMM_LOG_PROB,
+    CLI_OP_GMM_SAMPLE = HARNESS_OP_GMM_SAMPLE,
+    CLI_OP_RNG = HARNESS_OP_RNG,
+    CLI_OP_CATEGORICAL = HARNESS_OP_CATEGORICAL,
+    CLI_OP_KL_BACKWARD = HARNESS_OP_KL_DIV_BACKWARD, /* inputs input, target, grad_out; outputs grad_input, grad_target */
+    CLI_OP_DM_BACKWARD = HARNESS_OP_DIRICHLET_MULTINOMIAL_BACKWARD, /* inputs counts, log_alpha, grad_out; output grad_log_alpha */
+    /* z, mu, log_var, logits, grad_log_q -> grad_z, grad_mu, grad_log_var, grad_logits */
+    CLI_OP_GMM_LOG_PROB_BACKWARD = HARNESS_OP_GMM_LOG_PROB_BACKWARD,
+    /* mu, log_var, logits, grad_z, grad_log_q -> grad_mu, grad_log_var, grad_logits */
+    CLI_OP_GMM_SAMPLE_BACKWARD = HARNESS_OP_GMM_SAMPLE_BACKWARD
 } cli_op_kind;
 
 #define CLI_MAX_TENSORS 6
