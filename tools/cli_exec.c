@@ -65,6 +65,52 @@ int cli_job_start(cli_job *job, const char *name)
     return op;
 }
 
+/* The index of value among names, or -1. */
+static int choice(const char *value, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(value, names[i]) == 0) return i;
+    return -1;
+}
+
+int cli_job_option(cli_job *job, int id, const char *value, int64_t *count)
+{
+    /* Names in the order of their enums' values, which start at 1. */
+    static const char *const axes[] = {"all", "row"};
+    static const char *const reductions[] = {"none", "sum", "mean", "batchmean"};
+    static const char *const dists[] = {"raw", "uniform", "normal"};
+    int c = 0;
+    switch (id) {
+    case CLI_JOB_OPT_ROWS: return cli_parse_size(value, &job->rows);
+    case CLI_JOB_OPT_COLS: return cli_parse_size(value, &job->cols);
+    case CLI_JOB_OPT_BATCH: return cli_parse_size(value, &job->batch);
+    case CLI_JOB_OPT_COMPONENTS: return cli_parse_size(value, &job->components);
+    case CLI_JOB_OPT_DIM: return cli_parse_size(value, &job->dim);
+    case CLI_JOB_OPT_COUNT: return cli_parse_size(value, count);
+    case CLI_JOB_OPT_SEED: return cli_parse_u64(value, &job->rng.seed);
+    case CLI_JOB_OPT_SUBSEQUENCE: return cli_parse_u64(value, &job->rng.subsequence);
+    case CLI_JOB_OPT_OFFSET: return cli_parse_u64(value, &job->rng.offset);
+    case CLI_JOB_OPT_AXIS:
+        c = choice(value, axes, 2);
+        job->axis = c == 1 ? TALLY_AXIS_ROW : TALLY_AXIS_ALL;
+        return c < 0 ? -1 : 0;
+    case CLI_JOB_OPT_REDUCTION:
+        c = choice(value, reductions, job->kind == CLI_OP_KL || job->kind == CLI_OP_KL_BACKWARD ? 4 : 3);
+        job->reduction = c < 0 ? TALLY_REDUCTION_NONE : (tally_reduction)c;
+        return c < 0 ? -1 : 0;
+    case CLI_JOB_OPT_DIST:
+        c = choice(value, dists, 3);
+        job->dist = (tally_distribution)(c + 1);
+        return c < 0 ? -1 : 0;
+    case CLI_JOB_OPT_INPUT_IS_PROB: job->flags |= TALLY_KL_INPUT_IS_PROB; return 0;
+    case CLI_JOB_OPT_LOG_TARGET: job->flags |= TALLY_KL_LOG_TARGET; return 0;
+    case CLI_JOB_OPT_WITH_COEFFICIENT: job->flags |= TALLY_DM_WITH_COEFFICIENT; return 0;
+    case CLI_JOB_OPT_PER_ROW_ALPHA: job->per_row_alpha = 1; return 0;
+    case CLI_JOB_OPT_LOGITS: job->flags |= TALLY_CATEGORICAL_LOGITS; return 0;
+    }
+    return -1;
+}
+
 int cli_job_layout(cli_job *job, char *err, size_t err_size)
 {
     const int64_t R = job->rows, C = job->cols, B = job->batch, D = job->dim;

@@ -86,6 +86,50 @@ typedef struct cli_job {
 int cli_job_start(cli_job *job, const char *name);
 
 /*
+ * The options of `tally run` and `tally run --mpi` that set a job's shape and
+ * parameters: X(ID, name, has_value). Each command builds its option table
+ * from this list (ids CLI_JOB_OPT_<ID>, then its own options from
+ * CLI_JOB_OPT_END on) and hands these to cli_job_option.
+ */
+#define CLI_JOB_OPTION_MAP(X)                \
+    X(ROWS, "rows", 1)                       \
+    X(COLS, "cols", 1)                       \
+    X(AXIS, "axis", 1)                       \
+    X(REDUCTION, "reduction", 1)             \
+    X(INPUT_IS_PROB, "input-is-prob", 0)     \
+    X(LOG_TARGET, "log-target", 0)           \
+    X(WITH_COEFFICIENT, "with-coefficient", 0) \
+    X(PER_ROW_ALPHA, "per-row-alpha", 0)     \
+    X(BATCH, "batch", 1)                     \
+    X(COMPONENTS, "components", 1)           \
+    X(DIM, "dim", 1)                         \
+    X(SEED, "seed", 1)                       \
+    X(SUBSEQUENCE, "subsequence", 1)         \
+    X(OFFSET, "offset", 1)                   \
+    X(DIST, "dist", 1)                       \
+    X(COUNT, "count", 1)                     \
+    X(LOGITS, "logits", 0)
+
+enum {
+#define CLI__JOB_OPT_ID(id, name, has_value) CLI_JOB_OPT_##id,
+    CLI_JOB_OPTION_MAP(CLI__JOB_OPT_ID)
+#undef CLI__JOB_OPT_ID
+    CLI_JOB_OPT_END
+};
+
+/* cli_option rows of the list above, for a command's option table. */
+#define CLI__JOB_OPT_ROW(opt, text, takes) {.name = text, .has_value = takes, .id = CLI_JOB_OPT_##opt},
+#define CLI_JOB_OPTION_ROWS CLI_JOB_OPTION_MAP(CLI__JOB_OPT_ROW)
+
+/*
+ * Applies job option `id` (a CLI_JOB_OPT_*) with its value (NULL for a
+ * flag) to the job; --count goes to *count, which the command turns into a
+ * shape. Returns 0, or -1 when the value is not valid for the option (and,
+ * for --reduction, the job's kind: batchmean is KL's alone).
+ */
+int cli_job_option(cli_job *job, int id, const char *value, int64_t *count);
+
+/*
  * Names, dtypes and shapes of the job's tensors from its kind and shape
  * parameters, with contiguous placement (offset 0, stride = cols, no pad).
  * Data pointers are cleared. Returns 0, or -1 with a message in err when

@@ -37,19 +37,12 @@ static const char run_mpi_usage[] =
 
 /* ---- Options: those of tally run, plus the MPI ones --------------------- */
 
-enum {
-    O_BACKEND, O_DEVICE, O_IN, O_OUT, O_ROWS, O_COLS, O_AXIS, O_REDUCTION, O_INPUT_IS_PROB, O_LOG_TARGET,
-    O_WITH_COEFFICIENT, O_PER_ROW_ALPHA, O_BATCH, O_COMPONENTS, O_DIM, O_SEED, O_SUBSEQUENCE, O_OFFSET, O_DIST,
-    O_COUNT, O_LOGITS, O_MPI, O_SPLIT, O_BACKENDS, O_QUICK
-};
+/* The job options (cli_exec.h) come first: their ids are CLI_JOB_OPT_*. */
+enum { O_BACKEND = CLI_JOB_OPT_END, O_DEVICE, O_IN, O_OUT, O_MPI, O_SPLIT, O_BACKENDS, O_QUICK };
 
 static const cli_option run_options[] = {
     {"backend", 1, O_BACKEND}, {"device", 1, O_DEVICE}, {"in", 1, O_IN}, {"out", 1, O_OUT},
-    {"rows", 1, O_ROWS}, {"cols", 1, O_COLS}, {"axis", 1, O_AXIS}, {"reduction", 1, O_REDUCTION},
-    {"input-is-prob", 0, O_INPUT_IS_PROB}, {"log-target", 0, O_LOG_TARGET},
-    {"with-coefficient", 0, O_WITH_COEFFICIENT}, {"per-row-alpha", 0, O_PER_ROW_ALPHA}, {"batch", 1, O_BATCH},
-    {"components", 1, O_COMPONENTS}, {"dim", 1, O_DIM}, {"seed", 1, O_SEED}, {"subsequence", 1, O_SUBSEQUENCE},
-    {"offset", 1, O_OFFSET}, {"dist", 1, O_DIST}, {"count", 1, O_COUNT}, {"logits", 0, O_LOGITS},
+    CLI_JOB_OPTION_ROWS
     {"mpi", 0, O_MPI}, {"split", 1, O_SPLIT}, {"backends", 1, O_BACKENDS}, {"quick", 0, O_QUICK},
 };
 #define N_RUN_OPTIONS (sizeof run_options / sizeof run_options[0])
@@ -58,13 +51,6 @@ static int is_gradient(cli_op_kind kind)
 {
     return kind == CLI_OP_KL_BACKWARD || kind == CLI_OP_DM_BACKWARD || kind == CLI_OP_GMM_LOG_PROB_BACKWARD ||
            kind == CLI_OP_GMM_SAMPLE_BACKWARD;
-}
-
-static int choice(const char *v, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(v, names[i]) == 0) return i;
-    return -1;
 }
 
 /* Every rank agrees on an exit status: the worst one. */
@@ -290,44 +276,10 @@ static int parse_and_run(int argc, char **argv)
             else out_name[n_out] = name, out_path[n_out++] = eq + 1;
             break;
         }
-        case O_ROWS: bad = cli_parse_size(v, &job.rows) != 0; break;
-        case O_COLS: bad = cli_parse_size(v, &job.cols) != 0; break;
-        case O_BATCH: bad = cli_parse_size(v, &job.batch) != 0; break;
-        case O_COMPONENTS: bad = cli_parse_size(v, &job.components) != 0; break;
-        case O_DIM: bad = cli_parse_size(v, &job.dim) != 0; break;
-        case O_COUNT: bad = cli_parse_size(v, &count) != 0; break;
-        case O_SEED: bad = cli_parse_u64(v, &job.rng.seed) != 0; break;
-        case O_SUBSEQUENCE: bad = cli_parse_u64(v, &job.rng.subsequence) != 0; break;
-        case O_OFFSET: bad = cli_parse_u64(v, &job.rng.offset) != 0; break;
-        case O_AXIS: {
-            static const char *const names[] = {"all", "row"};
-            int c = choice(v, names, 2);
-            bad = c < 0;
-            job.axis = c == 1 ? TALLY_AXIS_ROW : TALLY_AXIS_ALL;
-            break;
-        }
-        case O_REDUCTION: {
-            static const char *const names[] = {"none", "sum", "mean", "batchmean"};
-            int c = choice(v, names, job.kind == CLI_OP_KL ? 4 : 3);
-            bad = c < 0;
-            job.reduction = (tally_reduction)(c < 0 ? 0 : c);
-            break;
-        }
-        case O_DIST: {
-            static const char *const names[] = {"raw", "uniform", "normal"};
-            int c = choice(v, names, 3);
-            bad = c < 0;
-            job.dist = (tally_distribution)(c + 1);
-            break;
-        }
-        case O_INPUT_IS_PROB: job.flags |= TALLY_KL_INPUT_IS_PROB; break;
-        case O_LOG_TARGET: job.flags |= TALLY_KL_LOG_TARGET; break;
-        case O_WITH_COEFFICIENT: job.flags |= TALLY_DM_WITH_COEFFICIENT; break;
-        case O_PER_ROW_ALPHA: job.per_row_alpha = 1; break;
-        case O_LOGITS: job.flags |= TALLY_CATEGORICAL_LOGITS; break;
         case O_SPLIT: split = v; break;
         case O_BACKENDS: backends = v; break;
-        default: break;
+        case O_MPI: break;
+        default: bad = cli_job_option(&job, id, v, &count) != 0; break;
         }
         if (bad) return cli_usage_error(usage, "run %s: bad value '%s'", op_name, v);
     }

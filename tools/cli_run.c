@@ -72,28 +72,12 @@ const char cli_run_usage[] =
     "Exit status: 0 success; 1 library or I/O error ('error: STATUS: message');\n"
     "2 bad arguments or a file of the wrong size.\n";
 
+/* The job options (cli_exec.h) come first: their ids are CLI_JOB_OPT_*. */
 enum {
-    OPT_BACKEND,
+    OPT_BACKEND = CLI_JOB_OPT_END,
     OPT_DEVICE,
     OPT_IN,
     OPT_OUT,
-    OPT_ROWS,
-    OPT_COLS,
-    OPT_AXIS,
-    OPT_REDUCTION,
-    OPT_INPUT_IS_PROB,
-    OPT_LOG_TARGET,
-    OPT_WITH_COEFFICIENT,
-    OPT_PER_ROW_ALPHA,
-    OPT_BATCH,
-    OPT_COMPONENTS,
-    OPT_DIM,
-    OPT_SEED,
-    OPT_SUBSEQUENCE,
-    OPT_OFFSET,
-    OPT_DIST,
-    OPT_COUNT,
-    OPT_LOGITS,
     OPT_DTYPE,
     OPT_HELP,
     OPT_COUNT_OF_OPTIONS
@@ -106,30 +90,14 @@ static const cli_option options[] = {
     {.name = "device", .has_value = 1, .id = OPT_DEVICE},
     {.name = "in", .has_value = 1, .id = OPT_IN},
     {.name = "out", .has_value = 1, .id = OPT_OUT},
-    {.name = "rows", .has_value = 1, .id = OPT_ROWS},
-    {.name = "cols", .has_value = 1, .id = OPT_COLS},
-    {.name = "axis", .has_value = 1, .id = OPT_AXIS},
-    {.name = "reduction", .has_value = 1, .id = OPT_REDUCTION},
-    {.name = "input-is-prob", .has_value = 0, .id = OPT_INPUT_IS_PROB},
-    {.name = "log-target", .has_value = 0, .id = OPT_LOG_TARGET},
-    {.name = "with-coefficient", .has_value = 0, .id = OPT_WITH_COEFFICIENT},
-    {.name = "per-row-alpha", .has_value = 0, .id = OPT_PER_ROW_ALPHA},
-    {.name = "batch", .has_value = 1, .id = OPT_BATCH},
-    {.name = "components", .has_value = 1, .id = OPT_COMPONENTS},
-    {.name = "dim", .has_value = 1, .id = OPT_DIM},
-    {.name = "seed", .has_value = 1, .id = OPT_SEED},
-    {.name = "subsequence", .has_value = 1, .id = OPT_SUBSEQUENCE},
-    {.name = "offset", .has_value = 1, .id = OPT_OFFSET},
-    {.name = "dist", .has_value = 1, .id = OPT_DIST},
-    {.name = "count", .has_value = 1, .id = OPT_COUNT},
-    {.name = "logits", .has_value = 0, .id = OPT_LOGITS},
+    CLI_JOB_OPTION_ROWS
     {.name = "dtype", .has_value = 1, .id = OPT_DTYPE},
     {.name = "help", .has_value = 0, .id = OPT_HELP},
 };
 
-#define RNG_OPTS (BIT(OPT_SEED) | BIT(OPT_SUBSEQUENCE) | BIT(OPT_OFFSET))
-#define SHAPE_RC (BIT(OPT_ROWS) | BIT(OPT_COLS))
-#define SHAPE_GMM (BIT(OPT_BATCH) | BIT(OPT_COMPONENTS) | BIT(OPT_DIM))
+#define RNG_OPTS (BIT(CLI_JOB_OPT_SEED) | BIT(CLI_JOB_OPT_SUBSEQUENCE) | BIT(CLI_JOB_OPT_OFFSET))
+#define SHAPE_RC (BIT(CLI_JOB_OPT_ROWS) | BIT(CLI_JOB_OPT_COLS))
+#define SHAPE_GMM (BIT(CLI_JOB_OPT_BATCH) | BIT(CLI_JOB_OPT_COMPONENTS) | BIT(CLI_JOB_OPT_DIM))
 
 /* The options each op takes beyond the common ones, by harness_op id. */
 typedef struct run_op_desc {
@@ -137,11 +105,11 @@ typedef struct run_op_desc {
     unsigned required;
 } run_op_desc;
 
-#define REDUCE_OPTIONS {.allowed = SHAPE_RC | BIT(OPT_AXIS), .required = SHAPE_RC}
+#define REDUCE_OPTIONS {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_AXIS), .required = SHAPE_RC}
 #define KL_OPTIONS \
-    {.allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC}
+    {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_INPUT_IS_PROB) | BIT(CLI_JOB_OPT_LOG_TARGET), .required = SHAPE_RC}
 #define DM_OPTIONS                                                                                          \
-    {.allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA), \
+    {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_WITH_COEFFICIENT) | BIT(CLI_JOB_OPT_PER_ROW_ALPHA), \
      .required = SHAPE_RC}
 
 static const run_op_desc ops[HARNESS_N_OPS] = {
@@ -155,8 +123,8 @@ static const run_op_desc ops[HARNESS_N_OPS] = {
     [HARNESS_OP_DIRICHLET_MULTINOMIAL] = DM_OPTIONS,
     [HARNESS_OP_GMM_LOG_PROB] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
     [HARNESS_OP_GMM_SAMPLE] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
-    [HARNESS_OP_RNG] = {.allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS, .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
-    [HARNESS_OP_CATEGORICAL] = {.allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS), .required = SHAPE_RC},
+    [HARNESS_OP_RNG] = {.allowed = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT) | RNG_OPTS, .required = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT)},
+    [HARNESS_OP_CATEGORICAL] = {.allowed = SHAPE_RC | RNG_OPTS | BIT(CLI_JOB_OPT_LOGITS), .required = SHAPE_RC},
     [HARNESS_OP_KL_DIV_BACKWARD] = KL_OPTIONS,
     [HARNESS_OP_DIRICHLET_MULTINOMIAL_BACKWARD] = DM_OPTIONS,
     [HARNESS_OP_GMM_LOG_PROB_BACKWARD] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
@@ -293,7 +261,7 @@ int cli_run(int argc, char **argv)
     file_arg ins[MAX_FILES], outs[MAX_FILES];
     int n_ins = 0, n_outs = 0;
     unsigned seen = 0;
-    uint64_t count = 0;
+    int64_t count = 0;
 
     for (int pos = 1; pos < argc;) {
         const char *value;
@@ -333,51 +301,6 @@ int cli_run(int argc, char **argv)
             *n += 1;
             break;
         }
-        case OPT_ROWS: bad = cli_parse_size(value, &job.rows) != 0; break;
-        case OPT_COLS: bad = cli_parse_size(value, &job.cols) != 0; break;
-        case OPT_BATCH: bad = cli_parse_size(value, &job.batch) != 0; break;
-        case OPT_COMPONENTS: bad = cli_parse_size(value, &job.components) != 0; break;
-        case OPT_DIM: bad = cli_parse_size(value, &job.dim) != 0; break;
-        case OPT_COUNT: {
-            int64_t c;
-            bad = cli_parse_size(value, &c) != 0;
-            count = (uint64_t)c;
-            break;
-        }
-        case OPT_SEED: bad = cli_parse_u64(value, &job.rng.seed) != 0; break;
-        case OPT_SUBSEQUENCE: bad = cli_parse_u64(value, &job.rng.subsequence) != 0; break;
-        case OPT_OFFSET: bad = cli_parse_u64(value, &job.rng.offset) != 0; break;
-        case OPT_AXIS: {
-            static const char *const names[] = {"all", "row"};
-            static const int values[] = {TALLY_AXIS_ALL, TALLY_AXIS_ROW};
-            int v = 0;
-            bad = parse_choice(value, names, values, 2, &v) != 0;
-            job.axis = (tally_axis)v;
-            break;
-        }
-        case OPT_REDUCTION: {
-            static const char *const names[] = {"none", "sum", "mean", "batchmean"};
-            static const int values[] = {TALLY_REDUCTION_NONE, TALLY_REDUCTION_SUM, TALLY_REDUCTION_MEAN,
-                                         TALLY_REDUCTION_BATCHMEAN};
-            int v = 0;
-            /* batchmean is KL's alone. */
-            bad = parse_choice(value, names, values, job.kind == CLI_OP_KL || job.kind == CLI_OP_KL_BACKWARD ? 4 : 3, &v) != 0;
-            job.reduction = (tally_reduction)v;
-            break;
-        }
-        case OPT_DIST: {
-            static const char *const names[] = {"raw", "uniform", "normal"};
-            static const int values[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
-            int v = 0;
-            bad = parse_choice(value, names, values, 3, &v) != 0;
-            job.dist = (tally_distribution)v;
-            break;
-        }
-        case OPT_INPUT_IS_PROB: job.flags |= TALLY_KL_INPUT_IS_PROB; break;
-        case OPT_LOG_TARGET: job.flags |= TALLY_KL_LOG_TARGET; break;
-        case OPT_WITH_COEFFICIENT: job.flags |= TALLY_DM_WITH_COEFFICIENT; break;
-        case OPT_PER_ROW_ALPHA: job.per_row_alpha = 1; break;
-        case OPT_LOGITS: job.flags |= TALLY_CATEGORICAL_LOGITS; break;
         case OPT_DTYPE: {
             static const char *const names[] = {"f32", "bf16", "f16"};
             static const int values[] = {TALLY_F32, TALLY_BF16, TALLY_F16};
@@ -386,7 +309,7 @@ int cli_run(int argc, char **argv)
             job.in_dtype = (tally_dtype)v;
             break;
         }
-        default: break;
+        default: bad = cli_job_option(&job, id, value, &count) != 0; break;
         }
         if (bad)
             return cli_usage_error(usage, "run %s: bad value '%s' for --%s", op_name, value, option_name(id));
@@ -396,7 +319,7 @@ int cli_run(int argc, char **argv)
             return cli_usage_error(usage, "run %s: --%s is required", op_name, option_name(id));
     if (job.kind == CLI_OP_RNG) {
         job.rows = 1;
-        job.cols = (int64_t)count;
+        job.cols = count;
     }
 
     char err[160];
@@ -453,7 +376,7 @@ int cli_run(int argc, char **argv)
      * process with its temporaries on disk. */
     signal(SIGXFSZ, SIG_IGN);
     if (rc == CLI_EXIT_OK && job.kind == CLI_OP_RNG) {
-        rc = run_rng_streamed(ctx, &job, count, out_path[0]);
+        rc = run_rng_streamed(ctx, &job, (uint64_t)count, out_path[0]);
     } else if (rc == CLI_EXIT_OK) {
         tally_status st = cli_exec_run(ctx, &job);
         if (st != TALLY_OK) {
