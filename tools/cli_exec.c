@@ -111,6 +111,49 @@ int cli_job_option(cli_job *job, int id, const char *value, int64_t *count)
     return -1;
 }
 
+int cli_file_arg_parse(const char *arg, cli_file_arg *out)
+{
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || eq == arg || eq[1] == '\0') return -1;
+    size_t len = (size_t)(eq - arg);
+    if (len >= sizeof out->name) return -1;
+    memcpy(out->name, arg, len);
+    out->name[len] = '\0';
+    out->path = eq + 1;
+    return 0;
+}
+
+/* The index of the tensor called name among n, or -1. */
+static int tensor_named(const cli_tensor *t, int n, const char *name)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(t[k].name, name) == 0) return k;
+    return -1;
+}
+
+int cli_job_match_files(cli_job *job, const cli_file_arg *ins, int n_ins, const cli_file_arg *outs, int n_outs,
+                        const char **in_path, const char **out_path, char *err, size_t err_size)
+{
+    for (int k = 0; k < CLI_MAX_TENSORS; k++) in_path[k] = out_path[k] = NULL;
+    for (int i = 0; i < n_ins + n_outs; i++) {
+        const int is_in = i < n_ins;
+        const cli_file_arg *f = is_in ? &ins[i] : &outs[i - n_ins];
+        const int k = is_in ? tensor_named(job->in, job->n_in, f->name) : tensor_named(job->out, job->n_out, f->name);
+        if (k < 0) {
+            snprintf(err, err_size, "the op has no %s named '%s'", is_in ? "input" : "output", f->name);
+            return -1;
+        }
+        if (is_in) job->in[k].present = 1;
+        (is_in ? in_path : out_path)[k] = f->path;
+    }
+    for (int k = 0; k < job->n_in; k++)
+        if (job->in[k].present && in_path[k] == NULL) {
+            snprintf(err, err_size, "missing --in %s=PATH", job->in[k].name);
+            return -1;
+        }
+    return 0;
+}
+
 int cli_job_layout(cli_job *job, char *err, size_t err_size)
 {
     const int64_t R = job->rows, C = job->cols, B = job->batch, D = job->dim;

@@ -129,6 +129,29 @@ enum {
  */
 int cli_job_option(cli_job *job, int id, const char *value, int64_t *count);
 
+/* A --in or --out argument, NAME=PATH. */
+typedef struct cli_file_arg {
+    char name[64];
+    const char *path; /* points into the argument */
+} cli_file_arg;
+
+#define CLI_MAX_FILES 8
+
+/* Splits NAME=PATH; both parts must be non-empty and NAME shorter than 64
+ * bytes. Returns 0, or -1 for anything else. */
+int cli_file_arg_parse(const char *arg, cli_file_arg *out);
+
+/*
+ * Matches --in and --out arguments with the tensors of a laid-out job:
+ * in_path[k] and out_path[k] (CLI_MAX_TENSORS each, NULL where none) get the
+ * paths of the files named like input and output k. An optional input given
+ * a file becomes present (gmm logits when K == 1: the library then ignores
+ * them). Returns 0, or -1 with the message in err when a name matches no
+ * tensor or a present input has no file.
+ */
+int cli_job_match_files(cli_job *job, const cli_file_arg *ins, int n_ins, const cli_file_arg *outs, int n_outs,
+                        const char **in_path, const char **out_path, char *err, size_t err_size);
+
 /*
  * Names, dtypes and shapes of the job's tensors from its kind and shape
  * parameters, with contiguous placement (offset 0, stride = cols, no pad).

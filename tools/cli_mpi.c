@@ -252,7 +252,7 @@ static int parse_and_run(int argc, char **argv)
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
     const char *split = NULL, *backends = NULL;
-    const char *in_name[8], *in_path[8], *out_name[8], *out_path[8];
+    cli_file_arg ins[CLI_MAX_FILES], outs[CLI_MAX_FILES];
     int n_in = 0, n_out = 0;
     int64_t count = 0;
     for (int pos = 1; pos < argc;) {
@@ -266,14 +266,10 @@ static int parse_and_run(int argc, char **argv)
         case O_DEVICE: bad = cli_parse_index(v, &device) != 0; break;
         case O_IN:
         case O_OUT: {
-            const char *eq = strchr(v, '=');
-            if (eq == NULL || eq == v || eq[1] == '\0' || (id == O_IN ? n_in : n_out) >= 8) {
-                bad = 1;
-                break;
-            }
-            char *name = strndup(v, (size_t)(eq - v));
-            if (id == O_IN) in_name[n_in] = name, in_path[n_in++] = eq + 1;
-            else out_name[n_out] = name, out_path[n_out++] = eq + 1;
+            cli_file_arg *list = id == O_IN ? ins : outs;
+            int *n = id == O_IN ? &n_in : &n_out;
+            bad = *n >= CLI_MAX_FILES || cli_file_arg_parse(v, &list[*n]) != 0;
+            if (!bad) *n += 1;
             break;
         }
         case O_SPLIT: split = v; break;
@@ -290,29 +286,9 @@ static int parse_and_run(int argc, char **argv)
     }
     char err[160];
     if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
-    if (job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE)
-        for (int i = 0; i < n_in; i++)
-            if (strcmp(in_name[i], "logits") == 0) job.in[job.n_in - 1].present = 1;
-    const char *paths[CLI_MAX_TENSORS] = {NULL}, *opaths[CLI_MAX_TENSORS] = {NULL};
-    for (int i = 0; i < n_in; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_in; j++)
-            if (strcmp(in_name[i], job.in[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op_name, in_name[i]);
-        paths[k] = in_path[i];
-    }
-    for (int j = 0; j < job.n_in; j++)
-        if (job.in[j].present && paths[j] == NULL)
-            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op_name, job.in[j].name);
-    for (int i = 0; i < n_out; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_out; j++)
-            if (strcmp(out_name[i], job.out[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no output named '%s'", op_name, out_name[i]);
-        opaths[k] = out_path[i];
-    }
-    for (int i = 0; i < n_in; i++) free((void *)in_name[i]);
-    for (int i = 0; i < n_out; i++) free((void *)out_name[i]);
+    const char *paths[CLI_MAX_TENSORS], *opaths[CLI_MAX_TENSORS];
+    if (cli_job_match_files(&job, ins, n_in, outs, n_out, paths, opaths, err, sizeof err) != 0)
+        return cli_usage_error(usage, "run %s: %s", op_name, err);
 
     const uint64_t G = (uint64_t)(job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE ? job.batch
                                                                                                   : job.rows);

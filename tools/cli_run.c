@@ -132,26 +132,6 @@ static const run_op_desc ops[HARNESS_N_OPS] = {
 };
 
 #define COMMON_OPTS (BIT(OPT_BACKEND) | BIT(OPT_DEVICE) | BIT(OPT_IN) | BIT(OPT_OUT) | BIT(OPT_DTYPE) | BIT(OPT_HELP))
-#define MAX_FILES 8
-
-typedef struct file_arg {
-    char name[64];
-    const char *path;
-} file_arg;
-
-/* Splits NAME=PATH; both parts must be non-empty. */
-static int split_file_arg(const char *arg, file_arg *out)
-{
-    const char *eq = strchr(arg, '=');
-    if (eq == NULL || eq == arg || eq[1] == '\0') return -1;
-    size_t len = (size_t)(eq - arg);
-    if (len >= sizeof out->name) return -1;
-    memcpy(out->name, arg, len);
-    out->name[len] = '\0';
-    out->path = eq + 1;
-    return 0;
-}
-
 static int parse_choice(const char *value, const char *const *names, const int *values, int n, int *out)
 {
     for (int i = 0; i < n; i++)
@@ -258,7 +238,7 @@ int cli_run(int argc, char **argv)
     const char *op_name = argv[0];
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
-    file_arg ins[MAX_FILES], outs[MAX_FILES];
+    cli_file_arg ins[CLI_MAX_FILES], outs[CLI_MAX_FILES];
     int n_ins = 0, n_outs = 0;
     unsigned seen = 0;
     int64_t count = 0;
@@ -287,11 +267,11 @@ int cli_run(int argc, char **argv)
         case OPT_DEVICE: bad = cli_parse_index(value, &device) != 0; break;
         case OPT_IN:
         case OPT_OUT: {
-            file_arg *list = id == OPT_IN ? ins : outs;
+            cli_file_arg *list = id == OPT_IN ? ins : outs;
             int *n = id == OPT_IN ? &n_ins : &n_outs;
-            if (*n >= MAX_FILES)
+            if (*n >= CLI_MAX_FILES)
                 return cli_usage_error(usage, "run %s: too many --%s options", op_name, option_name(id));
-            if (split_file_arg(value, &list[*n]) != 0)
+            if (cli_file_arg_parse(value, &list[*n]) != 0)
                 return cli_usage_error(usage, "run %s: --%s '%s' is not NAME=PATH", op_name, option_name(id),
                                        value);
             for (int i = 0; i < *n; i++)
@@ -324,35 +304,10 @@ int cli_run(int argc, char **argv)
 
     char err[160];
     if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
-    /* logits may be given when K == 1 (the library then ignores them). */
-    if (job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE)
-        for (int i = 0; i < n_ins; i++)
-            if (strcmp(ins[i].name, "logits") == 0) job.in[job.n_in - 1].present = 1;
-    if (job.kind == CLI_OP_GMM_LOG_PROB_BACKWARD || job.kind == CLI_OP_GMM_SAMPLE_BACKWARD)
-        for (int i = 0; i < n_ins; i++)
-            for (int k = 0; k < job.n_in; k++)
-                if (strcmp(ins[i].name, "logits") == 0 && strcmp(job.in[k].name, "logits") == 0) job.in[k].present = 1;
-
     /* Match --in and --out with the op's tensors. */
-    const char *in_path[CLI_MAX_TENSORS] = {NULL}, *out_path[CLI_MAX_TENSORS] = {NULL};
-    for (int i = 0; i < n_ins; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_in; j++)
-            if (strcmp(ins[i].name, job.in[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op_name, ins[i].name);
-        in_path[k] = ins[i].path;
-    }
-    for (int j = 0; j < job.n_in; j++)
-        if (job.in[j].present && in_path[j] == NULL)
-            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op_name, job.in[j].name);
-    for (int i = 0; i < n_outs; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_out; j++)
-            if (strcmp(outs[i].name, job.out[j].name) == 0) k = j;
-        if (k < 0)
-            return cli_usage_error(usage, "run %s: the op has no output named '%s'", op_name, outs[i].name);
-        out_path[k] = outs[i].path;
-    }
+    const char *in_path[CLI_MAX_TENSORS], *out_path[CLI_MAX_TENSORS];
+    if (cli_job_match_files(&job, ins, n_ins, outs, n_outs, in_path, out_path, err, sizeof err) != 0)
+        return cli_usage_error(usage, "run %s: %s", op_name, err);
 
     /* Read every input before touching a device: argument errors stay cheap. */
     int rc = CLI_EXIT_OK;
