@@ -833,6 +833,73 @@ static void rng_text(char *out, size_t size, tally_rng g)
     snprintf(out, size, "seed=%s sub=%s off=%s", seed, sub, off);
 }
 
+/* KL cases (backward: its gradient) over the given matrix shapes: every
+ * reduction x every flag combination; the large shape runs four
+ * representative combinations (each reduction once, batchmean as the
+ * founding workload: input_is_prob). */
+static void kl_cases(xc_state *st, uint64_t *seed, const shape_rc *shapes, size_t n_shapes, int backward)
+{
+    static const unsigned large_flags[] = {
+        [TALLY_REDUCTION_NONE] = TALLY_KL_INPUT_IS_PROB,
+        [TALLY_REDUCTION_SUM] = TALLY_KL_LOG_TARGET,
+        [TALLY_REDUCTION_MEAN] = TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET,
+        [TALLY_REDUCTION_BATCHMEAN] = TALLY_KL_INPUT_IS_PROB,
+    };
+    xc_case c;
+    for (size_t s = 0; s < n_shapes; s++) {
+        const shape_rc sh = shapes[s];
+        int large = strcmp(sh.label, "large") == 0;
+        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
+            for (unsigned flags = 0; flags < 4; flags++) {
+                if (large && flags != large_flags[red]) continue;
+                memset(&c, 0, sizeof c);
+                c.op = backward ? "kl_div_backward" : "kl_div";
+                c.job.kind = backward ? CLI_OP_KL_BACKWARD : CLI_OP_KL;
+                c.job.reduction = (tally_reduction)red;
+                c.job.flags = flags;
+                c.job.rows = sh.rows;
+                c.job.cols = sh.cols;
+                c.strided = sh.strided;
+                c.zeros = strcmp(sh.label, "odd") == 0;
+                c.data_seed = (*seed)++;
+                snprintf(c.variant, sizeof c.variant, "%s%s%s", reduction_name((tally_reduction)red),
+                         (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "", (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
+                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                if (c.zeros && !(flags & TALLY_KL_LOG_TARGET)) strncat(c.shape, " zeros", sizeof c.shape - strlen(c.shape) - 1);
+                run_case(st, &c);
+            }
+    }
+}
+
+/* Dirichlet-multinomial cases (backward: its gradient, which takes no
+ * coefficient flag): shared / per-row alpha x coefficient x reduction. */
+static void dm_cases(xc_state *st, uint64_t *seed, const shape_rc *shapes, size_t n_shapes, int backward)
+{
+    xc_case c;
+    const unsigned n_flags = backward ? 1u : 2u;
+    for (size_t s = 0; s < n_shapes; s++) {
+        const shape_rc sh = shapes[s];
+        for (int per_row = 0; per_row < 2; per_row++)
+            for (unsigned flags = 0; flags < n_flags; flags++)
+                for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
+                    memset(&c, 0, sizeof c);
+                    c.op = backward ? "dirichlet_multinomial_backward" : "dirichlet_multinomial";
+                    c.job.kind = backward ? CLI_OP_DM_BACKWARD : CLI_OP_DM;
+                    c.job.reduction = (tally_reduction)red;
+                    c.job.flags = flags;
+                    c.job.per_row_alpha = per_row;
+                    c.job.rows = sh.rows;
+                    c.job.cols = sh.cols;
+                    c.strided = sh.strided;
+                    c.data_seed = (*seed)++;
+                    snprintf(c.variant, sizeof c.variant, "%s %s%s", reduction_name((tally_reduction)red),
+                             per_row ? "per-row" : "shared", flags ? " coef" : "");
+                    shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
+                    run_case(st, &c);
+                }
+    }
+}
+
 static void catalogue(xc_state *st)
 {
     const int q = st->quick;
@@ -874,40 +941,10 @@ static void catalogue(xc_state *st)
             }
     }
 
-    /* KL: every reduction x every flag combination; the large shape runs four
-     * representative combinations (each reduction once, batchmean as the
-     * founding workload: input_is_prob). */
-    static const unsigned large_flags[] = {
-        [TALLY_REDUCTION_NONE] = TALLY_KL_INPUT_IS_PROB,
-        [TALLY_REDUCTION_SUM] = TALLY_KL_LOG_TARGET,
-        [TALLY_REDUCTION_MEAN] = TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET,
-        [TALLY_REDUCTION_BATCHMEAN] = TALLY_KL_INPUT_IS_PROB,
-    };
-    for (size_t s = 1; s < n_shapes - 1; s++) {
-        const shape_rc sh = shapes[s];
-        int large = strcmp(sh.label, "large") == 0;
-        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
-            for (unsigned flags = 0; flags < 4; flags++) {
-                if (large && flags != large_flags[red]) continue;
-                memset(&c, 0, sizeof c);
-                c.op = "kl_div";
-                c.job.kind = CLI_OP_KL;
-                c.job.reduction = (tally_reduction)red;
-                c.job.flags = flags;
-                c.job.rows = sh.rows;
-                c.job.cols = sh.cols;
-                c.strided = sh.strided;
-                c.zeros = strcmp(sh.label, "odd") == 0;
-                c.data_seed = seed++;
-                snprintf(c.variant, sizeof c.variant, "%s%s%s", reduction_name((tally_reduction)red),
-                         (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "", (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
-                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
-                if (c.zeros && !(flags & TALLY_KL_LOG_TARGET)) strncat(c.shape, " zeros", sizeof c.shape - strlen(c.shape) - 1);
-                run_case(st, &c);
-            }
-    }
-
-    /* Dirichlet-multinomial: shared / per-row alpha x coefficient x reduction. */
+    /* KL and its gradient: every reduction x every flag combination (the
+     * large shape: four representative ones); then Dirichlet-multinomial
+     * and its gradient: shared / per-row alpha x (forward only) the
+     * coefficient x reduction. The forwards run first, then the gradients. */
     const shape_rc dm_shapes[] = {
         {1, 1, 0, "tiny"},
         {2, 3, 0, "tiny"},
@@ -917,73 +954,9 @@ static void catalogue(xc_state *st)
         {3, 20001, 0, "2-level rows"},
         {q ? 17000 : 40000, 5, 0, "2-level batch"},
     };
-    for (size_t s = 0; s < sizeof dm_shapes / sizeof dm_shapes[0]; s++) {
-        const shape_rc sh = dm_shapes[s];
-        for (int per_row = 0; per_row < 2; per_row++)
-            for (unsigned flags = 0; flags < 2; flags++)
-                for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
-                    memset(&c, 0, sizeof c);
-                    c.op = "dirichlet_multinomial";
-                    c.job.kind = CLI_OP_DM;
-                    c.job.reduction = (tally_reduction)red;
-                    c.job.flags = flags;
-                    c.job.per_row_alpha = per_row;
-                    c.job.rows = sh.rows;
-                    c.job.cols = sh.cols;
-                    c.strided = sh.strided;
-                    c.data_seed = seed++;
-                    snprintf(c.variant, sizeof c.variant, "%s %s%s", reduction_name((tally_reduction)red),
-                             per_row ? "per-row" : "shared", flags ? " coef" : "");
-                    shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
-                    run_case(st, &c);
-                }
-    }
-
-    /* Gradients: KL backward over the KL shapes, every reduction and flag
-     * set (the large shape: the same four combinations as the forward); DM
-     * backward over the DM shapes, shared and per-row alpha, every
-     * reduction. */
-    for (size_t s = 1; s < n_shapes - 1; s++) {
-        const shape_rc sh = shapes[s];
-        int large = strcmp(sh.label, "large") == 0;
-        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
-            for (unsigned flags = 0; flags < 4; flags++) {
-                if (large && flags != large_flags[red]) continue;
-                memset(&c, 0, sizeof c);
-                c.op = "kl_div_backward";
-                c.job.kind = CLI_OP_KL_BACKWARD;
-                c.job.reduction = (tally_reduction)red;
-                c.job.flags = flags;
-                c.job.rows = sh.rows;
-                c.job.cols = sh.cols;
-                c.strided = sh.strided;
-                c.zeros = strcmp(sh.label, "odd") == 0;
-                c.data_seed = seed++;
-                snprintf(c.variant, sizeof c.variant, "%s%s%s", reduction_name((tally_reduction)red),
-                         (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "", (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
-                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
-                if (c.zeros && !(flags & TALLY_KL_LOG_TARGET)) strncat(c.shape, " zeros", sizeof c.shape - strlen(c.shape) - 1);
-                run_case(st, &c);
-            }
-    }
-    for (size_t s = 0; s < sizeof dm_shapes / sizeof dm_shapes[0]; s++) {
-        const shape_rc sh = dm_shapes[s];
-        for (int per_row = 0; per_row < 2; per_row++)
-            for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
-                memset(&c, 0, sizeof c);
-                c.op = "dirichlet_multinomial_backward";
-                c.job.kind = CLI_OP_DM_BACKWARD;
-                c.job.reduction = (tally_reduction)red;
-                c.job.per_row_alpha = per_row;
-                c.job.rows = sh.rows;
-                c.job.cols = sh.cols;
-                c.strided = sh.strided;
-                c.data_seed = seed++;
-                snprintf(c.variant, sizeof c.variant, "%s %s", reduction_name((tally_reduction)red),
-                         per_row ? "per-row" : "shared");
-                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
-                run_case(st, &c);
-            }
+    for (int backward = 0; backward < 2; backward++) {
+        kl_cases(st, &seed, shapes + 1, n_shapes - 2, backward);
+        dm_cases(st, &seed, dm_shapes, sizeof dm_shapes / sizeof dm_shapes[0], backward);
     }
 
     /* Gaussian mixtures (B, K, D). */
