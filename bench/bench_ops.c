@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "bench.h"
 #include "json.h"
 #include "rand.h"
@@ -1337,45 +1338,39 @@ static void usage(FILE *f)
             "  --list                      list the devices each backend sees\n");
 }
 
-static int selected(const char *only, const char *name)
-{
-    if (only == NULL) return 1;
-    size_t len = strlen(name);
-    for (const char *p = only; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, name, n) == 0) return 1;
-        p += n + (end != NULL);
-    }
-    return 0;
-}
-
 #define MAX_SCALES 8
 
 static int parse_args(int argc, char **argv, bench *b, const char **json_path, const char **only, int *ceilings,
                       int *list, double *scales, int *nscales)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (strcmp(a, "--backend") == 0 && val) {
+    enum { O_BACKEND, O_DEVICE, O_JSON, O_ONLY, O_LABEL, O_SCALE, O_SCALES, O_REPS, O_CALLS, O_BATCH_MS,
+           O_SMALL_CALLS, O_ROTATE_MIB, O_NO_CEILINGS, O_LIST, O_HELP };
+    static const harness_option options[] = {
+        {"backend", 1, O_BACKEND}, {"device", 1, O_DEVICE}, {"json", 1, O_JSON}, {"only", 1, O_ONLY},
+        {"label", 1, O_LABEL}, {"scale", 1, O_SCALE}, {"scales", 1, O_SCALES}, {"reps", 1, O_REPS},
+        {"calls", 1, O_CALLS}, {"batch-ms", 1, O_BATCH_MS}, {"small-calls", 1, O_SMALL_CALLS},
+        {"rotate-mib", 1, O_ROTATE_MIB}, {"no-ceilings", 0, O_NO_CEILINGS}, {"list", 0, O_LIST},
+        {"help", 0, O_HELP},
+    };
+    harness_args args = HARNESS_ARGS(argc, argv, 1, options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *val = args.value;
+        switch (id) {
+        case O_BACKEND:
             if (tally_backend_from_name(val, &b->backend) != TALLY_OK || b->backend == TALLY_BACKEND_AUTO) {
                 fprintf(stderr, "tally-bench: unknown backend '%s' (cuda, opencl or host)\n", val);
                 return 2;
             }
-        } else if (strcmp(a, "--device") == 0 && val) {
-            b->device = atoi(val);
-        } else if (strcmp(a, "--json") == 0 && val) {
-            *json_path = val;
-        } else if (strcmp(a, "--only") == 0 && val) {
-            *only = val;
-        } else if (strcmp(a, "--label") == 0 && val) {
-            run_label = val;
-        } else if (strcmp(a, "--scale") == 0 && val) {
+            break;
+        case O_DEVICE: b->device = atoi(val); break;
+        case O_JSON: *json_path = val; break;
+        case O_ONLY: *only = val; break;
+        case O_LABEL: run_label = val; break;
+        case O_SCALE:
             scales[0] = atof(val);
             *nscales = 1;
-        } else if (strcmp(a, "--scales") == 0 && val) {
+            break;
+        case O_SCALES:
             *nscales = 0;
             for (const char *p = val; *p && *nscales < MAX_SCALES;) {
                 char *end;
@@ -1383,32 +1378,20 @@ static int parse_args(int argc, char **argv, bench *b, const char **json_path, c
                 if (end == p) break;
                 p = *end == ',' ? end + 1 : end;
             }
-        } else if (strcmp(a, "--reps") == 0 && val) {
-            b->reps = atoi(val);
-        } else if (strcmp(a, "--calls") == 0 && val) {
-            b->calls = atoi(val);
-        } else if (strcmp(a, "--batch-ms") == 0 && val) {
-            b->batch_ms = atof(val);
-        } else if (strcmp(a, "--small-calls") == 0 && val) {
-            b->small_calls = atoi(val);
-        } else if (strcmp(a, "--rotate-mib") == 0 && val) {
-            b->rotate_bytes = atof(val) * 1024.0 * 1024.0;
-        } else {
-            takes = 0;
-            if (strcmp(a, "--no-ceilings") == 0) {
-                *ceilings = 0;
-            } else if (strcmp(a, "--list") == 0) {
-                *list = 1;
-            } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-                usage(stdout);
-                exit(0);
-            } else {
-                fprintf(stderr, "tally-bench: unknown or incomplete option '%s'\n", a);
-                usage(stderr);
-                return 2;
-            }
+            break;
+        case O_REPS: b->reps = atoi(val); break;
+        case O_CALLS: b->calls = atoi(val); break;
+        case O_BATCH_MS: b->batch_ms = atof(val); break;
+        case O_SMALL_CALLS: b->small_calls = atoi(val); break;
+        case O_ROTATE_MIB: b->rotate_bytes = atof(val) * 1024.0 * 1024.0; break;
+        case O_NO_CEILINGS: *ceilings = 0; break;
+        case O_LIST: *list = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default:
+            fprintf(stderr, "tally-bench: %s\n", args.err);
+            usage(stderr);
+            return 2;
         }
-        i += takes;
     }
     int scales_ok = *nscales > 0;
     for (int i = 0; i < *nscales; i++) scales_ok = scales_ok && scales[i] > 0;
@@ -1525,7 +1508,7 @@ int main(int argc, char **argv)
         b.scale = b_scale_now = scales[si];
         if (nscales > 1) printf("-- scale %g\n", b.scale);
         for (size_t k = 0; k < WORKLOAD_COUNT; k++) {
-            if (!selected(only, workloads[k].name)) continue;
+            if (!harness_list_has(only, workloads[k].name)) continue;
             result *r = new_result(workloads[k].name);
             if (r == NULL) break;
             b.err[0] = '\0';

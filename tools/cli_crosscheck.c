@@ -150,20 +150,6 @@ static const char *reduction_name(tally_reduction r)
     return "?";
 }
 
-static int op_selected(const char *filter, const char *op)
-{
-    if (filter == NULL) return 1;
-    size_t len = strlen(op);
-    for (const char *p = filter; *p != '\0';) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        if (n == len && strncmp(p, op, n) == 0) return 1;
-        if (comma == NULL) break;
-        p = comma + 1;
-    }
-    return 0;
-}
-
 /* ---- Inputs ---------------------------------------------------------------- */
 
 /* Places every tensor of a strided case at a non-zero offset with a row
@@ -765,7 +751,7 @@ done:
 /* Runs a case once per selected input dtype (ops without inputs once). */
 static void run_case(xc_state *st, xc_case *c)
 {
-    if (!op_selected(st->ops_filter, c->op)) return;
+    if (!harness_list_has(st->ops_filter, c->op)) return;
     const char *names[] = {"f32", "bf16", "f16"};
     const tally_dtype types[] = {TALLY_F32, TALLY_BF16, TALLY_F16};
     char variant[sizeof c->variant];
@@ -1264,7 +1250,7 @@ int cli_crosscheck(int argc, char **argv)
 {
     const char *usage = cli_crosscheck_usage;
     enum { O_BACKENDS, O_OPS, O_QUICK, O_JSON, O_DTYPE, O_HELP };
-    static const cli_option options[] = {
+    static const harness_option options[] = {
         {.name = "backends", .has_value = 1, .id = O_BACKENDS},
         {.name = "ops", .has_value = 1, .id = O_OPS},
         {.name = "quick", .has_value = 0, .id = O_QUICK},
@@ -1276,11 +1262,9 @@ int cli_crosscheck(int argc, char **argv)
     memset(&st, 0, sizeof st);
     st.dtypes = 1u;
     const char *list = NULL;
-    for (int pos = 0; pos < argc;) {
-        const char *value;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
-                                 sizeof err);
+    harness_args args = HARNESS_ARGS(argc, argv, 0, options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *value = args.value;
         switch (id) {
         case O_BACKENDS: list = value; break;
         case O_OPS: st.ops_filter = value; break;
@@ -1302,7 +1286,7 @@ int cli_crosscheck(int argc, char **argv)
             break;
         }
         case O_HELP: fputs(usage, stdout); return CLI_EXIT_OK;
-        default: return cli_usage_error(usage, "crosscheck: %s", err);
+        default: return cli_usage_error(usage, "crosscheck: %s", args.err);
         }
     }
     if (parse_backends(&st, list) != 0)

@@ -117,7 +117,7 @@ enum {
     CLI_JOB_OPT_END
 };
 
-/* cli_option rows of the list above, for a command's option table. */
+/* harness_option rows of the list above, for a command's option table. */
 #define CLI__JOB_OPT_ROW(opt, text, takes) {.name = text, .has_value = takes, .id = CLI_JOB_OPT_##opt},
 #define CLI_JOB_OPTION_ROWS CLI_JOB_OPTION_MAP(CLI__JOB_OPT_ROW)
 

@@ -40,12 +40,11 @@ static const char run_mpi_usage[] =
 /* The job options (cli_exec.h) come first: their ids are CLI_JOB_OPT_*. */
 enum { O_BACKEND = CLI_JOB_OPT_END, O_DEVICE, O_IN, O_OUT, O_MPI, O_SPLIT, O_BACKENDS, O_QUICK };
 
-static const cli_option run_options[] = {
+static const harness_option run_options[] = {
     {"backend", 1, O_BACKEND}, {"device", 1, O_DEVICE}, {"in", 1, O_IN}, {"out", 1, O_OUT},
     CLI_JOB_OPTION_ROWS
     {"mpi", 0, O_MPI}, {"split", 1, O_SPLIT}, {"backends", 1, O_BACKENDS}, {"quick", 0, O_QUICK},
 };
-#define N_RUN_OPTIONS (sizeof run_options / sizeof run_options[0])
 
 static int is_gradient(cli_op_kind kind)
 {
@@ -255,11 +254,10 @@ static int parse_and_run(int argc, char **argv)
     cli_file_arg ins[CLI_MAX_FILES], outs[CLI_MAX_FILES];
     int n_in = 0, n_out = 0;
     int64_t count = 0;
-    for (int pos = 1; pos < argc;) {
-        const char *v;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, run_options, N_RUN_OPTIONS, &v, err, sizeof err);
-        if (id < 0 || id == O_QUICK) return cli_usage_error(usage, "run %s: %s", op_name, id < 0 ? err : "--quick");
+    harness_args args = HARNESS_ARGS(argc, argv, 1, run_options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *v = args.value;
+        if (id < 0 || id == O_QUICK) return cli_usage_error(usage, "run %s: %s", op_name, id < 0 ? args.err : "--quick");
         int bad = 0;
         switch (id) {
         case O_BACKEND: bad = tally_backend_from_name(v, &backend) != TALLY_OK; break;
@@ -495,13 +493,12 @@ static int crosscheck_mpi(int argc, char **argv)
 {
     const char *backends = NULL;
     int quick = 0;
-    for (int pos = 0; pos < argc;) {
-        const char *v;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, run_options, N_RUN_OPTIONS, &v, err, sizeof err);
+    harness_args args = HARNESS_ARGS(argc, argv, 0, run_options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *v = args.value;
         if (id == O_BACKENDS) backends = v;
         else if (id == O_QUICK) quick = 1;
-        else if (id != O_MPI) return cli_usage_error(crosscheck_mpi_usage, "crosscheck --mpi: %s", id < 0 ? err : "unsupported option");
+        else if (id != O_MPI) return cli_usage_error(crosscheck_mpi_usage, "crosscheck --mpi: %s", id < 0 ? args.err : "unsupported option");
     }
     int bad = 0;
     tally_backend mine = backend_of_rank(backends, TALLY_BACKEND_AUTO, rank_, &bad);

@@ -85,7 +85,7 @@ enum {
 
 #define BIT(o) (1u << (o))
 
-static const cli_option options[] = {
+static const harness_option options[] = {
     {.name = "backend", .has_value = 1, .id = OPT_BACKEND},
     {.name = "device", .has_value = 1, .id = OPT_DEVICE},
     {.name = "in", .has_value = 1, .id = OPT_IN},
@@ -243,12 +243,10 @@ int cli_run(int argc, char **argv)
     unsigned seen = 0;
     int64_t count = 0;
 
-    for (int pos = 1; pos < argc;) {
-        const char *value;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
-                                 sizeof err);
-        if (id < 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
+    harness_args args = HARNESS_ARGS(argc, argv, 1, options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *value = args.value;
+        if (id < 0) return cli_usage_error(usage, "run %s: %s", op_name, args.err);
         if (id == OPT_HELP) {
             fputs(usage, stdout);
             return CLI_EXIT_OK;
