@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "math_ref.h"
 #include "tally/portable_math.h"
 
 #ifdef _OPENMP
@@ -49,29 +50,6 @@ static const char *glibc_names[F_COUNT] = {
 static uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float float_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-/* sin(pi x) or cos(pi x) in double with exact argument reduction: x is a
- * float, so 2x, rint(2x) and t = x - j/2 are exact in double, and
- * sin(M_PI * t) for |t| <= 1/4 is accurate to a few 1e-17. */
-static double ref_sincospi(float xf, int want_cos)
-{
-    double x = xf;
-    if (isinf(x) || isnan(x))
-        return NAN;
-    if (fabs(x) >= 0x1p24)
-        return want_cos ? 1.0 : copysign(0.0, x);
-    double j = rint(2.0 * x);
-    double t = x - 0.5 * j;
-    long q = ((long)j) & 3;
-    double s = sin(M_PI * t), c = cos(M_PI * t);
-    double sv, cv;
-    switch (q) {
-    case 0: sv = s; cv = c; break;
-    case 1: sv = c; cv = -s; break;
-    case 2: sv = -s; cv = -c; break;
-    default: sv = -c; cv = s; break;
-    }
-    return want_cos ? cv : sv;
-}
 
 static double reference(int fn, float x)
 {
@@ -83,8 +61,8 @@ static double reference(int fn, float x)
     case F_LGAMMA: return (x < 0.0f) ? NAN : lgamma(d);
     case F_SQRT: return sqrt(d);
     case F_RECIP: return 1.0 / d;
-    case F_SINPI: return ref_sincospi(x, 0);
-    case F_COSPI: return ref_sincospi(x, 1);
+    case F_SINPI: return math_ref_sincospi(x, 0);
+    case F_COSPI: return math_ref_sincospi(x, 1);
     }
     return NAN;
 }
@@ -119,24 +97,7 @@ static float glibc_eval(int fn, float x)
     return NAN;
 }
 
-/* Position on the number line in float steps (+0 and -0 both map to 0). */
-static int64_t ordinal(float f)
-{
-    uint32_t u = bits_of(f);
-    return (u & 0x80000000u) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
-}
 
-static double ulp_of(double v)
-{
-    double a = fabs(v);
-    if (a < 0x1p-126)
-        return 0x1p-149;
-    int e;
-    frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
-    if (e > 128)
-        e = 128;
-    return ldexp(1.0, e - 24);
-}
 
 typedef struct {
     uint64_t n;          /* inputs measured */
@@ -189,11 +150,11 @@ static void stats_add(stats_t *s, int fn, float x, float y, double ref)
         if (ae > s->max_abs) { s->max_abs = ae; s->at_abs = x; }
         return;
     }
-    int64_t d = ordinal(y) - ordinal(rf);
+    int64_t d = math_ref_ordinal(y) - math_ref_ordinal(rf);
     if (d < 0) d = -d;
     if (d) s->n_off++;
     if (d > s->max_ulp) { s->max_ulp = d; s->at_ulp = x; }
-    double e = fabs((double)y - ref) / ulp_of(ref);
+    double e = fabs((double)y - ref) / math_ref_ulp(ref);
     if (e > s->max_err) { s->max_err = e; s->at_err = x; }
 }
 
