@@ -170,21 +170,42 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         job->n_in = job->n_out = 1;
         break;
     case CLI_OP_KL:
+    case CLI_OP_KL_BACKWARD: {
+        /* The forward's value, or the gradient's upstream gradient: per
+         * element without a reduction, else one scalar. */
+        const int grad = job->kind == CLI_OP_KL_BACKWARD;
+        cli_tensor *value = grad ? &job->in[2] : &job->out[0];
+        const char *value_name = grad ? "grad_out" : "y";
         set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
         set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->out[0], "y", TALLY_F32, R, C, 0);
-        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
-        job->n_in = 2;
-        job->n_out = 1;
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(value, value_name, TALLY_F32, R, C, 0);
+        else set_tensor(value, value_name, TALLY_F32, 1, 1, 1);
+        if (grad) {
+            set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
+            set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
+        }
+        job->n_in = grad ? 3 : 2;
+        job->n_out = grad ? 2 : 1;
         break;
+    }
     case CLI_OP_DM:
+    case CLI_OP_DM_BACKWARD: {
+        /* As KL: the value per row without a reduction, else one scalar. */
+        const int grad = job->kind == CLI_OP_DM_BACKWARD;
+        cli_tensor *value = grad ? &job->in[2] : &job->out[0];
+        const char *value_name = grad ? "grad_out" : "y";
+        const int64_t alpha_rows = job->per_row_alpha ? R : 1;
         set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
-        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->out[0], "y", TALLY_F32, R, 1, 0);
-        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
-        job->n_in = 2;
+        set_tensor(&job->in[1], "log_alpha", TALLY_F32, alpha_rows, C, 0);
+        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(value, value_name, TALLY_F32, R, 1, 0);
+        else set_tensor(value, value_name, TALLY_F32, 1, 1, 1);
+        if (grad) set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, alpha_rows, C, 0);
+        job->n_in = grad ? 3 : 2;
         job->n_out = 1;
         break;
+    }
+    case CLI_OP_GMM_LOG_PROB:
+    case CLI_OP_GMM_SAMPLE:
     case CLI_OP_GMM_LOG_PROB_BACKWARD:
     case CLI_OP_GMM_SAMPLE_BACKWARD: {
         if (!count_fits(K, D)) {
@@ -192,72 +213,34 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
             return -1;
         }
         KD = K * D;
-        const int lp = job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD;
+        const int lp = job->kind == CLI_OP_GMM_LOG_PROB || job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD;
+        const int grad = job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD || job->kind == CLI_OP_GMM_SAMPLE_BACKWARD;
         cli_tensor *in = job->in;
         if (lp) set_tensor(in++, "z", TALLY_F32, B, D, 0);
         set_tensor(in++, "mu", TALLY_F32, B, KD, 0);
         set_tensor(in++, "log_var", TALLY_F32, B, KD, 0);
         set_tensor(in, "logits", TALLY_F32, 1, K, 0);
-        in->present = K > 1;
-        in++;
-        if (!lp) set_tensor(in++, "grad_z", TALLY_F32, B, D, 0);
-        set_tensor(in++, "grad_log_q", TALLY_F32, B, 1, 0);
-        job->n_in = (int)(in - job->in);
-        cli_tensor *out = job->out;
-        if (lp) set_tensor(out++, "grad_z", TALLY_F32, B, D, 0);
-        set_tensor(out++, "grad_mu", TALLY_F32, B, KD, 0);
-        set_tensor(out++, "grad_log_var", TALLY_F32, B, KD, 0);
-        if (K > 1) set_tensor(out++, "grad_logits", TALLY_F32, 1, K, 0); /* none when K == 1 */
-        job->n_out = (int)(out - job->out);
-        break;
-    }
-    case CLI_OP_GMM_LOG_PROB:
-    case CLI_OP_GMM_SAMPLE: {
-        if (!count_fits(K, D)) {
-            snprintf(err, err_size, "components x dim = %lld x %lld is too large", (long long)K, (long long)D);
-            return -1;
-        }
-        KD = K * D;
-        cli_tensor *in = job->in;
-        if (job->kind == CLI_OP_GMM_LOG_PROB) set_tensor(in++, "z", TALLY_F32, B, D, 0);
-        set_tensor(in++, "mu", TALLY_F32, B, KD, 0);
-        set_tensor(in++, "log_var", TALLY_F32, B, KD, 0);
-        set_tensor(in, "logits", TALLY_F32, 1, K, 0);
         in->present = K > 1; /* ignored by the library when K == 1 */
         in++;
+        if (grad && !lp) set_tensor(in++, "grad_z", TALLY_F32, B, D, 0);
+        if (grad) set_tensor(in++, "grad_log_q", TALLY_F32, B, 1, 0);
         job->n_in = (int)(in - job->in);
-        if (job->kind == CLI_OP_GMM_LOG_PROB) {
-            set_tensor(&job->out[0], "log_q", TALLY_F32, B, 1, 0);
-            job->n_out = 1;
+        cli_tensor *out = job->out;
+        if (!grad) {
+            if (!lp) set_tensor(out++, "z", TALLY_F32, B, D, 0);
+            set_tensor(out++, "log_q", TALLY_F32, B, 1, 0);
+            if (!lp) set_tensor(out++, "component", TALLY_I32, B, 1, 0);
         } else {
-            set_tensor(&job->out[0], "z", TALLY_F32, B, D, 0);
-            set_tensor(&job->out[1], "log_q", TALLY_F32, B, 1, 0);
-            set_tensor(&job->out[2], "component", TALLY_I32, B, 1, 0);
-            job->n_out = 3;
+            if (lp) set_tensor(out++, "grad_z", TALLY_F32, B, D, 0);
+            set_tensor(out++, "grad_mu", TALLY_F32, B, KD, 0);
+            set_tensor(out++, "grad_log_var", TALLY_F32, B, KD, 0);
+            if (K > 1) set_tensor(out++, "grad_logits", TALLY_F32, 1, K, 0); /* none when K == 1 */
         }
+        job->n_out = (int)(out - job->out);
         break;
     }
     case CLI_OP_RNG:
         set_tensor(&job->out[0], "x", job->dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, R, C, 0);
-        job->n_out = 1;
-        break;
-    case CLI_OP_KL_BACKWARD:
-        set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
-        set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, C, 0);
-        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
-        set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
-        set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
-        job->n_in = 3;
-        job->n_out = 2;
-        break;
-    case CLI_OP_DM_BACKWARD:
-        set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
-        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, 1, 0);
-        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
-        set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
-        job->n_in = 3;
         job->n_out = 1;
         break;
     case CLI_OP_CATEGORICAL:
