@@ -9,6 +9,7 @@
  * the random ops under test.
  *
  * Thread rules: a state belongs to one thread; nothing here has globals.
+ * The inline part is C and C++ alike (tools/math/cuda_math_compare.cu).
  */
 #ifndef TALLY_HARNESS_RAND_H
 #define TALLY_HARNESS_RAND_H
@@ -31,7 +32,8 @@ typedef struct harness_rand {
 
 static inline harness_rand harness_rand_make(uint64_t seed)
 {
-    harness_rand r = {.state = seed ^ 0x5DEECE66Dull};
+    harness_rand r;
+    r.state = seed ^ 0x5DEECE66Dull;
     return r;
 }
 

@@ -40,6 +40,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../../harness/rand.h"
 #include "math_ref.h"
 #include "tally/portable_math.h"
 
@@ -154,12 +155,10 @@ __global__ void k_bench(const float *in, float *out, size_t n)
 /* ---------------- host side ---------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+/* splitmix64 (harness/rand.h): deterministic inputs, the same on every run. */
 static uint64_t rng_next(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return harness_splitmix64(&rng_state);
 }
 
 static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../harness/rand.h"
 #include "math_ref.h"
 #include "tally/portable_math.h"
 
@@ -237,13 +238,10 @@ static const job_t jobs[] = {
 /* ---- division: tally_divf against IEEE a / b ---- */
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
+/* splitmix64 (harness/rand.h): deterministic inputs, the same on every run. */
 static uint64_t rng_next(void)
 {
-    /* splitmix64: deterministic inputs, same on every run */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return harness_splitmix64(&rng_state);
 }
 
 static void run_div(uint64_t n)
