@@ -14,6 +14,7 @@
 #include "json.h"
 #include "cli_exec.h"
 #include "rand.h"
+#include "cases.h"
 #include "op_names.h"
 #include "reference.h"
 #include "reference_backward.h"
@@ -776,11 +777,17 @@ static void run_case(xc_state *st, xc_case *c)
 
 /* ---- The catalogue of cases -------------------------------------------------- */
 
-typedef struct shape_rc {
-    int64_t rows, cols;
-    int strided;
-    const char *label;
-} shape_rc;
+/* The catalogue's rows of one family (harness/cases.h), in order, at the
+ * run's size. Returns how many (at most HARNESS_MAX_FAMILY_ROWS). */
+#define HARNESS_MAX_FAMILY_ROWS 32
+static size_t family_rows(unsigned family, int quick, harness_shape *out)
+{
+    size_t n_all, n = 0;
+    const harness_shape *all = harness_shapes(&n_all);
+    for (size_t i = 0; i < n_all && n < HARNESS_MAX_FAMILY_ROWS; i++)
+        if (all[i].families & family) out[n++] = harness_shape_at(&all[i], quick);
+    return n;
+}
 
 static void shape_text(char *out, size_t size, int64_t rows, int64_t cols, int strided, const char *label)
 {
@@ -823,7 +830,7 @@ static void rng_text(char *out, size_t size, tally_rng g)
  * reduction x every flag combination; the large shape runs four
  * representative combinations (each reduction once, batchmean as the
  * founding workload: input_is_prob). */
-static void kl_cases(xc_state *st, uint64_t *seed, const shape_rc *shapes, size_t n_shapes, int backward)
+static void kl_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, size_t n_shapes, int backward)
 {
     static const unsigned large_flags[] = {
         [TALLY_REDUCTION_NONE] = TALLY_KL_INPUT_IS_PROB,
@@ -833,7 +840,7 @@ static void kl_cases(xc_state *st, uint64_t *seed, const shape_rc *shapes, size_
     };
     xc_case c;
     for (size_t s = 0; s < n_shapes; s++) {
-        const shape_rc sh = shapes[s];
+        const harness_shape sh = shapes[s];
         int large = strcmp(sh.label, "large") == 0;
         for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
             for (unsigned flags = 0; flags < 4; flags++) {
@@ -859,12 +866,12 @@ static void kl_cases(xc_state *st, uint64_t *seed, const shape_rc *shapes, size_
 
 /* Dirichlet-multinomial cases (backward: its gradient, which takes no
  * coefficient flag): shared / per-row alpha x coefficient x reduction. */
-static void dm_cases(xc_state *st, uint64_t *seed, const shape_rc *shapes, size_t n_shapes, int backward)
+static void dm_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, size_t n_shapes, int backward)
 {
     xc_case c;
     const unsigned n_flags = backward ? 1u : 2u;
     for (size_t s = 0; s < n_shapes; s++) {
-        const shape_rc sh = shapes[s];
+        const harness_shape sh = shapes[s];
         for (int per_row = 0; per_row < 2; per_row++)
             for (unsigned flags = 0; flags < n_flags; flags++)
                 for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
@@ -891,24 +898,13 @@ static void catalogue(xc_state *st)
     const int q = st->quick;
     uint64_t seed = 1;
     xc_case c;
+    harness_shape shapes[HARNESS_MAX_FAMILY_ROWS];
+    size_t n_shapes;
 
-    /* Matrices for the reductions, KL, DM and categorical. */
-    const shape_rc shapes[] = {
-        {1, 1, 0, "tiny"},
-        {2, 3, 0, "tiny"},
-        {7, 1001, 0, "odd"},
-        {5, 4099, 0, "odd"},
-        {33, 517, 1, "odd"},
-        {3, 20001, 0, "2-level rows"},
-        {2, 16387, 1, "2-level rows"},
-        {q ? 1024 : 4096, q ? 1024 : 4096, 0, "large"},
-        {1, q ? 70001 : 1000003, 0, "2-level vector"},
-    };
-    const size_t n_shapes = sizeof shapes / sizeof shapes[0];
-
-    for (size_t s = 0; s <= n_shapes; s++) {
-        /* One extra shape: special values. */
-        shape_rc sh = s < n_shapes ? shapes[s] : (shape_rc){5, 37, 0, "specials"};
+    /* Reductions on both axes; the special-value row last. */
+    n_shapes = family_rows(HARNESS_FAMILY(REDUCE), q, shapes);
+    for (size_t s = 0; s < n_shapes; s++) {
+        const harness_shape sh = shapes[s];
         for (int o = HARNESS_OP_SUM; o <= HARNESS_OP_SUMSQ; o++)
             for (int axis = TALLY_AXIS_ALL; axis <= TALLY_AXIS_ROW; axis++) {
                 memset(&c, 0, sizeof c);
@@ -919,7 +915,7 @@ static void catalogue(xc_state *st)
                 c.job.rows = sh.rows;
                 c.job.cols = sh.cols;
                 c.strided = sh.strided;
-                c.special = s == n_shapes;
+                c.special = (sh.families & HARNESS_FAMILY(SPECIALS)) != 0;
                 c.data_seed = seed++;
                 snprintf(c.variant, sizeof c.variant, "axis=%s", axis == TALLY_AXIS_ALL ? "all" : "row");
                 shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
@@ -931,57 +927,38 @@ static void catalogue(xc_state *st)
      * large shape: four representative ones); then Dirichlet-multinomial
      * and its gradient: shared / per-row alpha x (forward only) the
      * coefficient x reduction. The forwards run first, then the gradients. */
-    const shape_rc dm_shapes[] = {
-        {1, 1, 0, "tiny"},
-        {2, 3, 0, "tiny"},
-        {7, 1001, 0, "odd"},
-        {33, 517, 1, "odd"},
-        {512, 256, 0, "founding"},
-        {3, 20001, 0, "2-level rows"},
-        {q ? 17000 : 40000, 5, 0, "2-level batch"},
-    };
+    harness_shape dm_shapes[HARNESS_MAX_FAMILY_ROWS];
+    n_shapes = family_rows(HARNESS_FAMILY(KL), q, shapes);
+    const size_t n_dm = family_rows(HARNESS_FAMILY(DM), q, dm_shapes);
     for (int backward = 0; backward < 2; backward++) {
-        kl_cases(st, &seed, shapes + 1, n_shapes - 2, backward);
-        dm_cases(st, &seed, dm_shapes, sizeof dm_shapes / sizeof dm_shapes[0], backward);
+        kl_cases(st, &seed, shapes, n_shapes, backward);
+        dm_cases(st, &seed, dm_shapes, n_dm, backward);
     }
 
-    /* Gaussian mixtures (B, K, D). */
-    typedef struct shape_gmm {
-        int64_t B, K, D;
-        int strided;
-        const char *label;
-    } shape_gmm;
-    const shape_gmm gmm_shapes[] = {
-        {1, 1, 1, 0, "tiny"},
-        {2, 1, 3, 0, "tiny"},
-        {5, 3, 7, 0, "odd"},
-        {33, 5, 17, 1, "odd"},
-        {256, 4, 64, 0, "founding"},
-        {3, 2, 20001, 0, "2-level dim"},
-        {q ? 1024 : 4096, 8, 128, 0, "large"},
-    };
+    /* Gaussian mixtures (rows = B, components = K, cols = D), each shape
+     * through the forward and then its gradient. */
+    n_shapes = family_rows(HARNESS_FAMILY(GMM), q, shapes);
     for (int sample = 0; sample < 2; sample++)
-        for (size_t s = 0; s < sizeof gmm_shapes / sizeof gmm_shapes[0]; s++) {
-            const shape_gmm sh = gmm_shapes[s];
+        for (size_t s = 0; s < n_shapes; s++) {
+            const harness_shape sh = shapes[s];
             memset(&c, 0, sizeof c);
             c.op = sample ? "gmm_sample" : "gmm_log_prob";
             c.job.kind = sample ? CLI_OP_GMM_SAMPLE : CLI_OP_GMM_LOG_PROB;
-            c.job.batch = sh.B;
-            c.job.components = sh.K;
-            c.job.dim = sh.D;
+            c.job.batch = sh.rows;
+            c.job.components = sh.components;
+            c.job.dim = sh.cols;
             c.strided = sh.strided;
             c.data_seed = seed++;
-            snprintf(c.shape, sizeof c.shape, "B=%lld K=%lld D=%lld %s%s", (long long)sh.B, (long long)sh.K,
-                     (long long)sh.D, sh.label, sh.strided ? " strided" : "");
+            snprintf(c.shape, sizeof c.shape, "B=%lld K=%lld D=%lld %s%s", (long long)sh.rows,
+                     (long long)sh.components, (long long)sh.cols, sh.label, sh.strided ? " strided" : "");
             if (sample) {
-                tally_ref_gmm_layout l = tally_ref_gmm_sample_layout((uint64_t)sh.B, (uint64_t)sh.D);
+                tally_ref_gmm_layout l = tally_ref_gmm_sample_layout((uint64_t)sh.rows, (uint64_t)sh.cols);
                 c.job.rng = rng_setting((int)s, l.consumed);
                 rng_text(c.variant, sizeof c.variant, c.job.rng);
             } else {
                 snprintf(c.variant, sizeof c.variant, "-");
             }
             run_case(st, &c);
-            /* The same shape through both backward passes. */
             c.op = sample ? "gmm_sample_backward" : "gmm_log_prob_backward";
             c.job.kind = sample ? CLI_OP_GMM_SAMPLE_BACKWARD : CLI_OP_GMM_LOG_PROB_BACKWARD;
             c.data_seed = seed++;
@@ -989,18 +966,12 @@ static void catalogue(xc_state *st)
         }
 
     /* Random fills. */
-    const shape_rc rng_shapes[] = {
-        {1, 1, 0, "tiny"},
-        {1, 3, 0, "tiny"},
-        {1, 7, 0, "odd"},
-        {37, 101, 1, "odd"},
-        {1, q ? 70001 : 1000003, 0, "large"},
-    };
     static const tally_distribution dists[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
     static const char *const dist_names[] = {"raw", "uniform", "normal"};
+    n_shapes = family_rows(HARNESS_FAMILY(RNG), q, shapes);
     for (size_t d = 0; d < 3; d++)
-        for (size_t s = 0; s < sizeof rng_shapes / sizeof rng_shapes[0]; s++) {
-            const shape_rc sh = rng_shapes[s];
+        for (size_t s = 0; s < n_shapes; s++) {
+            const harness_shape sh = shapes[s];
             memset(&c, 0, sizeof c);
             c.op = "rng";
             c.job.kind = CLI_OP_RNG;
@@ -1017,17 +988,10 @@ static void catalogue(xc_state *st)
         }
 
     /* Categorical draws on weights and on logits. */
-    const shape_rc cat_shapes[] = {
-        {1, 1, 0, "tiny"},
-        {2, 3, 0, "tiny"},
-        {7, 1001, 0, "odd"},
-        {33, 517, 1, "odd"},
-        {q ? 4000 : 20001, 5, 0, "many rows"},
-        {q ? 4096 : 65536, 64, 0, "large"},
-    };
+    n_shapes = family_rows(HARNESS_FAMILY(CATEGORICAL), q, shapes);
     for (int logits = 0; logits < 2; logits++)
-        for (size_t s = 0; s < sizeof cat_shapes / sizeof cat_shapes[0]; s++) {
-            const shape_rc sh = cat_shapes[s];
+        for (size_t s = 0; s < n_shapes; s++) {
+            const harness_shape sh = shapes[s];
             memset(&c, 0, sizeof c);
             c.op = "categorical";
             c.job.kind = CLI_OP_CATEGORICAL;
