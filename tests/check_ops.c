@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "op_names.h"
 #include "reference.h"
 #include "tally/philox.h"
@@ -1435,6 +1436,59 @@ START_TEST(categorical_frequencies)
 }
 END_TEST
 
+
+/* ---- The case catalogue --------------------------------------------------------- */
+
+/* The catalogue's rows (harness/cases.h) that crosscheck runs too, here each
+ * against the float64 references: every family on the rows of at most
+ * CATALOGUE_MAX_ELEMENTS elements at their quick size, the strided rows at
+ * an offset with a padded row stride (the specials row has its own tests
+ * above). */
+#define CATALOGUE_MAX_ELEMENTS 65536
+
+START_TEST(catalogue_rows)
+{
+    size_t n_rows;
+    const harness_shape *rows = harness_shapes(&n_rows);
+    int checked = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const harness_shape sh = harness_shape_at(&rows[i], 1);
+        const int64_t R = sh.rows, C = sh.cols, N = R * C;
+        if (N > CATALOGUE_MAX_ELEMENTS || (sh.families & HARNESS_FAMILY(SPECIALS))) continue;
+        const int64_t off = sh.strided ? 13 : 0, stride = sh.strided ? C + 13 : C;
+        checked++;
+        if (sh.families & HARNESS_FAMILY(GMM)) {
+            check_gmm_log_prob(R, sh.components, C, 700 + i, 0);
+            continue;
+        }
+        float *x = tt_alloc((size_t)N * sizeof *x), *y = tt_alloc((size_t)N * sizeof *y);
+        if (sh.families & HARNESS_FAMILY(REDUCE)) {
+            tt_fill_normal(x, (size_t)N, 600 + i, 0.25, 1.5);
+            check_all_ops(x, R, C, off, stride);
+        }
+        if (sh.families & HARNESS_FAMILY(KL))
+            for (int f = 0; f < 4; f++) {
+                kl_inputs(x, y, (size_t)N, kl_flag_sets[f], 640 + 4 * i + (size_t)f);
+                check_kl(x, y, R, C, kl_flag_sets[f], off, stride, 0);
+            }
+        if (sh.families & HARNESS_FAMILY(DM)) {
+            dm_inputs(x, y, R, C, R, 1, 740 + i);
+            for (unsigned flags = 0; flags <= TALLY_DM_WITH_COEFFICIENT; flags++) {
+                check_dm(x, y, R, C, 1, flags);
+                if (R > 1) check_dm(x, y, R, C, R, flags);
+            }
+        }
+        if (sh.families & HARNESS_FAMILY(CATEGORICAL)) {
+            tt_fill_uniform(x, (size_t)N, 780 + i, 0.0, 4.0);
+            check_categorical(x, R, C, 0, (tally_rng){.seed = 780 + i, .subsequence = 1, .offset = 3});
+        }
+        free(x);
+        free(y);
+    }
+    ck_assert_int_ge(checked, 12); /* the catalogue's small rows are there */
+}
+END_TEST
+
 /* NaN results are stored as the one quiet NaN 0x7fc00000 on every backend
  * (tally_canonical), whatever NaN the hardware's arithmetic produced: a
  * signalling-looking payload and a negative NaN go in, 0x7fc00000 comes out. */
@@ -1490,6 +1544,7 @@ Suite *tally_test_suite(void)
          {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts, rng_fill_normal_pairs_absolute,
           rng_consumed_and_advance, NULL}},
         {"categorical", {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies, NULL}},
+        {"catalogue", {catalogue_rows, NULL}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         TCase *tc = tcase_create(cases[c].name);
