@@ -224,6 +224,16 @@ static void release_buffers(wl_bufs *bufs)
     bufs->n = 0;
 }
 
+/* Runs a workload's body on its state with a fresh buffer list, which it
+ * releases afterwards whatever the body returned. */
+static int run_body(bench *b, result *r, int (*body)(bench *, result *, void *, wl_bufs *), void *state)
+{
+    wl_bufs bufs = {.n = 0};
+    int rc = body(b, r, state, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
 static int64_t scaled(const bench *b, int64_t n)
 {
     double v = floor((double)n * b->scale + 0.5);
@@ -303,8 +313,9 @@ static int kl_call(bench *b, void *arg, int64_t i)
     return 0;
 }
 
-static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
+static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    kl_state *s = state;
     int64_t n = s->rows * s->cols;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * n), "p", &s->p) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * n), "t", &s->t) ||
@@ -370,10 +381,7 @@ static int run_kl_form(bench *b, result *r, unsigned flags)
     r->bytes_written = 4.0;
     r->ceiling = "read";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = kl_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, kl_body, &s);
 }
 
 static int run_kl(bench *b, result *r) { return run_kl_form(b, r, TALLY_KL_INPUT_IS_PROB); }
@@ -500,8 +508,9 @@ static int gmm_check(bench *b, result *r, gmm_state *s)
     return 0;
 }
 
-static int gmm_body(bench *b, result *r, gmm_state *s, wl_bufs *bufs)
+static int gmm_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    gmm_state *s = state;
     int64_t KD = s->K * s->D;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->B * KD), "mu", &s->mu) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * s->B * KD), "log_var", &s->lv) ||
@@ -532,10 +541,7 @@ static int run_gmm(bench *b, result *r, int64_t B, int64_t K, int64_t D, int lat
     r->ceiling = "copy";
     r->latency_bound = latency_bound;
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = gmm_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, gmm_body, &s);
 }
 
 static int run_gmm_small(bench *b, result *r) { return run_gmm(b, r, 256, 4, 64, 1); }
@@ -684,8 +690,9 @@ static double fill_sample(const fill_state *s, const float *v, int64_t i)
     return (double)u * (1.0 / 4294967296.0);
 }
 
-static int fill_body(bench *b, result *r, fill_state *s, wl_bufs *bufs)
+static int fill_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    fill_state *s = state;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->n), "out", &s->out)) return 1;
     if (bench_measure(b, fill_call, s, 0, &r->t)) return 1;
     int64_t m = s->n < (1 << 22) ? s->n : (1 << 22), tail = s->n < 1024 ? s->n : 1024;
@@ -735,10 +742,7 @@ static int run_fill(bench *b, result *r, tally_distribution dist)
     r->bytes_written = (double)s.n * 4.0;
     r->ceiling = "write";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = fill_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, fill_body, &s);
 }
 
 static int run_raw_fill(bench *b, result *r) { return run_fill(b, r, TALLY_DIST_RAW); }
@@ -764,8 +768,9 @@ static int cat_call(bench *b, void *arg, int64_t i)
     return 0;
 }
 
-static int cat_body(bench *b, result *r, cat_state *s, wl_bufs *bufs)
+static int cat_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    cat_state *s = state;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->rows * s->cols), "weights", &s->w) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * s->rows), "out", &s->out))
         return 1;
@@ -803,10 +808,7 @@ static int run_categorical(bench *b, result *r)
     r->bytes_written = (double)s.rows * 4.0;
     r->ceiling = "read";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = cat_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, cat_body, &s);
 }
 
 /* ------------------------------------------------------------------------
@@ -829,8 +831,9 @@ static int sum_call(bench *b, void *arg, int64_t i)
     return 0;
 }
 
-static int sum_body(bench *b, result *r, sum_state *s, wl_bufs *bufs)
+static int sum_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    sum_state *s = state;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->n), "x", &s->x) ||
         make_buffer(b, bufs, (uint64_t)s->sets + 1, "out", &s->out))
         return 1;
@@ -884,10 +887,7 @@ static int run_sum(bench *b, result *r, int shape)
     r->bytes_written = 4.0;
     r->ceiling = "read";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = sum_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, sum_body, &s);
 }
 
 static int run_sum_1n(bench *b, result *r) { return run_sum(b, r, 0); }
@@ -996,8 +996,9 @@ static int half_upload(bench *b, const half_state *s, tally_buffer *buf, int whi
     return 0;
 }
 
-static int half_body(bench *b, result *r, half_state *s, wl_bufs *bufs)
+static int half_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    half_state *s = state;
     const int64_t n = s->rows * s->cols, outs = s->kind == HALF_KL ? 1 : s->rows;
     const int64_t y_count = s->kind == HALF_KL ? n : s->kind == HALF_DM ? s->cols : 0;
     const int64_t y_sets = s->kind == HALF_KL ? s->sets : 1;
@@ -1082,10 +1083,7 @@ static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype, int6
     r->bytes_written = out_bytes;
     r->ceiling = kind == HALF_KL ? "read" : "copy";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = half_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, half_body, &s);
 }
 
 static int run_kl_bf16(bench *b, result *r) { return run_half(b, r, HALF_KL, TALLY_BF16, 16384, 16384); }
