@@ -15,6 +15,7 @@
 
 #include "args.h"
 #include "bench.h"
+#include "cases.h"
 #include "json.h"
 #include "rand.h"
 
@@ -40,6 +41,7 @@ typedef struct result {
     char error[1024];
     int64_t sets;
     double scale; /* the --scales entry this result ran at (ceilings: the scale they ran at) */
+    harness_shape base; /* the workload's catalogue row (harness/cases.c) at scale 1 */
 } result;
 
 #define MAX_RESULTS 256
@@ -373,7 +375,7 @@ static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
 
 static int run_kl_form(bench *b, result *r, unsigned flags)
 {
-    kl_state s = {.rows = scaled(b, 16384), .cols = 16384, .flags = flags};
+    kl_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols, .flags = flags};
     double n = (double)(s.rows * s.cols);
     s.sets = rotation_sets(b, 2.0 * n * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
@@ -530,9 +532,10 @@ static int gmm_body(bench *b, result *r, void *state, wl_bufs *bufs)
     return gmm_check(b, r, s);
 }
 
-static int run_gmm(bench *b, result *r, int64_t B, int64_t K, int64_t D, int latency_bound)
+static int run_gmm(bench *b, result *r, int latency_bound)
 {
-    gmm_state s = {.B = scaled(b, B), .K = K, .D = D};
+    const int64_t K = r->base.components, D = r->base.cols;
+    gmm_state s = {.B = scaled(b, r->base.rows), .K = K, .D = D};
     double KD = (double)(K * D), Bs = (double)s.B;
     s.sets = rotation_sets(b, (2.0 * Bs * KD + Bs * (double)D + Bs) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lldx%lld", (long long)s.B, (long long)K, (long long)D);
@@ -544,8 +547,8 @@ static int run_gmm(bench *b, result *r, int64_t B, int64_t K, int64_t D, int lat
     return run_body(b, r, gmm_body, &s);
 }
 
-static int run_gmm_small(bench *b, result *r) { return run_gmm(b, r, 256, 4, 64, 1); }
-static int run_gmm_large(bench *b, result *r) { return run_gmm(b, r, 65536, 8, 128, 0); }
+static int run_gmm_small(bench *b, result *r) { return run_gmm(b, r, 1); }
+static int run_gmm_large(bench *b, result *r) { return run_gmm(b, r, 0); }
 
 /* ------------------------------------------------------------------------
  * dm_small / dm_large: Dirichlet-multinomial per row, shared log_alpha.
@@ -633,9 +636,10 @@ static int dm_body(bench *b, result *r, dm_state *s, wl_bufs *bufs, float *host)
     return 0;
 }
 
-static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound, int per_row)
+static int run_dm(bench *b, result *r, int latency_bound, int per_row)
 {
-    dm_state s = {.B = scaled(b, B), .V = V, .per_row = per_row};
+    const int64_t V = r->base.cols;
+    dm_state s = {.B = scaled(b, r->base.rows), .V = V, .per_row = per_row};
     double BV = (double)(s.B * V), la_elems = per_row ? BV : (double)V;
     s.sets = rotation_sets(b, (BV + (per_row ? BV : 0.0) + (double)s.B) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.B, (long long)V);
@@ -653,9 +657,9 @@ static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound, 
     return rc;
 }
 
-static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 512, 256, 1, 0); }
-static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0, 0); }
-static int run_dm_large_row(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0, 1); }
+static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 1, 0); }
+static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 0, 0); }
+static int run_dm_large_row(bench *b, result *r) { return run_dm(b, r, 0, 1); }
 
 /* ------------------------------------------------------------------------
  * raw_fill / uniform_fill / normal_fill: 2^30 draws (write bandwidth).
@@ -736,7 +740,7 @@ static int fill_body(bench *b, result *r, void *state, wl_bufs *bufs)
 
 static int run_fill(bench *b, result *r, tally_distribution dist)
 {
-    fill_state s = {.n = round_up4(scaled(b, (int64_t)1 << 30)), .dist = dist};
+    fill_state s = {.n = round_up4(scaled(b, r->base.rows * r->base.cols)), .dist = dist};
     s.sets = rotation_sets(b, (double)s.n * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lld", (long long)s.n);
     r->bytes_written = (double)s.n * 4.0;
@@ -801,7 +805,7 @@ static int cat_body(bench *b, result *r, void *state, wl_bufs *bufs)
 
 static int run_categorical(bench *b, result *r)
 {
-    cat_state s = {.rows = scaled(b, 65536), .cols = 64};
+    cat_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols};
     s.sets = rotation_sets(b, (double)(s.rows * s.cols + s.rows) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
     r->bytes_read = (double)(s.rows * s.cols) * 4.0;
@@ -873,10 +877,10 @@ static int run_sum(bench *b, result *r, int shape)
     /* shape 0: [1, n]; 1: [n, 1]; 2: [rows of 32768 columns, 32768]. */
     sum_state s = {.n = 0};
     if (shape == 2) {
-        s.cols = 32768;
-        s.rows = scaled(b, 32768);
+        s.cols = r->base.cols;
+        s.rows = scaled(b, r->base.rows);
     } else {
-        int64_t n = round_up4(scaled(b, (int64_t)1 << 30));
+        int64_t n = round_up4(scaled(b, r->base.rows * r->base.cols));
         s.rows = shape == 1 ? n : 1;
         s.cols = shape == 1 ? 1 : n;
     }
@@ -1071,9 +1075,10 @@ static int half_body(bench *b, result *r, void *state, wl_bufs *bufs)
     return 0;
 }
 
-static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype, int64_t rows, int64_t cols)
+static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype)
 {
-    half_state s = {.kind = kind, .dtype = dtype, .rows = scaled(b, rows), .cols = cols};
+    const int64_t cols = r->base.cols;
+    half_state s = {.kind = kind, .dtype = dtype, .rows = scaled(b, r->base.rows), .cols = cols};
     const double esize = dtype == TALLY_F32 ? 4.0 : 2.0, n = (double)(s.rows * cols);
     const double in_bytes = (kind == HALF_KL ? 2.0 * n : n + (kind == HALF_DM ? (double)cols : 0.0)) * esize;
     const double out_bytes = kind == HALF_KL ? 4.0 : (double)s.rows * 4.0;
@@ -1086,10 +1091,10 @@ static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype, int6
     return run_body(b, r, half_body, &s);
 }
 
-static int run_kl_bf16(bench *b, result *r) { return run_half(b, r, HALF_KL, TALLY_BF16, 16384, 16384); }
-static int run_dm_large_bf16(bench *b, result *r) { return run_half(b, r, HALF_DM, TALLY_BF16, 65536, 1024); }
-static int run_sum_rows_bf16(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_BF16, 65536, 1024); }
-static int run_sum_rows_f32(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_F32, 65536, 1024); }
+static int run_kl_bf16(bench *b, result *r) { return run_half(b, r, HALF_KL, TALLY_BF16); }
+static int run_dm_large_bf16(bench *b, result *r) { return run_half(b, r, HALF_DM, TALLY_BF16); }
+static int run_sum_rows_bf16(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_BF16); }
+static int run_sum_rows_f32(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_F32); }
 
 /* ------------------------------------------------------------------------
  * Gradients: kl_bw (KL batchmean INPUT_IS_PROB backward over [16384,
@@ -1117,7 +1122,7 @@ static int kl_bw_call(bench *b, void *arg, int64_t i)
 
 static int run_kl_bw(bench *b, result *r)
 {
-    bw_state s = {.rows = scaled(b, 16384), .cols = 16384};
+    bw_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols};
     const int64_t n = s.rows * s.cols;
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
     r->bytes_read = 2.0 * (double)n * 4.0;
@@ -1176,7 +1181,7 @@ static int dm_bw_call(bench *b, void *arg, int64_t i)
 
 static int run_dm_bw(bench *b, result *r)
 {
-    bw_state s = {.rows = scaled(b, 65536), .cols = 1024};
+    bw_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols};
     const int64_t B = s.rows, V = s.cols, BV = B * V;
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)B, (long long)V);
     r->bytes_read = ((double)BV + (double)V) * 4.0;
@@ -1246,7 +1251,7 @@ static int gmm_bw_call(bench *b, void *arg, int64_t i)
 
 static int run_gmm_bw(bench *b, result *r)
 {
-    bw_state s = {.rows = scaled(b, 65536), .K = 8, .D = 128};
+    bw_state s = {.rows = scaled(b, r->base.rows), .K = r->base.components, .D = r->base.cols};
     const int64_t B = s.rows, KD = s.K * s.D;
     snprintf(r->shape, sizeof r->shape, "%lldx%lldx%lld", (long long)B, (long long)s.K, (long long)s.D);
     r->bytes_read = (2.0 * (double)(B * KD) + (double)(B * s.D) + (double)B) * 4.0;
@@ -1311,6 +1316,16 @@ static const workload workloads[] = {
     {.name = "gmm_bw", .run = run_gmm_bw},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
+
+/* A workload's row of the case catalogue (its sizes at scale 1), or NULL. */
+static const harness_shape *workload_row(const char *name)
+{
+    size_t n;
+    const harness_shape *rows = harness_shapes(&n);
+    for (size_t i = 0; i < n; i++)
+        if ((rows[i].families & HARNESS_FAMILY(BENCH)) && strcmp(rows[i].label, name) == 0) return &rows[i];
+    return NULL;
+}
 
 static void usage(FILE *f)
 {
@@ -1428,6 +1443,11 @@ int main(int argc, char **argv)
     double scales[MAX_SCALES] = {1.0};
     int rc = parse_args(argc, argv, &b, &json_path, &only, &ceilings, &list, scales, &nscales);
     if (rc) return rc;
+    for (size_t k = 0; k < WORKLOAD_COUNT; k++)
+        if (workload_row(workloads[k].name) == NULL) {
+            fprintf(stderr, "tally-bench: workload %s has no row in harness/cases.c\n", workloads[k].name);
+            return 2;
+        }
     if (list) {
         bench_list_devices();
         return 0;
@@ -1509,6 +1529,7 @@ int main(int argc, char **argv)
             if (!harness_list_has(only, workloads[k].name)) continue;
             result *r = new_result(workloads[k].name);
             if (r == NULL) break;
+            r->base = *workload_row(workloads[k].name); /* main checked that it exists */
             b.err[0] = '\0';
             if (workloads[k].run(&b, r)) r->failed = 1;
             finish_result(&b, r);

@@ -12,6 +12,7 @@
 #define G HARNESS_FAMILY(RNG)
 #define M HARNESS_FAMILY(GMM)
 #define S HARNESS_FAMILY(SPECIALS)
+#define B HARNESS_FAMILY(BENCH)
 
 static const harness_shape rows[] = {
     /* Matrices: tiny, odd (rows and cols not multiples of 4), strided,
@@ -43,6 +44,28 @@ static const harness_shape rows[] = {
     {.families = M, .rows = 256, .components = 4, .cols = 64, .label = "founding"},
     {.families = M, .rows = 3, .components = 2, .cols = 20001, .label = "2-level dim"},
     {.families = M, .rows = 4096, .components = 8, .cols = 128, .quick_rows = 1024, .label = "large"},
+    /* tally-bench's workloads, in the order it runs them (bench/README.md). */
+    {.families = B, .rows = 1 << 30, .cols = 1, .label = "uniform_fill"},
+    {.families = B, .rows = 1 << 30, .cols = 1, .label = "raw_fill"},
+    {.families = B, .rows = 1 << 30, .cols = 1, .label = "normal_fill"},
+    {.families = B, .rows = 65536, .cols = 64, .label = "categorical"},
+    {.families = B, .rows = 256, .components = 4, .cols = 64, .label = "gmm_small"},
+    {.families = B, .rows = 65536, .components = 8, .cols = 128, .label = "gmm_large"},
+    {.families = B, .rows = 512, .cols = 256, .label = "dm_small"},
+    {.families = B, .rows = 65536, .cols = 1024, .label = "dm_large"},
+    {.families = B, .rows = 65536, .cols = 1024, .label = "dm_large_row"},
+    {.families = B, .rows = 16384, .cols = 16384, .label = "kl"},
+    {.families = B, .rows = 16384, .cols = 16384, .label = "kl_log"},
+    {.families = B, .rows = 1 << 30, .cols = 1, .label = "sum_n1"},
+    {.families = B, .rows = 1, .cols = 1 << 30, .label = "sum_1n"},
+    {.families = B, .rows = 32768, .cols = 32768, .label = "sum_rc"},
+    {.families = B, .rows = 16384, .cols = 16384, .label = "kl_bf16"},
+    {.families = B, .rows = 65536, .cols = 1024, .label = "dm_large_bf16"},
+    {.families = B, .rows = 65536, .cols = 1024, .label = "sum_rows_bf16"},
+    {.families = B, .rows = 65536, .cols = 1024, .label = "sum_rows_f32"},
+    {.families = B, .rows = 16384, .cols = 16384, .label = "kl_bw"},
+    {.families = B, .rows = 65536, .cols = 1024, .label = "dm_bw"},
+    {.families = B, .rows = 65536, .components = 8, .cols = 128, .label = "gmm_bw"},
 };
 
 const harness_shape *harness_shapes(size_t *n)

@@ -1,8 +1,9 @@
 /*
  * harness/cases.h - the case catalogue's shapes as data rows: which op
  * families run on each shape, its full and quick sizes and its placement.
- * `tally crosscheck` runs every row (each family in row order), tests/
- * check_ops.c the small ones; a new shape is one row here.
+ * `tally crosscheck` runs the rows of the op families (each family in row
+ * order), tests/check_ops.c the small ones, tally-bench its own rows at its
+ * scales; a new shape is one row here.
  *
  * Thread rules: constant data.
  */
@@ -14,9 +15,11 @@
 
 /* Op families (bits): the reductions, KL (and its gradient), Dirichlet-
  * multinomial (and its gradient), categorical, the random fills, the
- * mixtures (rows = batch, cols = dim, components = K), and the reductions'
- * special-value rows (NaN, infinities, signed zeros, subnormals). */
-#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS)
+ * mixtures (rows = batch, cols = dim, components = K), the reductions'
+ * special-value rows (NaN, infinities, signed zeros, subnormals), and
+ * tally-bench's workloads at scale 1 (label = the workload's name; bench
+ * scales the rows, or a fill's or vector sum's element count). */
+#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH)
 
 enum {
 #define HARNESS__FAMILY_BIT(name) HARNESS__FAMILY_INDEX_##name,
