@@ -584,16 +584,7 @@ START_TEST(kl_special_values)
     tt_assert_bits(got[0], 1.0f, "exp(0) * (0 - (-1))");
     /* exp(-inf) * (-inf + 2) = 0 * -inf = NaN, as torch computes it. */
     ck_assert(isnan(got[1]));
-    tt_placed_release(&pin);
-    tt_placed_release(&ptg);
-    tt_placed_release(&out);
-    tt_placed_release(&o1);
-    tt_placed_release(&pp);
-    tt_placed_release(&pt);
-    tt_placed_release(&o3);
-    tt_placed_release(&plx);
-    tt_placed_release(&plt);
-    tt_placed_release(&o2);
+    tt_placed_release_all(&pin, &ptg, &out, &o1, &pp, &pt, &o3, &plx, &plt, &o2);
 }
 END_TEST
 
@@ -670,9 +661,7 @@ static void check_dm(const float *counts, const float *log_alpha, int64_t B, int
     free(rows);
     free(ref);
     free(mag);
-    tt_placed_release(&pc);
-    tt_placed_release(&pa);
-    tt_placed_release(&out);
+    tt_placed_release_all(&pc, &pa, &out);
 }
 
 START_TEST(dm_shapes)
@@ -732,9 +721,7 @@ START_TEST(dm_exact_pmf)
         float got;
         tt_read_placed(&o, &got);
         tt_assert_close(got, cases[i].logpmf, tally_ref_tolerance(mag, (uint64_t)V, 64) + 2e-6, "exact pmf case %zu", i);
-        tt_placed_release(&pc);
-        tt_placed_release(&pa);
-        tt_placed_release(&o);
+        tt_placed_release_all(&pc, &pa, &o);
     }
     /* alpha = 1 everywhere: uniform over compositions, pmf = 1 / C(N+V-1, V-1).
      * N = 12, V = 5: C(16, 4) = 1820. */
@@ -746,9 +733,7 @@ START_TEST(dm_exact_pmf)
     float got;
     tt_read_placed(&o, &got);
     tt_assert_close(got, -log(1820.0), 64 * 40 * U, "uniform compositions");
-    tt_placed_release(&pc);
-    tt_placed_release(&pa);
-    tt_placed_release(&o);
+    tt_placed_release_all(&pc, &pa, &o);
 }
 END_TEST
 
@@ -790,10 +775,7 @@ START_TEST(dm_negative_count_and_zero_rows)
         tally_dirichlet_multinomial(ctx, tally_view_f32(empty, 0, 0, V), pa.view, TALLY_REDUCTION_MEAN, 0, o1.view),
         TALLY_EMPTY_INPUT, ctx);
     tally_buffer_release(empty);
-    tt_placed_release(&o1);
-    tt_placed_release(&pc);
-    tt_placed_release(&pa);
-    tt_placed_release(&out);
+    tt_placed_release_all(&o1, &pc, &pa, &out);
 }
 END_TEST
 
@@ -844,11 +826,7 @@ static void check_gmm_log_prob(int64_t B, int64_t K, int64_t D, uint64_t seed, i
     free(got);
     free(ref);
     free(mag);
-    tt_placed_release(&pz);
-    tt_placed_release(&pm);
-    tt_placed_release(&pl);
-    tt_placed_release(&pg);
-    tt_placed_release(&out);
+    tt_placed_release_all(&pz, &pm, &pl, &pg, &out);
 }
 
 START_TEST(gmm_log_prob_shapes)
@@ -883,9 +861,7 @@ START_TEST(gmm_log_prob_k1_closed_form)
     tt_read_placed(&out, got);
     for (int b = 0; b < 2; b++) tt_assert_close(got[b], -1.5 * log(2.0 * 3.14159265358979323846), 8 * U * 3, "standard normal row %d", b);
     tally_buffer_release(empty);
-    tt_placed_release(&pz);
-    tt_placed_release(&pp);
-    tt_placed_release(&out);
+    tt_placed_release_all(&pz, &pp, &out);
 }
 END_TEST
 
@@ -973,12 +949,7 @@ static void check_gmm_sample(int64_t B, int64_t K, int64_t D, tally_rng rng, int
     free(comp);
     free(lq_ref);
     free(mag);
-    tt_placed_release(&pm);
-    tt_placed_release(&pl);
-    tt_placed_release(&pg);
-    tt_placed_release(&pz);
-    tt_placed_release(&pq);
-    tt_placed_release(&pc);
+    tt_placed_release_all(&pm, &pl, &pg, &pz, &pq, &pc);
 }
 
 START_TEST(gmm_sample_shapes)
@@ -1023,12 +994,7 @@ START_TEST(gmm_sample_invalid_logits)
         for (int d = 0; d < 3; d++) ck_assert(isnan(z[b * 3 + d]));
     }
     ck_assert_uint_eq(consumed, 4 + 12); /* B4 = 4, B * D2 = 12 */
-    tt_placed_release(&pm);
-    tt_placed_release(&pl);
-    tt_placed_release(&pg);
-    tt_placed_release(&pz);
-    tt_placed_release(&pq);
-    tt_placed_release(&pc);
+    tt_placed_release_all(&pm, &pl, &pg, &pz, &pq, &pc);
 }
 END_TEST
 
@@ -1398,10 +1364,7 @@ START_TEST(categorical_invalid_rows)
     ck_assert_int_eq(g5[2], -1);
     ck_assert_int_eq(g5[3], -1);
     ck_assert_int_eq(g5[4], 1);
-    tt_placed_release(&pw);
-    tt_placed_release(&out);
-    tt_placed_release(&pl);
-    tt_placed_release(&o5);
+    tt_placed_release_all(&pw, &out, &pl, &o5);
 }
 END_TEST
 

@@ -83,6 +83,13 @@ tt_placed tt_place(const void *dense, tally_dtype dtype, int64_t rows, int64_t c
 void tt_read_placed(const tt_placed *p, void *dst);
 /* Releases the buffer (the struct may be reused). */
 void tt_placed_release(tt_placed *p);
+/* tt_placed_release on every tt_placed pointer listed. */
+#define tt_placed_release_all(...)                                                  \
+    do {                                                                            \
+        tt_placed *tt_all_[] = {__VA_ARGS__};                                       \
+        for (size_t tt_i_ = 0; tt_i_ < sizeof tt_all_ / sizeof tt_all_[0]; tt_i_++) \
+            tt_placed_release(tt_all_[tt_i_]);                                      \
+    } while (0)
 
 /* ---- Deterministic inputs: xorshift64* with a fixed seed per call site. ---- */
 typedef struct tt_rand {

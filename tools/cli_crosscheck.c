@@ -830,6 +830,21 @@ static void rng_text(char *out, size_t size, tally_rng g)
  * reduction x every flag combination; the large shape runs four
  * representative combinations (each reduction once, batchmean as the
  * founding workload: input_is_prob). */
+/* A case on a matrix row of the catalogue: op, kind, shape, placement and
+ * the shape's text; everything else 0. */
+static xc_case matrix_case(const char *op, cli_op_kind kind, const harness_shape *sh)
+{
+    xc_case c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.job.kind = kind;
+    c.job.rows = sh->rows;
+    c.job.cols = sh->cols;
+    c.strided = sh->strided;
+    shape_text(c.shape, sizeof c.shape, sh->rows, sh->cols, sh->strided, sh->label);
+    return c;
+}
+
 static void kl_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, size_t n_shapes, int backward)
 {
     static const unsigned large_flags[] = {
@@ -845,19 +860,14 @@ static void kl_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, 
         for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
             for (unsigned flags = 0; flags < 4; flags++) {
                 if (large && flags != large_flags[red]) continue;
-                memset(&c, 0, sizeof c);
-                c.op = backward ? "kl_div_backward" : "kl_div";
-                c.job.kind = backward ? CLI_OP_KL_BACKWARD : CLI_OP_KL;
+                c = matrix_case(backward ? "kl_div_backward" : "kl_div", backward ? CLI_OP_KL_BACKWARD : CLI_OP_KL,
+                                &sh);
                 c.job.reduction = (tally_reduction)red;
                 c.job.flags = flags;
-                c.job.rows = sh.rows;
-                c.job.cols = sh.cols;
-                c.strided = sh.strided;
                 c.zeros = strcmp(sh.label, "odd") == 0;
                 c.data_seed = (*seed)++;
                 snprintf(c.variant, sizeof c.variant, "%s%s%s", reduction_name((tally_reduction)red),
                          (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "", (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
-                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
                 if (c.zeros && !(flags & TALLY_KL_LOG_TARGET)) strncat(c.shape, " zeros", sizeof c.shape - strlen(c.shape) - 1);
                 run_case(st, &c);
             }
@@ -875,19 +885,14 @@ static void dm_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, 
         for (int per_row = 0; per_row < 2; per_row++)
             for (unsigned flags = 0; flags < n_flags; flags++)
                 for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_MEAN; red++) {
-                    memset(&c, 0, sizeof c);
-                    c.op = backward ? "dirichlet_multinomial_backward" : "dirichlet_multinomial";
-                    c.job.kind = backward ? CLI_OP_DM_BACKWARD : CLI_OP_DM;
+                    c = matrix_case(backward ? "dirichlet_multinomial_backward" : "dirichlet_multinomial",
+                                    backward ? CLI_OP_DM_BACKWARD : CLI_OP_DM, &sh);
                     c.job.reduction = (tally_reduction)red;
                     c.job.flags = flags;
                     c.job.per_row_alpha = per_row;
-                    c.job.rows = sh.rows;
-                    c.job.cols = sh.cols;
-                    c.strided = sh.strided;
                     c.data_seed = (*seed)++;
                     snprintf(c.variant, sizeof c.variant, "%s %s%s", reduction_name((tally_reduction)red),
                              per_row ? "per-row" : "shared", flags ? " coef" : "");
-                    shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
                     run_case(st, &c);
                 }
     }
@@ -907,18 +912,12 @@ static void catalogue(xc_state *st)
         const harness_shape sh = shapes[s];
         for (int o = HARNESS_OP_SUM; o <= HARNESS_OP_SUMSQ; o++)
             for (int axis = TALLY_AXIS_ALL; axis <= TALLY_AXIS_ROW; axis++) {
-                memset(&c, 0, sizeof c);
-                c.op = harness_op_name((harness_op)o);
-                c.job.kind = CLI_OP_REDUCE;
+                c = matrix_case(harness_op_name((harness_op)o), CLI_OP_REDUCE, &sh);
                 c.job.reduce_op = harness_op_reduce((harness_op)o);
                 c.job.axis = (tally_axis)axis;
-                c.job.rows = sh.rows;
-                c.job.cols = sh.cols;
-                c.strided = sh.strided;
                 c.special = (sh.families & HARNESS_FAMILY(SPECIALS)) != 0;
                 c.data_seed = seed++;
                 snprintf(c.variant, sizeof c.variant, "axis=%s", axis == TALLY_AXIS_ALL ? "all" : "row");
-                shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
                 run_case(st, &c);
             }
     }
@@ -944,10 +943,10 @@ static void catalogue(xc_state *st)
             memset(&c, 0, sizeof c);
             c.op = sample ? "gmm_sample" : "gmm_log_prob";
             c.job.kind = sample ? CLI_OP_GMM_SAMPLE : CLI_OP_GMM_LOG_PROB;
+            c.strided = sh.strided;
             c.job.batch = sh.rows;
             c.job.components = sh.components;
             c.job.dim = sh.cols;
-            c.strided = sh.strided;
             c.data_seed = seed++;
             snprintf(c.shape, sizeof c.shape, "B=%lld K=%lld D=%lld %s%s", (long long)sh.rows,
                      (long long)sh.components, (long long)sh.cols, sh.label, sh.strided ? " strided" : "");
@@ -972,18 +971,12 @@ static void catalogue(xc_state *st)
     for (size_t d = 0; d < 3; d++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
-            memset(&c, 0, sizeof c);
-            c.op = "rng";
-            c.job.kind = CLI_OP_RNG;
+            c = matrix_case("rng", CLI_OP_RNG, &sh);
             c.job.dist = dists[d];
-            c.job.rows = sh.rows;
-            c.job.cols = sh.cols;
-            c.strided = sh.strided;
             c.job.rng = rng_setting((int)(s + d), tally_ref_round_up4((uint64_t)(sh.rows * sh.cols), NULL));
             char where[100];
             rng_text(where, sizeof where, c.job.rng);
             snprintf(c.variant, sizeof c.variant, "%s %s", dist_names[d], where);
-            shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
             run_case(st, &c);
         }
 
@@ -992,20 +985,14 @@ static void catalogue(xc_state *st)
     for (int logits = 0; logits < 2; logits++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
-            memset(&c, 0, sizeof c);
-            c.op = "categorical";
-            c.job.kind = CLI_OP_CATEGORICAL;
+            c = matrix_case("categorical", CLI_OP_CATEGORICAL, &sh);
             c.job.flags = logits ? TALLY_CATEGORICAL_LOGITS : 0u;
-            c.job.rows = sh.rows;
-            c.job.cols = sh.cols;
-            c.strided = sh.strided;
             c.zeros = sh.rows == 2; /* the small case holds a row that cannot be sampled */
             c.data_seed = seed++;
             c.job.rng = rng_setting((int)s + logits, tally_ref_round_up4((uint64_t)sh.rows, NULL));
             char where[100];
             rng_text(where, sizeof where, c.job.rng);
             snprintf(c.variant, sizeof c.variant, "%s %s", logits ? "logits" : "weights", where);
-            shape_text(c.shape, sizeof c.shape, sh.rows, sh.cols, sh.strided, sh.label);
             if (c.zeros) strncat(c.shape, " invalid-row", sizeof c.shape - strlen(c.shape) - 1);
             run_case(st, &c);
         }

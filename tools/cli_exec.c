@@ -37,6 +37,17 @@ static void set_tensor(cli_tensor *t, const char *name, tally_dtype dtype, int64
                       .stride = cols, .pad_after = 0, .present = 1, .scalar = scalar, .data = NULL};
 }
 
+/* A loss's value (the forward's output y), or its gradient's upstream
+ * gradient (input grad_out): rows x cols without a reduction (KL: one per
+ * element; DM: one per row), else one scalar. */
+static void set_loss_value(cli_job *job, int grad, int64_t rows, int64_t cols)
+{
+    cli_tensor *t = grad ? &job->in[2] : &job->out[0];
+    const char *name = grad ? "grad_out" : "y";
+    if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(t, name, TALLY_F32, rows, cols, 0);
+    else set_tensor(t, name, TALLY_F32, 1, 1, 1);
+}
+
 uint64_t cli_tensor_count(const cli_tensor *t)
 {
     return (uint64_t)t->rows * (uint64_t)t->cols;
@@ -171,15 +182,10 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         break;
     case CLI_OP_KL:
     case CLI_OP_KL_BACKWARD: {
-        /* The forward's value, or the gradient's upstream gradient: per
-         * element without a reduction, else one scalar. */
         const int grad = job->kind == CLI_OP_KL_BACKWARD;
-        cli_tensor *value = grad ? &job->in[2] : &job->out[0];
-        const char *value_name = grad ? "grad_out" : "y";
         set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
         set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(value, value_name, TALLY_F32, R, C, 0);
-        else set_tensor(value, value_name, TALLY_F32, 1, 1, 1);
+        set_loss_value(job, grad, R, C);
         if (grad) {
             set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
             set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
@@ -190,15 +196,11 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
     }
     case CLI_OP_DM:
     case CLI_OP_DM_BACKWARD: {
-        /* As KL: the value per row without a reduction, else one scalar. */
         const int grad = job->kind == CLI_OP_DM_BACKWARD;
-        cli_tensor *value = grad ? &job->in[2] : &job->out[0];
-        const char *value_name = grad ? "grad_out" : "y";
         const int64_t alpha_rows = job->per_row_alpha ? R : 1;
         set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
         set_tensor(&job->in[1], "log_alpha", TALLY_F32, alpha_rows, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(value, value_name, TALLY_F32, R, 1, 0);
-        else set_tensor(value, value_name, TALLY_F32, 1, 1, 1);
+        set_loss_value(job, grad, R, 1);
         if (grad) set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, alpha_rows, C, 0);
         job->n_in = grad ? 3 : 2;
         job->n_out = 1;
