@@ -228,17 +228,18 @@ def print_constants():
     print()
 
 
+# Each fit by the name the command line gives it, in the order `all` prints them.
+FITS = {
+    'exp': fit_exp,
+    'log': fit_log,
+    'lgamma': fit_lgamma_core,
+    'stirling': fit_stirling,
+    'sincos': fit_sincospi,
+    'constants': print_constants,
+}
+
 if __name__ == '__main__':
     which = sys.argv[1] if len(sys.argv) > 1 else 'all'
-    if which in ('all', 'exp'):
-        fit_exp()
-    if which in ('all', 'log'):
-        fit_log()
-    if which in ('all', 'lgamma'):
-        fit_lgamma_core()
-    if which in ('all', 'stirling'):
-        fit_stirling()
-    if which in ('all', 'sincos'):
-        fit_sincospi()
-    if which in ('all', 'constants'):
-        print_constants()
+    for name, fit in FITS.items():
+        if which in ('all', name):
+            fit()
