@@ -42,10 +42,34 @@
 #include <omp.h>
 #endif
 
-enum fn_id { F_EXP, F_LOG, F_LOG1P, F_LGAMMA, F_SQRT, F_RECIP, F_SINPI, F_COSPI, F_COUNT };
-static const char *fn_names[F_COUNT] = { "exp", "log", "log1p", "lgamma", "sqrt", "recip", "sinpi", "cospi" };
+/* Every function measured: X(ID, name, float64 reference of float x (as
+ * double d), tally's value, glibc's float value, how glibc's is spelled). */
+#define FN_MAP(X)                                                                                       \
+    X(EXP, "exp", exp(d), tally_expf(x), expf(x), "expf")                                               \
+    X(LOG, "log", log(d), tally_logf(x), logf(x), "logf")                                               \
+    X(LOG1P, "log1p", log1p(d), tally_log1pf(x), log1pf(x), "log1pf")                                   \
+    X(LGAMMA, "lgamma", (x < 0.0f) ? NAN : lgamma(d), tally_lgammaf(x), (x < 0.0f) ? NAN : lgammaf(x),  \
+      "lgammaf")                                                                                        \
+    X(SQRT, "sqrt", sqrt(d), tally_sqrtf(x), sqrtf(x), "sqrtf")                                         \
+    X(RECIP, "recip", 1.0 / d, tally_recipf(x), 1.0f / x, "1.0f/x")                                     \
+    X(SINPI, "sinpi", math_ref_sincospi(x, 0), tally_sinpif(x), sinf((float)M_PI * x), "sinf((float)M_PI*x)") \
+    X(COSPI, "cospi", math_ref_sincospi(x, 1), tally_cospif(x), cosf((float)M_PI * x), "cosf((float)M_PI*x)")
+
+enum fn_id {
+#define FN_ID(id, name, ref, mine, glibc, glibc_name) F_##id,
+    FN_MAP(FN_ID)
+#undef FN_ID
+    F_COUNT
+};
+static const char *fn_names[F_COUNT] = {
+#define FN_NAME(id, name, ref, mine, glibc, glibc_name) name,
+    FN_MAP(FN_NAME)
+#undef FN_NAME
+};
 static const char *glibc_names[F_COUNT] = {
-    "expf", "logf", "log1pf", "lgammaf", "sqrtf", "1.0f/x", "sinf((float)M_PI*x)", "cosf((float)M_PI*x)"
+#define FN_GLIBC_NAME(id, name, ref, mine, glibc, glibc_name) glibc_name,
+    FN_MAP(FN_GLIBC_NAME)
+#undef FN_GLIBC_NAME
 };
 
 static uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -56,29 +80,20 @@ static double reference(int fn, float x)
 {
     double d = x;
     switch (fn) {
-    case F_EXP: return exp(d);
-    case F_LOG: return log(d);
-    case F_LOG1P: return log1p(d);
-    case F_LGAMMA: return (x < 0.0f) ? NAN : lgamma(d);
-    case F_SQRT: return sqrt(d);
-    case F_RECIP: return 1.0 / d;
-    case F_SINPI: return math_ref_sincospi(x, 0);
-    case F_COSPI: return math_ref_sincospi(x, 1);
+#define FN_REF(id, name, ref, mine, glibc, glibc_name) case F_##id: return ref;
+        FN_MAP(FN_REF)
+#undef FN_REF
     }
+    (void)d;
     return NAN;
 }
 
 static float tally_eval(int fn, float x)
 {
     switch (fn) {
-    case F_EXP: return tally_expf(x);
-    case F_LOG: return tally_logf(x);
-    case F_LOG1P: return tally_log1pf(x);
-    case F_LGAMMA: return tally_lgammaf(x);
-    case F_SQRT: return tally_sqrtf(x);
-    case F_RECIP: return tally_recipf(x);
-    case F_SINPI: return tally_sinpif(x);
-    case F_COSPI: return tally_cospif(x);
+#define FN_MINE(id, name, ref, mine, glibc, glibc_name) case F_##id: return mine;
+        FN_MAP(FN_MINE)
+#undef FN_MINE
     }
     return NAN;
 }
@@ -86,14 +101,9 @@ static float tally_eval(int fn, float x)
 static float glibc_eval(int fn, float x)
 {
     switch (fn) {
-    case F_EXP: return expf(x);
-    case F_LOG: return logf(x);
-    case F_LOG1P: return log1pf(x);
-    case F_LGAMMA: return (x < 0.0f) ? NAN : lgammaf(x);
-    case F_SQRT: return sqrtf(x);
-    case F_RECIP: return 1.0f / x;
-    case F_SINPI: return sinf((float)M_PI * x);
-    case F_COSPI: return cosf((float)M_PI * x);
+#define FN_GLIBC(id, name, ref, mine, glibc, glibc_name) case F_##id: return glibc;
+        FN_MAP(FN_GLIBC)
+#undef FN_GLIBC
     }
     return NAN;
 }
