@@ -20,6 +20,7 @@
 #include "cli_common.h"
 #include "cli_exec.h"
 #include "cli_mpi.h"
+#include "rand.h"
 #include "tally_mpi.h"
 
 static int rank_, size_;
@@ -405,13 +406,10 @@ static int parse_and_run(int argc, char **argv)
 
 /* ---- crosscheck --mpi ------------------------------------------------------ */
 
-static uint64_t xs_state;
-static float xs_uniform(float lo, float hi)
+/* A uniform float in [lo, hi) from the harness generator (harness/rand.h). */
+static float uniform(harness_rand *r, float lo, float hi)
 {
-    xs_state ^= xs_state << 13;
-    xs_state ^= xs_state >> 7;
-    xs_state ^= xs_state << 17;
-    return lo + (hi - lo) * (float)((xs_state >> 11) % 1000003) / 1000003.0f;
+    return lo + (hi - lo) * (float)harness_rand_unit(r);
 }
 
 /* One op of the crosscheck: a cli_job with generated inputs. */
@@ -475,14 +473,14 @@ static void cc_job(const cc_case *cc, cli_job *job)
     job->rng = (tally_rng){.seed = 2024, .subsequence = 1, .offset = 4};
     char err[160];
     cli_job_layout(job, err, sizeof err);
-    xs_state = 0x853c49e6748fea9bull;
+    harness_rand r = harness_rand_make(0x853c49e6748fea9bull); /* the same inputs on every rank */
     for (int j = 0; j < job->n_in; j++) {
         uint64_t n = cli_tensor_count(&job->in[j]);
         float *d = malloc((size_t)n * 4 + 4);
         int prob = cc->kind == CLI_OP_KL && (j == 1 || (cc->flags & TALLY_KL_INPUT_IS_PROB));
         for (uint64_t i = 0; i < n; i++) {
-            float v = prob ? xs_uniform(0.0f, 1.0f) : xs_uniform(-4.0f, 4.0f);
-            if (cc->kind == CLI_OP_DM && j == 0) v = (float)(int)xs_uniform(0.0f, 9.0f);
+            float v = prob ? uniform(&r, 0.0f, 1.0f) : uniform(&r, -4.0f, 4.0f);
+            if (cc->kind == CLI_OP_DM && j == 0) v = (float)(int)uniform(&r, 0.0f, 9.0f);
             d[i] = v;
         }
         job->in[j].data = d;
