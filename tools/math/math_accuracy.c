@@ -76,37 +76,24 @@ static uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float float_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 
-static double reference(int fn, float x)
+/* Function fn at x: which 0 is the float64 reference, 1 tally's value, 2
+ * glibc's (the floats widen exactly). */
+static double eval(int fn, float x, int which)
 {
-    double d = x;
+    const double d = x;
     switch (fn) {
-#define FN_REF(id, name, ref, mine, glibc, glibc_name) case F_##id: return ref;
-        FN_MAP(FN_REF)
-#undef FN_REF
+#define FN_EVAL(id, name, ref, mine, glibc, glibc_name) \
+    case F_##id: return which == 0 ? (double)(ref) : which == 1 ? (double)(mine) : (double)(glibc);
+        FN_MAP(FN_EVAL)
+#undef FN_EVAL
     }
     (void)d;
     return NAN;
 }
 
-static float tally_eval(int fn, float x)
-{
-    switch (fn) {
-#define FN_MINE(id, name, ref, mine, glibc, glibc_name) case F_##id: return mine;
-        FN_MAP(FN_MINE)
-#undef FN_MINE
-    }
-    return NAN;
-}
-
-static float glibc_eval(int fn, float x)
-{
-    switch (fn) {
-#define FN_GLIBC(id, name, ref, mine, glibc, glibc_name) case F_##id: return glibc;
-        FN_MAP(FN_GLIBC)
-#undef FN_GLIBC
-    }
-    return NAN;
-}
+static double reference(int fn, float x) { return eval(fn, x, 0); }
+static float tally_eval(int fn, float x) { return (float)eval(fn, x, 1); }
+static float glibc_eval(int fn, float x) { return (float)eval(fn, x, 2); }
 
 
 
