@@ -13,7 +13,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "bench.h"
+#include "cases.h"
+#include "json.h"
+#include "rand.h"
 
 #define POISON_F32 0x7fc00000u /* a quiet NaN */
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -37,6 +41,7 @@ typedef struct result {
     char error[1024];
     int64_t sets;
     double scale; /* the --scales entry this result ran at (ceilings: the scale they ran at) */
+    harness_shape base; /* the workload's catalogue row (harness/cases.c) at scale 1 */
 } result;
 
 #define MAX_RESULTS 256
@@ -59,102 +64,55 @@ static double ceiling_gbps(const bench *b, const char *which)
     return v > 0 ? v : NAN;
 }
 
-/* ---- JSON lines ---- */
-static void json_key(const char *key, int *first)
+/* ---- JSON lines (harness/json.h) ---- */
+static void json_common(harness_json *j, const bench *b, const char *record)
 {
-    fprintf(json_out, "%s\"%s\":", *first ? "{" : ",", key);
-    *first = 0;
-}
-
-static void json_str(const char *key, const char *s, int *first)
-{
-    json_key(key, first);
-    fputc('"', json_out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(json_out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(json_out, "\\u%04x", *p);
-        else
-            fputc(*p, json_out);
-    }
-    fputc('"', json_out);
-}
-
-static void json_num(const char *key, double v, int *first)
-{
-    json_key(key, first);
-    if (isfinite(v))
-        fprintf(json_out, "%.9g", v);
-    else
-        fputs("null", json_out);
-}
-
-static void json_int(const char *key, long long v, int *first)
-{
-    json_key(key, first);
-    fprintf(json_out, "%lld", v);
-}
-
-static void json_bool(const char *key, int v, int *first)
-{
-    json_key(key, first);
-    fputs(v ? "true" : "false", json_out);
-}
-
-static void json_end(void)
-{
-    fputs("}\n", json_out);
-    fflush(json_out);
-}
-
-static void json_common(const bench *b, const char *record, int *first)
-{
-    json_str("record", record, first);
-    json_str("bench", "tally", first);
-    json_str("backend", tally_backend_name(b->backend), first);
+    harness_json_begin(j, json_out);
+    harness_json_str(j, "record", record);
+    harness_json_str(j, "bench", "tally");
+    harness_json_str(j, "backend", tally_backend_name(b->backend));
 }
 
 static void json_result(const bench *b, const result *r)
 {
     if (json_out == NULL) return;
-    int first = 1;
-    json_common(b, r->failed ? "error" : r->is_ceiling ? "ceiling" : "result", &first);
-    json_str("workload", r->workload, &first);
-    json_str("shape", r->shape, &first);
-    json_num("scale", r->scale, &first);
-    if (r->what[0]) json_str("what", r->what, &first);
+    harness_json j;
+    json_common(&j, b, r->failed ? "error" : r->is_ceiling ? "ceiling" : "result");
+    harness_json_str(&j, "workload", r->workload);
+    harness_json_str(&j, "shape", r->shape);
+    harness_json_num(&j, "scale", r->scale);
+    if (r->what[0]) harness_json_str(&j, "what", r->what);
     if (r->failed) {
-        json_str("error", r->error, &first);
-        json_end();
+        harness_json_str(&j, "error", r->error);
+        harness_json_end(&j);
         return;
     }
-    json_bool("ok", r->ok, &first);
-    json_num("ms", r->t.ms_median, &first);
-    json_num("ms_min", r->t.ms_min, &first);
-    json_num("ms_max", r->t.ms_max, &first);
-    json_num("us", r->t.ms_median * 1e3, &first);
-    json_int("batches", r->t.batches, &first);
-    json_int("calls_per_batch", r->t.calls, &first);
-    json_str("timer", r->t.timer, &first);
-    json_num("wall_us_per_call", r->t.wall_us_median, &first);
-    json_num("single_us", r->t.single_us, &first);
-    json_bool("latency_bound", r->latency_bound, &first);
-    json_num("bytes_read", r->bytes_read, &first);
-    json_num("bytes_written", r->bytes_written, &first);
-    json_num("gbps", result_gbps(r), &first);
+    harness_json_bool(&j, "ok", r->ok);
+    harness_json_num(&j, "ms", r->t.ms_median);
+    harness_json_num(&j, "ms_min", r->t.ms_min);
+    harness_json_num(&j, "ms_max", r->t.ms_max);
+    harness_json_num(&j, "us", r->t.ms_median * 1e3);
+    harness_json_int(&j, "batches", r->t.batches);
+    harness_json_int(&j, "calls_per_batch", r->t.calls);
+    harness_json_str(&j, "timer", r->t.timer);
+    harness_json_num(&j, "wall_us_per_call", r->t.wall_us_median);
+    harness_json_num(&j, "single_us", r->t.single_us);
+    harness_json_bool(&j, "latency_bound", r->latency_bound);
+    harness_json_num(&j, "bytes_read", r->bytes_read);
+    harness_json_num(&j, "bytes_written", r->bytes_written);
+    harness_json_num(&j, "gbps", result_gbps(r));
     if (!r->is_ceiling) {
-        json_str("ceiling", r->ceiling, &first);
-        json_num("ceiling_gbps", ceiling_gbps(b, r->ceiling), &first);
-        json_num("frac_ceiling", result_gbps(r) / ceiling_gbps(b, r->ceiling), &first);
-        json_num("frac_read", result_gbps(r) / ceiling_gbps(b, "read"), &first);
-        json_num("frac_copy", result_gbps(r) / ceiling_gbps(b, "copy"), &first);
-        json_num("frac_write", result_gbps(r) / ceiling_gbps(b, "write"), &first);
-        json_int("rotation_sets", r->sets, &first);
+        harness_json_str(&j, "ceiling", r->ceiling);
+        harness_json_num(&j, "ceiling_gbps", ceiling_gbps(b, r->ceiling));
+        harness_json_num(&j, "frac_ceiling", result_gbps(r) / ceiling_gbps(b, r->ceiling));
+        harness_json_num(&j, "frac_read", result_gbps(r) / ceiling_gbps(b, "read"));
+        harness_json_num(&j, "frac_copy", result_gbps(r) / ceiling_gbps(b, "copy"));
+        harness_json_num(&j, "frac_write", result_gbps(r) / ceiling_gbps(b, "write"));
+        harness_json_int(&j, "rotation_sets", r->sets);
     }
-    json_num("value", r->value, &first);
-    json_str("check", r->check, &first);
-    json_end();
+    harness_json_num(&j, "value", r->value);
+    harness_json_str(&j, "check", r->check);
+    harness_json_end(&j);
 }
 
 /* ---- the terminal ---- */
@@ -268,6 +226,16 @@ static void release_buffers(wl_bufs *bufs)
     bufs->n = 0;
 }
 
+/* Runs a workload's body on its state with a fresh buffer list, which it
+ * releases afterwards whatever the body returned. */
+static int run_body(bench *b, result *r, int (*body)(bench *, result *, void *, wl_bufs *), void *state)
+{
+    wl_bufs bufs = {.n = 0};
+    int rc = body(b, r, state, &bufs);
+    release_buffers(&bufs);
+    return rc;
+}
+
 static int64_t scaled(const bench *b, int64_t n)
 {
     double v = floor((double)n * b->scale + 0.5);
@@ -323,18 +291,9 @@ static int all_finite(const float *v, int64_t n, int64_t *bad)
     return 1;
 }
 
-/* splitmix64: the host's own generator for inputs made on the host. */
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static double host_uniform(uint64_t *state)
 {
-    return (double)(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(harness_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ------------------------------------------------------------------------
@@ -356,8 +315,9 @@ static int kl_call(bench *b, void *arg, int64_t i)
     return 0;
 }
 
-static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
+static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    kl_state *s = state;
     int64_t n = s->rows * s->cols;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * n), "p", &s->p) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * n), "t", &s->t) ||
@@ -415,7 +375,7 @@ static int kl_body(bench *b, result *r, kl_state *s, wl_bufs *bufs)
 
 static int run_kl_form(bench *b, result *r, unsigned flags)
 {
-    kl_state s = {.rows = scaled(b, 16384), .cols = 16384, .flags = flags};
+    kl_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols, .flags = flags};
     double n = (double)(s.rows * s.cols);
     s.sets = rotation_sets(b, 2.0 * n * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
@@ -423,10 +383,7 @@ static int run_kl_form(bench *b, result *r, unsigned flags)
     r->bytes_written = 4.0;
     r->ceiling = "read";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = kl_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, kl_body, &s);
 }
 
 static int run_kl(bench *b, result *r) { return run_kl_form(b, r, TALLY_KL_INPUT_IS_PROB); }
@@ -553,8 +510,9 @@ static int gmm_check(bench *b, result *r, gmm_state *s)
     return 0;
 }
 
-static int gmm_body(bench *b, result *r, gmm_state *s, wl_bufs *bufs)
+static int gmm_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    gmm_state *s = state;
     int64_t KD = s->K * s->D;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->B * KD), "mu", &s->mu) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * s->B * KD), "log_var", &s->lv) ||
@@ -574,9 +532,10 @@ static int gmm_body(bench *b, result *r, gmm_state *s, wl_bufs *bufs)
     return gmm_check(b, r, s);
 }
 
-static int run_gmm(bench *b, result *r, int64_t B, int64_t K, int64_t D, int latency_bound)
+static int run_gmm(bench *b, result *r, int latency_bound)
 {
-    gmm_state s = {.B = scaled(b, B), .K = K, .D = D};
+    const int64_t K = r->base.components, D = r->base.cols;
+    gmm_state s = {.B = scaled(b, r->base.rows), .K = K, .D = D};
     double KD = (double)(K * D), Bs = (double)s.B;
     s.sets = rotation_sets(b, (2.0 * Bs * KD + Bs * (double)D + Bs) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lldx%lld", (long long)s.B, (long long)K, (long long)D);
@@ -585,14 +544,11 @@ static int run_gmm(bench *b, result *r, int64_t B, int64_t K, int64_t D, int lat
     r->ceiling = "copy";
     r->latency_bound = latency_bound;
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = gmm_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, gmm_body, &s);
 }
 
-static int run_gmm_small(bench *b, result *r) { return run_gmm(b, r, 256, 4, 64, 1); }
-static int run_gmm_large(bench *b, result *r) { return run_gmm(b, r, 65536, 8, 128, 0); }
+static int run_gmm_small(bench *b, result *r) { return run_gmm(b, r, 1); }
+static int run_gmm_large(bench *b, result *r) { return run_gmm(b, r, 0); }
 
 /* ------------------------------------------------------------------------
  * dm_small / dm_large: Dirichlet-multinomial per row, shared log_alpha.
@@ -680,9 +636,10 @@ static int dm_body(bench *b, result *r, dm_state *s, wl_bufs *bufs, float *host)
     return 0;
 }
 
-static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound, int per_row)
+static int run_dm(bench *b, result *r, int latency_bound, int per_row)
 {
-    dm_state s = {.B = scaled(b, B), .V = V, .per_row = per_row};
+    const int64_t V = r->base.cols;
+    dm_state s = {.B = scaled(b, r->base.rows), .V = V, .per_row = per_row};
     double BV = (double)(s.B * V), la_elems = per_row ? BV : (double)V;
     s.sets = rotation_sets(b, (BV + (per_row ? BV : 0.0) + (double)s.B) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.B, (long long)V);
@@ -700,9 +657,9 @@ static int run_dm(bench *b, result *r, int64_t B, int64_t V, int latency_bound, 
     return rc;
 }
 
-static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 512, 256, 1, 0); }
-static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0, 0); }
-static int run_dm_large_row(bench *b, result *r) { return run_dm(b, r, 65536, 1024, 0, 1); }
+static int run_dm_small(bench *b, result *r) { return run_dm(b, r, 1, 0); }
+static int run_dm_large(bench *b, result *r) { return run_dm(b, r, 0, 0); }
+static int run_dm_large_row(bench *b, result *r) { return run_dm(b, r, 0, 1); }
 
 /* ------------------------------------------------------------------------
  * raw_fill / uniform_fill / normal_fill: 2^30 draws (write bandwidth).
@@ -737,8 +694,9 @@ static double fill_sample(const fill_state *s, const float *v, int64_t i)
     return (double)u * (1.0 / 4294967296.0);
 }
 
-static int fill_body(bench *b, result *r, fill_state *s, wl_bufs *bufs)
+static int fill_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    fill_state *s = state;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->n), "out", &s->out)) return 1;
     if (bench_measure(b, fill_call, s, 0, &r->t)) return 1;
     int64_t m = s->n < (1 << 22) ? s->n : (1 << 22), tail = s->n < 1024 ? s->n : 1024;
@@ -782,16 +740,13 @@ static int fill_body(bench *b, result *r, fill_state *s, wl_bufs *bufs)
 
 static int run_fill(bench *b, result *r, tally_distribution dist)
 {
-    fill_state s = {.n = round_up4(scaled(b, (int64_t)1 << 30)), .dist = dist};
+    fill_state s = {.n = round_up4(scaled(b, r->base.rows * r->base.cols)), .dist = dist};
     s.sets = rotation_sets(b, (double)s.n * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lld", (long long)s.n);
     r->bytes_written = (double)s.n * 4.0;
     r->ceiling = "write";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = fill_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, fill_body, &s);
 }
 
 static int run_raw_fill(bench *b, result *r) { return run_fill(b, r, TALLY_DIST_RAW); }
@@ -817,8 +772,9 @@ static int cat_call(bench *b, void *arg, int64_t i)
     return 0;
 }
 
-static int cat_body(bench *b, result *r, cat_state *s, wl_bufs *bufs)
+static int cat_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    cat_state *s = state;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->rows * s->cols), "weights", &s->w) ||
         make_buffer(b, bufs, (uint64_t)(s->sets * s->rows), "out", &s->out))
         return 1;
@@ -849,17 +805,14 @@ static int cat_body(bench *b, result *r, cat_state *s, wl_bufs *bufs)
 
 static int run_categorical(bench *b, result *r)
 {
-    cat_state s = {.rows = scaled(b, 65536), .cols = 64};
+    cat_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols};
     s.sets = rotation_sets(b, (double)(s.rows * s.cols + s.rows) * 4.0);
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
     r->bytes_read = (double)(s.rows * s.cols) * 4.0;
     r->bytes_written = (double)s.rows * 4.0;
     r->ceiling = "read";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = cat_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, cat_body, &s);
 }
 
 /* ------------------------------------------------------------------------
@@ -882,8 +835,9 @@ static int sum_call(bench *b, void *arg, int64_t i)
     return 0;
 }
 
-static int sum_body(bench *b, result *r, sum_state *s, wl_bufs *bufs)
+static int sum_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    sum_state *s = state;
     if (make_buffer(b, bufs, (uint64_t)(s->sets * s->n), "x", &s->x) ||
         make_buffer(b, bufs, (uint64_t)s->sets + 1, "out", &s->out))
         return 1;
@@ -923,10 +877,10 @@ static int run_sum(bench *b, result *r, int shape)
     /* shape 0: [1, n]; 1: [n, 1]; 2: [rows of 32768 columns, 32768]. */
     sum_state s = {.n = 0};
     if (shape == 2) {
-        s.cols = 32768;
-        s.rows = scaled(b, 32768);
+        s.cols = r->base.cols;
+        s.rows = scaled(b, r->base.rows);
     } else {
-        int64_t n = round_up4(scaled(b, (int64_t)1 << 30));
+        int64_t n = round_up4(scaled(b, r->base.rows * r->base.cols));
         s.rows = shape == 1 ? n : 1;
         s.cols = shape == 1 ? 1 : n;
     }
@@ -937,10 +891,7 @@ static int run_sum(bench *b, result *r, int shape)
     r->bytes_written = 4.0;
     r->ceiling = "read";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = sum_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, sum_body, &s);
 }
 
 static int run_sum_1n(bench *b, result *r) { return run_sum(b, r, 0); }
@@ -1049,8 +1000,9 @@ static int half_upload(bench *b, const half_state *s, tally_buffer *buf, int whi
     return 0;
 }
 
-static int half_body(bench *b, result *r, half_state *s, wl_bufs *bufs)
+static int half_body(bench *b, result *r, void *state, wl_bufs *bufs)
 {
+    half_state *s = state;
     const int64_t n = s->rows * s->cols, outs = s->kind == HALF_KL ? 1 : s->rows;
     const int64_t y_count = s->kind == HALF_KL ? n : s->kind == HALF_DM ? s->cols : 0;
     const int64_t y_sets = s->kind == HALF_KL ? s->sets : 1;
@@ -1123,9 +1075,10 @@ static int half_body(bench *b, result *r, half_state *s, wl_bufs *bufs)
     return 0;
 }
 
-static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype, int64_t rows, int64_t cols)
+static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype)
 {
-    half_state s = {.kind = kind, .dtype = dtype, .rows = scaled(b, rows), .cols = cols};
+    const int64_t cols = r->base.cols;
+    half_state s = {.kind = kind, .dtype = dtype, .rows = scaled(b, r->base.rows), .cols = cols};
     const double esize = dtype == TALLY_F32 ? 4.0 : 2.0, n = (double)(s.rows * cols);
     const double in_bytes = (kind == HALF_KL ? 2.0 * n : n + (kind == HALF_DM ? (double)cols : 0.0)) * esize;
     const double out_bytes = kind == HALF_KL ? 4.0 : (double)s.rows * 4.0;
@@ -1135,16 +1088,13 @@ static int run_half(bench *b, result *r, half_kind kind, tally_dtype dtype, int6
     r->bytes_written = out_bytes;
     r->ceiling = kind == HALF_KL ? "read" : "copy";
     r->sets = s.sets;
-    wl_bufs bufs = {.n = 0};
-    int rc = half_body(b, r, &s, &bufs);
-    release_buffers(&bufs);
-    return rc;
+    return run_body(b, r, half_body, &s);
 }
 
-static int run_kl_bf16(bench *b, result *r) { return run_half(b, r, HALF_KL, TALLY_BF16, 16384, 16384); }
-static int run_dm_large_bf16(bench *b, result *r) { return run_half(b, r, HALF_DM, TALLY_BF16, 65536, 1024); }
-static int run_sum_rows_bf16(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_BF16, 65536, 1024); }
-static int run_sum_rows_f32(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_F32, 65536, 1024); }
+static int run_kl_bf16(bench *b, result *r) { return run_half(b, r, HALF_KL, TALLY_BF16); }
+static int run_dm_large_bf16(bench *b, result *r) { return run_half(b, r, HALF_DM, TALLY_BF16); }
+static int run_sum_rows_bf16(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_BF16); }
+static int run_sum_rows_f32(bench *b, result *r) { return run_half(b, r, HALF_SUM_ROWS, TALLY_F32); }
 
 /* ------------------------------------------------------------------------
  * Gradients: kl_bw (KL batchmean INPUT_IS_PROB backward over [16384,
@@ -1172,7 +1122,7 @@ static int kl_bw_call(bench *b, void *arg, int64_t i)
 
 static int run_kl_bw(bench *b, result *r)
 {
-    bw_state s = {.rows = scaled(b, 16384), .cols = 16384};
+    bw_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols};
     const int64_t n = s.rows * s.cols;
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)s.rows, (long long)s.cols);
     r->bytes_read = 2.0 * (double)n * 4.0;
@@ -1231,7 +1181,7 @@ static int dm_bw_call(bench *b, void *arg, int64_t i)
 
 static int run_dm_bw(bench *b, result *r)
 {
-    bw_state s = {.rows = scaled(b, 65536), .cols = 1024};
+    bw_state s = {.rows = scaled(b, r->base.rows), .cols = r->base.cols};
     const int64_t B = s.rows, V = s.cols, BV = B * V;
     snprintf(r->shape, sizeof r->shape, "%lldx%lld", (long long)B, (long long)V);
     r->bytes_read = ((double)BV + (double)V) * 4.0;
@@ -1301,7 +1251,7 @@ static int gmm_bw_call(bench *b, void *arg, int64_t i)
 
 static int run_gmm_bw(bench *b, result *r)
 {
-    bw_state s = {.rows = scaled(b, 65536), .K = 8, .D = 128};
+    bw_state s = {.rows = scaled(b, r->base.rows), .K = r->base.components, .D = r->base.cols};
     const int64_t B = s.rows, KD = s.K * s.D;
     snprintf(r->shape, sizeof r->shape, "%lldx%lldx%lld", (long long)B, (long long)s.K, (long long)s.D);
     r->bytes_read = (2.0 * (double)(B * KD) + (double)(B * s.D) + (double)B) * 4.0;
@@ -1367,6 +1317,16 @@ static const workload workloads[] = {
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
+/* A workload's row of the case catalogue (its sizes at scale 1), or NULL. */
+static const harness_shape *workload_row(const char *name)
+{
+    size_t n;
+    const harness_shape *rows = harness_shapes(&n);
+    for (size_t i = 0; i < n; i++)
+        if ((rows[i].families & HARNESS_FAMILY(BENCH)) && strcmp(rows[i].label, name) == 0) return &rows[i];
+    return NULL;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -1391,45 +1351,39 @@ static void usage(FILE *f)
             "  --list                      list the devices each backend sees\n");
 }
 
-static int selected(const char *only, const char *name)
-{
-    if (only == NULL) return 1;
-    size_t len = strlen(name);
-    for (const char *p = only; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, name, n) == 0) return 1;
-        p += n + (end != NULL);
-    }
-    return 0;
-}
-
 #define MAX_SCALES 8
 
 static int parse_args(int argc, char **argv, bench *b, const char **json_path, const char **only, int *ceilings,
                       int *list, double *scales, int *nscales)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (strcmp(a, "--backend") == 0 && val) {
+    enum { O_BACKEND, O_DEVICE, O_JSON, O_ONLY, O_LABEL, O_SCALE, O_SCALES, O_REPS, O_CALLS, O_BATCH_MS,
+           O_SMALL_CALLS, O_ROTATE_MIB, O_NO_CEILINGS, O_LIST, O_HELP };
+    static const harness_option options[] = {
+        {"backend", 1, O_BACKEND}, {"device", 1, O_DEVICE}, {"json", 1, O_JSON}, {"only", 1, O_ONLY},
+        {"label", 1, O_LABEL}, {"scale", 1, O_SCALE}, {"scales", 1, O_SCALES}, {"reps", 1, O_REPS},
+        {"calls", 1, O_CALLS}, {"batch-ms", 1, O_BATCH_MS}, {"small-calls", 1, O_SMALL_CALLS},
+        {"rotate-mib", 1, O_ROTATE_MIB}, {"no-ceilings", 0, O_NO_CEILINGS}, {"list", 0, O_LIST},
+        {"help", 0, O_HELP},
+    };
+    harness_args args = HARNESS_ARGS(argc, argv, 1, options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *val = args.value;
+        switch (id) {
+        case O_BACKEND:
             if (tally_backend_from_name(val, &b->backend) != TALLY_OK || b->backend == TALLY_BACKEND_AUTO) {
                 fprintf(stderr, "tally-bench: unknown backend '%s' (cuda, opencl or host)\n", val);
                 return 2;
             }
-        } else if (strcmp(a, "--device") == 0 && val) {
-            b->device = atoi(val);
-        } else if (strcmp(a, "--json") == 0 && val) {
-            *json_path = val;
-        } else if (strcmp(a, "--only") == 0 && val) {
-            *only = val;
-        } else if (strcmp(a, "--label") == 0 && val) {
-            run_label = val;
-        } else if (strcmp(a, "--scale") == 0 && val) {
+            break;
+        case O_DEVICE: b->device = atoi(val); break;
+        case O_JSON: *json_path = val; break;
+        case O_ONLY: *only = val; break;
+        case O_LABEL: run_label = val; break;
+        case O_SCALE:
             scales[0] = atof(val);
             *nscales = 1;
-        } else if (strcmp(a, "--scales") == 0 && val) {
+            break;
+        case O_SCALES:
             *nscales = 0;
             for (const char *p = val; *p && *nscales < MAX_SCALES;) {
                 char *end;
@@ -1437,32 +1391,20 @@ static int parse_args(int argc, char **argv, bench *b, const char **json_path, c
                 if (end == p) break;
                 p = *end == ',' ? end + 1 : end;
             }
-        } else if (strcmp(a, "--reps") == 0 && val) {
-            b->reps = atoi(val);
-        } else if (strcmp(a, "--calls") == 0 && val) {
-            b->calls = atoi(val);
-        } else if (strcmp(a, "--batch-ms") == 0 && val) {
-            b->batch_ms = atof(val);
-        } else if (strcmp(a, "--small-calls") == 0 && val) {
-            b->small_calls = atoi(val);
-        } else if (strcmp(a, "--rotate-mib") == 0 && val) {
-            b->rotate_bytes = atof(val) * 1024.0 * 1024.0;
-        } else {
-            takes = 0;
-            if (strcmp(a, "--no-ceilings") == 0) {
-                *ceilings = 0;
-            } else if (strcmp(a, "--list") == 0) {
-                *list = 1;
-            } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-                usage(stdout);
-                exit(0);
-            } else {
-                fprintf(stderr, "tally-bench: unknown or incomplete option '%s'\n", a);
-                usage(stderr);
-                return 2;
-            }
+            break;
+        case O_REPS: b->reps = atoi(val); break;
+        case O_CALLS: b->calls = atoi(val); break;
+        case O_BATCH_MS: b->batch_ms = atof(val); break;
+        case O_SMALL_CALLS: b->small_calls = atoi(val); break;
+        case O_ROTATE_MIB: b->rotate_bytes = atof(val) * 1024.0 * 1024.0; break;
+        case O_NO_CEILINGS: *ceilings = 0; break;
+        case O_LIST: *list = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default:
+            fprintf(stderr, "tally-bench: %s\n", args.err);
+            usage(stderr);
+            return 2;
         }
-        i += takes;
     }
     int scales_ok = *nscales > 0;
     for (int i = 0; i < *nscales; i++) scales_ok = scales_ok && scales[i] > 0;
@@ -1501,6 +1443,11 @@ int main(int argc, char **argv)
     double scales[MAX_SCALES] = {1.0};
     int rc = parse_args(argc, argv, &b, &json_path, &only, &ceilings, &list, scales, &nscales);
     if (rc) return rc;
+    for (size_t k = 0; k < WORKLOAD_COUNT; k++)
+        if (workload_row(workloads[k].name) == NULL) {
+            fprintf(stderr, "tally-bench: workload %s has no row in harness/cases.c\n", workloads[k].name);
+            return 2;
+        }
     if (list) {
         bench_list_devices();
         return 0;
@@ -1512,13 +1459,13 @@ int main(int argc, char **argv)
     const char *backend = tally_backend_name(b.backend);
     int open_rc = bench_open(&b);
     if (open_rc != 0) {
-        int first = 1;
+        harness_json j;
         printf("tally-bench: backend %s %s: %s\n", backend, open_rc == 1 ? "not available here, skipped" : "failed",
                b.err);
         if (json_out != NULL) {
-            json_common(&b, open_rc == 1 ? "skipped" : "error", &first);
-            json_str("error", b.err, &first);
-            json_end();
+            json_common(&j, &b, open_rc == 1 ? "skipped" : "error");
+            harness_json_str(&j, "error", b.err);
+            harness_json_end(&j);
             fclose(json_out);
         }
         bench_close(&b);
@@ -1543,22 +1490,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < nscales; i++) printf("%s%g", i ? "," : " ", scales[i]);
     printf("; %d batches per median; rotation to %.0f MiB\n\n", b.reps, b.rotate_bytes / (1024.0 * 1024.0));
     if (json_out != NULL) {
-        int first = 1;
-        json_common(&b, "meta", &first);
-        json_str("tally_version", tally_version_string(), &first);
-        json_str("device", b.device_name, &first);
-        json_int("device_index", b.device, &first);
-        json_str("timer", b.timer_name, &first);
-        json_num("scale", nscales == 1 ? scales[0] : NAN, &first);
-        json_key("scales", &first);
+        harness_json j;
+        json_common(&j, &b, "meta");
+        harness_json_str(&j, "tally_version", tally_version_string());
+        harness_json_str(&j, "device", b.device_name);
+        harness_json_int(&j, "device_index", b.device);
+        harness_json_str(&j, "timer", b.timer_name);
+        harness_json_num(&j, "scale", nscales == 1 ? scales[0] : NAN);
+        harness_json_key(&j, "scales");
         for (int i = 0; i < nscales; i++) fprintf(json_out, "%s%.9g", i ? "," : "[", scales[i]);
         fputc(']', json_out);
-        json_num("ceiling_scale", ceil_scale, &first);
-        if (run_label != NULL) json_str("variant", run_label, &first);
-        json_int("reps", b.reps, &first);
-        json_num("rotate_mib", b.rotate_bytes / (1024.0 * 1024.0), &first);
-        json_str("time", stamp, &first);
-        json_end();
+        harness_json_num(&j, "ceiling_scale", ceil_scale);
+        if (run_label != NULL) harness_json_str(&j, "variant", run_label);
+        harness_json_int(&j, "reps", b.reps);
+        harness_json_num(&j, "rotate_mib", b.rotate_bytes / (1024.0 * 1024.0));
+        harness_json_str(&j, "time", stamp);
+        harness_json_end(&j);
     }
     print_header();
 
@@ -1579,9 +1526,10 @@ int main(int argc, char **argv)
         b.scale = b_scale_now = scales[si];
         if (nscales > 1) printf("-- scale %g\n", b.scale);
         for (size_t k = 0; k < WORKLOAD_COUNT; k++) {
-            if (!selected(only, workloads[k].name)) continue;
+            if (!harness_list_has(only, workloads[k].name)) continue;
             result *r = new_result(workloads[k].name);
             if (r == NULL) break;
+            r->base = *workload_row(workloads[k].name); /* main checked that it exists */
             b.err[0] = '\0';
             if (workloads[k].run(&b, r)) r->failed = 1;
             finish_result(&b, r);

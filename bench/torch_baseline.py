@@ -263,6 +263,18 @@ def w_gmm(ctx, name, B, K, D, latency_bound):
                             (2.0 * B * K * D + K) * 4, (B * D + B) * 4.0, latency_bound, check)
 
 
+def mean_check(run, ref, rel, note=""):
+    """A workload's check of a vector output against its float64 ref: every
+    element finite and within rel * (1 + max |ref|); the value is the mean."""
+    def check(impl):
+        out = run(impl)
+        err = (out.double() - ref).abs().max().item()
+        ok = bool(torch.isfinite(out).all().item()) and err <= rel * (1.0 + ref.abs().max().item())
+        v = out.double().mean().item()
+        return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g}{note}"
+    return check
+
+
 def w_dm(ctx, name, B, V, latency_bound, per_row=False):
     args, dev = ctx["args"], ctx["device"]
     B = scaled(args, B)
@@ -276,13 +288,7 @@ def w_dm(ctx, name, B, V, latency_bound, per_row=False):
     log_alpha = las[0]
     ref = dm_fn(counts[0].double(), log_alpha.double())
 
-    def check(impl):
-        out = impl(counts[0], log_alpha)
-        err = (out.double() - ref).abs().max().item()
-        ok = bool(torch.isfinite(out).all().item()) and err <= 1e-4 * (1.0 + ref.abs().max().item())
-        v = out.double().mean().item()
-        return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g}"
-
+    check = mean_check(lambda impl: impl(counts[0], log_alpha), ref, 1e-4)
     yield from run_variants(ctx, name, f"{B}x{V}", dm_fn,
                             lambda impl, i: impl(counts[i % sets], las[i % sets]),
                             (B * V + (B * V if per_row else V)) * 4.0, B * 4.0, latency_bound, check)
@@ -320,13 +326,7 @@ def w_dm_half(ctx, name, B, V):
     log_alpha = (-2.0 + 3.0 * torch.rand(V, device=dev, generator=g)).to(torch.bfloat16)
     ref = dm_fn(counts[0].double(), log_alpha.double())
 
-    def check(impl):
-        out = impl(counts[0], log_alpha)
-        err = (out.double() - ref).abs().max().item()
-        ok = bool(torch.isfinite(out).all().item()) and err <= 5e-2 * (1.0 + ref.abs().max().item())
-        v = out.double().mean().item()
-        return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g} (bf16 tolerance)"
-
+    check = mean_check(lambda impl: impl(counts[0], log_alpha), ref, 5e-2, " (bf16 tolerance)")
     yield from run_variants(ctx, name, f"{B}x{V}", dm_fn,
                             lambda impl, i: impl(counts[i % sets], log_alpha),
                             (B * V + V) * 2.0, B * 2.0, False, check)
@@ -345,14 +345,7 @@ def w_sum_rows(ctx, name, B, V, dtype):
     xs = [torch.rand(B, V, device=dev, generator=g).to(dtype) for _ in range(sets)]
     ref = xs[0].double().sum(-1)
 
-    def check(impl):
-        out = impl(xs[0])
-        err = (out.double() - ref).abs().max().item()
-        tol = (1e-2 if dtype == torch.bfloat16 else 1e-5) * (1.0 + ref.abs().max().item())
-        ok = bool(torch.isfinite(out).all().item()) and err <= tol
-        v = out.double().mean().item()
-        return v, ok, f"{'ok' if ok else 'WRONG'}: mean {v:.8g}, max |out - float64| {err:.3g}"
-
+    check = mean_check(lambda impl: impl(xs[0]), ref, 1e-2 if dtype == torch.bfloat16 else 1e-5)
     yield from run_variants(ctx, name, f"{B}x{V}", sum_rows_fn, lambda impl, i: impl(xs[i % sets]),
                             B * V * size, B * size, False, check)
 

@@ -502,6 +502,30 @@ TALLY_API tally_status tally_gmm_sample_backward(tally_context *ctx, tally_view 
                                                  tally_view grad_z, tally_view grad_log_q, tally_view grad_mu,
                                                  tally_view grad_log_var, tally_view grad_logits);
 
+/* ------------------------------------------------------------------------
+ * Op names: X(ID, name, reduce_op), one row per op, named as the `tally`
+ * CLI, its crosscheck and tally-bench spell it; reduce_op is the
+ * tally_reduce_op of a reduction and 0 for every other op. The library does
+ * not use the names; tools expand this table instead of keeping their own.
+ * ------------------------------------------------------------------------ */
+#define TALLY_OP_MAP(X)                                                          \
+    X(SUM, sum, TALLY_SUM)                                                       \
+    X(MEAN, mean, TALLY_MEAN)                                                    \
+    X(MIN, min, TALLY_MIN)                                                       \
+    X(MAX, max, TALLY_MAX)                                                       \
+    X(LOGSUMEXP, logsumexp, TALLY_LOGSUMEXP)                                     \
+    X(SUMSQ, sumsq, TALLY_SUMSQ)                                                 \
+    X(KL_DIV, kl_div, 0)                                                         \
+    X(DIRICHLET_MULTINOMIAL, dirichlet_multinomial, 0)                           \
+    X(GMM_LOG_PROB, gmm_log_prob, 0)                                             \
+    X(GMM_SAMPLE, gmm_sample, 0)                                                 \
+    X(RNG, rng, 0)                                                               \
+    X(CATEGORICAL, categorical, 0)                                               \
+    X(KL_DIV_BACKWARD, kl_div_backward, 0)                                       \
+    X(DIRICHLET_MULTINOMIAL_BACKWARD, dirichlet_multinomial_backward, 0)         \
+    X(GMM_LOG_PROB_BACKWARD, gmm_log_prob_backward, 0)                           \
+    X(GMM_SAMPLE_BACKWARD, gmm_sample_backward, 0)
+
 #ifdef __cplusplus
 }
 #endif

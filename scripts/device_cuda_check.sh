@@ -82,8 +82,8 @@ if [ "$have_tests" = 0 ]; then
     for name in check_cuda check_cuda_interop; do
         if ! gcc -std=c11 -O2 -ffp-contract=off -D_POSIX_C_SOURCE=200809L -pthread \
             -DTALLY_TEST_DATA_DIR="\"$PWD/tests/data\"" \
-            -Iinclude -I. -I"$build_dir" -Itests -Itools -I"$check_root/include" \
-            "tests/$name.c" tests/runner.c tests/testutil.c tools/reference.c \
+            -Iinclude -I. -I"$build_dir" -Itests -Iharness -I"$check_root/include" \
+            "tests/$name.c" tests/runner.c tests/testutil.c harness/reference.c \
             "$build_dir/libtally.a" -L"$check_root/lib/x86_64-linux-gnu" \
             -lcheck_pic -lsubunit -lrt -lm -ldl -o "$build_dir/tests/$name"; then
             echo "FAIL: could not compile $name (no Check headers or library?)"

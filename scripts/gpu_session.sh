@@ -85,13 +85,13 @@ tail -n 6 "$logs/crosscheck-half.log" | tee -a "$summary"
 # results live in docs/accuracy.md and tests/data/curand_reference.txt).
 if [ "${GPU_MATH:-0}" = 1 ]; then
     if nvcc -O2 -fmad=false -Xcompiler -ffp-contract=off -arch=sm_90 -Iinclude -o /tmp/cuda_math_compare \
-        tools/cuda_math_compare.cu tools/math_host_eval.c -lm >"$logs/math-build.log" 2>&1; then
+        tools/math/cuda_math_compare.cu tools/math/math_host_eval.c -lm >"$logs/math-build.log" 2>&1; then
         run_step cuda_math_compare 60 /tmp/cuda_math_compare
         cp "$logs/cuda_math_compare.log" "$out/cuda_math_compare.md"
     else
         note "cuda_math_compare: build failed"
     fi
-    if nvcc -O2 -arch=sm_90 -o /tmp/curand_record tools/curand_record.cu >"$logs/curand-build.log" 2>&1; then
+    if nvcc -O2 -arch=sm_90 -o /tmp/curand_record tools/math/curand_record.cu >"$logs/curand-build.log" 2>&1; then
         /tmp/curand_record >"$out/curand_reference.txt" 2>"$logs/curand.err"
         note "curand_record: exit $?"
     fi

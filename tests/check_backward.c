@@ -5,7 +5,7 @@
  *
  * Three kinds of expectation:
  * - against float64: the gradients written out analytically in double
- *   (tools/reference_backward.c, independent of the library's terms), which
+ *   (harness/reference_backward.c, independent of the library's terms), which
  *   are themselves checked here against float64 central finite differences
  *   of float64 forward losses; the tolerances are a few float ulps of the magnitudes that the
  *   float evaluation rounds, plus the tree depth for sums (as in
@@ -397,7 +397,7 @@ typedef struct dm_case {
 } dm_case;
 
 /* The float64 gradient w.r.t. log_alpha ([1, V] or [B, V] into grad) and
- * its tolerance magnitude (tools/reference_backward.c). */
+ * its tolerance magnitude (harness/reference_backward.c). */
 static void ref_dm_grad(const dm_case *c, const float *n, const float *la, const float *g, double *grad,
                         double *mag)
 {

@@ -18,7 +18,7 @@
  * by the host, CUDA and OpenCL builds).
  *
  * Exhaustive measurements (every float for exp and log) are made by
- * tools/math_accuracy.c; this suite keeps to a few seconds.
+ * tools/math/math_accuracy.c; this suite keeps to a few seconds.
  */
 #include <check.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /*
  * tests/check_ops.c - every op's values on the backend named by
- * TALLY_TEST_BACKEND, against the float64 references of tools/reference.c
+ * TALLY_TEST_BACKEND, against the float64 references of harness/reference.c
  * (never against the library's own host backend).
  *
  * Two kinds of expectation:
@@ -21,7 +21,7 @@
  *   at 2 ulp, or 3.2e-6 absolute below 10, the accuracy measured for such
  *   portable code);
  *   `mag` is computed by the reference as the sum of the magnitudes that the
- *   float evaluation rounds (see tools/reference.h). These bounds are
+ *   float evaluation rounds (see harness/reference.h). These bounds are
  *   worst-case; the observed errors are far smaller.
  *
  * Every output is poisoned (0x7fbadbad) before the op; inputs sit in
@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
+#include "op_names.h"
 #include "reference.h"
 #include "tally/philox.h"
 #include "tally/terms.h"
@@ -43,79 +45,27 @@ const int tally_test_needs_backend = 1;
 
 #define U TALLY_REF_F32_U
 
-/* ---- Placement helpers ---------------------------------------------------- */
+/* ---- Placement (tests/testutil.h: tt_place) --------------------------------- */
 
-typedef struct placed {
-    tally_buffer *buf;
-    tally_view view;
-    size_t total; /* elements in the buffer */
-} placed;
-
-static size_t extent_of(int64_t rows, int64_t cols, int64_t offset, int64_t stride, int64_t pad)
-{
-    return (size_t)(offset + (rows > 0 && cols > 0 ? (rows - 1) * stride + cols : 0) + pad);
-}
-
-/* dense [rows, cols] (NULL: all poison) at `offset` with row stride `stride`
- * in a new buffer with `pad` spare elements after it; every other element
- * holds the poison pattern. */
-static placed place_typed(const void *dense, tally_dtype dtype, int64_t rows, int64_t cols, int64_t offset,
-                          int64_t stride, int64_t pad)
-{
-    placed p;
-    p.total = extent_of(rows, cols, offset, stride, pad);
-    uint32_t *h = tt_alloc((p.total > 0 ? p.total : 1) * 4);
-    for (size_t i = 0; i < p.total; i++) h[i] = TT_POISON;
-    if (dense != NULL)
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(h + offset + r * stride, (const uint32_t *)dense + r * cols, (size_t)cols * 4);
-    p.buf = tt_buffer(tt_context(), p.total);
-    if (p.total > 0) tt_write(p.buf, 0, (const float *)h, p.total);
-    free(h);
-    p.view = (tally_view){.buffer = p.buf, .offset = offset, .rows = rows, .cols = cols, .stride = stride,
-                          .dtype = dtype};
-    return p;
-}
+typedef tt_placed placed;
 
 static placed place(const float *dense, int64_t rows, int64_t cols, int64_t offset, int64_t stride, int64_t pad)
 {
-    return place_typed(dense, TALLY_F32, rows, cols, offset, stride, pad);
+    return tt_place(dense, TALLY_F32, rows, cols, offset, stride, pad);
 }
 
 static placed place_out(tally_dtype dtype, int64_t rows, int64_t cols, int64_t offset, int64_t stride)
 {
-    return place_typed(NULL, dtype, rows, cols, offset, stride, 5);
-}
-
-/* Reads the view's elements densely into dst and asserts that nothing
- * outside the view changed. */
-static void read_placed(const placed *p, void *dst)
-{
-    uint32_t *h = tt_alloc((p->total > 0 ? p->total : 1) * 4);
-    if (p->total > 0) tt_read(p->buf, 0, h, p->total);
-    const tally_view v = p->view;
-    int64_t stride = v.rows > 1 ? v.stride : v.cols;
-    for (size_t i = 0; i < p->total; i++) {
-        int64_t rel = (int64_t)i - v.offset;
-        int inside = rel >= 0 && v.cols > 0 && rel / stride < v.rows && rel % stride < v.cols;
-        if (inside) {
-            ((uint32_t *)dst)[(rel / stride) * v.cols + rel % stride] = h[i];
-        } else {
-            ck_assert_msg(h[i] == TT_POISON, "element %zu outside the output view was written (0x%08x)", i, h[i]);
-        }
-    }
-    free(h);
-}
-
-static void release(placed *p)
-{
-    tally_buffer_release(p->buf);
-    p->buf = NULL;
+    return tt_place(NULL, dtype, rows, cols, offset, stride, 5);
 }
 
 /* ---- Reductions ------------------------------------------------------------ */
 
-static const char *const op_names[] = {"?", "sum", "mean", "min", "max", "logsumexp", "sumsq"};
+/* A reduction's name, from tally.h's op table. */
+static const char *op_name(tally_reduce_op op)
+{
+    return harness_op_name((harness_op)harness_op_of_reduce(op));
+}
 
 /* Extra ulps of each op's own roundings beyond the tree: mean's division and
  * the conversion of n; sumsq's square; logsumexp's exp, log and final add
@@ -163,26 +113,26 @@ static void check_reduce(tally_reduce_op op, tally_axis axis, const float *x, in
                                : place_out(TALLY_F32, outs, 1, 2, out_stride);
     tt_ok(tally_reduce(ctx, op, axis, in.view, out.view), ctx);
     float *got = tt_alloc((size_t)outs * sizeof *got);
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     double *ref = tt_alloc((size_t)outs * sizeof *ref), *mag = tt_alloc((size_t)outs * sizeof *mag);
     int n_ref = tally_ref_reduce(op, axis, tally_ref_mat_make(x, rows, cols, cols), ref, mag);
     ck_assert_int_eq(n_ref, outs);
     uint64_t n = axis == TALLY_AXIS_ALL ? (uint64_t)(rows * cols) : (uint64_t)cols;
     for (int64_t r = 0; r < outs; r++) {
         double tol = tally_ref_tolerance(mag[r], n, op_extra(op));
-        tt_assert_close(got[r], ref[r], tol, "%s %s [%lld x %lld] output %lld", op_names[op],
+        tt_assert_close(got[r], ref[r], tol, "%s %s [%lld x %lld] output %lld", op_name(op),
                         axis == TALLY_AXIS_ALL ? "all" : "row", (long long)rows, (long long)cols, (long long)r);
         float exact;
         const float *vec = axis == TALLY_AXIS_ALL ? x : x + r * cols;
         if (tree_bits(op, vec, n, &exact))
-            tt_assert_bits(got[r], exact, "%s %s [%lld x %lld] output %lld vs the documented tree", op_names[op],
+            tt_assert_bits(got[r], exact, "%s %s [%lld x %lld] output %lld vs the documented tree", op_name(op),
                            axis == TALLY_AXIS_ALL ? "all" : "row", (long long)rows, (long long)cols, (long long)r);
     }
     free(got);
     free(ref);
     free(mag);
-    release(&in);
-    release(&out);
+    tt_placed_release(&in);
+    tt_placed_release(&out);
 }
 
 static const tally_reduce_op all_ops[] = {TALLY_SUM, TALLY_MEAN, TALLY_MIN, TALLY_MAX, TALLY_LOGSUMEXP, TALLY_SUMSQ};
@@ -311,9 +261,9 @@ static void reduce_values(tally_reduce_op op, tally_axis axis, const float *x, i
     placed in = place(x, rows, cols, 1, cols + 1, 1);
     placed out = place_out(TALLY_F32, outs, 1, 1, 1);
     tt_ok(tally_reduce(ctx, op, axis, in.view, out.view), ctx);
-    read_placed(&out, got);
-    release(&in);
-    release(&out);
+    tt_read_placed(&out, got);
+    tt_placed_release(&in);
+    tt_placed_release(&out);
 }
 
 START_TEST(reduce_nan_propagates)
@@ -329,11 +279,11 @@ START_TEST(reduce_nan_propagates)
     for (int i = 0; i < 6; i++) {
         reduce_values(all_ops[i], TALLY_AXIS_ROW, x, rows, cols, got);
         for (int r = 0; r < 4; r++)
-            ck_assert_msg(isnan(got[r]), "%s row %d with a NaN at %lld gave %g", op_names[all_ops[i]], r,
+            ck_assert_msg(isnan(got[r]), "%s row %d with a NaN at %lld gave %g", op_name(all_ops[i]), r,
                           (long long)where[r], (double)got[r]);
-        ck_assert_msg(!isnan(got[4]), "%s row without NaN gave NaN", op_names[all_ops[i]]);
+        ck_assert_msg(!isnan(got[4]), "%s row without NaN gave NaN", op_name(all_ops[i]));
         reduce_values(all_ops[i], TALLY_AXIS_ALL, x, rows, cols, got);
-        ck_assert_msg(isnan(got[0]), "%s all with NaN gave %g", op_names[all_ops[i]], (double)got[0]);
+        ck_assert_msg(isnan(got[0]), "%s all with NaN gave %g", op_name(all_ops[i]), (double)got[0]);
     }
     /* min/max: NaN wins even against infinities and when it comes first. */
     float y[6] = {NAN, -INFINITY, 1.0f, INFINITY, 2.0f, 3.0f};
@@ -437,7 +387,7 @@ START_TEST(reduce_empty)
     tt_read(out.buf, 0, got, 3);
     for (int i = 0; i < 3; i++) ck_assert_uint_eq(tt_bits(got[i]), TT_POISON);
     tally_buffer_release(empty);
-    release(&out);
+    tt_placed_release(&out);
 }
 END_TEST
 
@@ -502,7 +452,7 @@ static void check_kl(const float *in, const float *tg, int64_t rows, int64_t col
     placed out = aligned ? place_out(TALLY_F32, rows, cols, 0, cols) : place_out(TALLY_F32, rows, cols, 3, cols + 2);
     tt_ok(tally_kl_div(ctx, pin.view, ptg.view, TALLY_REDUCTION_NONE, flags, out.view), ctx);
     float *terms = tt_alloc((n > 0 ? n : 1) * sizeof *terms);
-    read_placed(&out, terms);
+    tt_read_placed(&out, terms);
     double *ref = tt_alloc((n > 0 ? n : 1) * sizeof *ref), *mag = tt_alloc((n > 0 ? n : 1) * sizeof *mag);
     ck_assert_int_eq(tally_ref_kl_div(tally_ref_mat_make(in, rows, cols, cols), tally_ref_mat_make(tg, rows, cols, cols),
                                       TALLY_REDUCTION_NONE, flags, ref, mag),
@@ -511,7 +461,7 @@ static void check_kl(const float *in, const float *tg, int64_t rows, int64_t col
         tt_assert_close(terms[i], ref[i], tally_ref_tolerance(mag[i], 1, 8),
                         "kl term %llu (flags %u, input %.9g, target %.9g)", (unsigned long long)i, flags,
                         (double)in[i], (double)tg[i]);
-    release(&out);
+    tt_placed_release(&out);
     /* Reductions: against the reference, and exactly the documented tree
      * over the op's own terms. */
     float tree = tally_ref_tree_f32(terms, n, 0, 0.0f);
@@ -519,7 +469,7 @@ static void check_kl(const float *in, const float *tg, int64_t rows, int64_t col
         placed o1 = place_out(TALLY_F32, 1, 1, 1, 1);
         tt_ok(tally_kl_div(ctx, pin.view, ptg.view, (tally_reduction)red, flags, o1.view), ctx);
         float got;
-        read_placed(&o1, &got);
+        tt_read_placed(&o1, &got);
         double r1, m1;
         ck_assert_int_eq(tally_ref_kl_div(tally_ref_mat_make(in, rows, cols, cols),
                                           tally_ref_mat_make(tg, rows, cols, cols), red, flags, &r1, &m1),
@@ -531,13 +481,13 @@ static void check_kl(const float *in, const float *tg, int64_t rows, int64_t col
                                                    : tree / (float)rows;
         tt_assert_bits(got, want, "kl reduction %d flags %u [%lld x %lld]%s: tree over its own terms", red, flags,
                        (long long)rows, (long long)cols, aligned ? " aligned" : "");
-        release(&o1);
+        tt_placed_release(&o1);
     }
     free(terms);
     free(ref);
     free(mag);
-    release(&pin);
-    release(&ptg);
+    tt_placed_release(&pin);
+    tt_placed_release(&ptg);
 }
 
 START_TEST(kl_shapes_and_flags)
@@ -601,7 +551,7 @@ START_TEST(kl_special_values)
     placed out = place_out(TALLY_F32, 1, 8, 0, 8);
     tt_ok(tally_kl_div(ctx, pin.view, ptg.view, TALLY_REDUCTION_NONE, 0, out.view), ctx);
     float got[8];
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     tt_assert_bits(got[0], 0.0f, "t = 0");
     tt_assert_bits(got[1], 0.0f, "t = 0, x = -inf (tally's documented difference from torch)");
     ck_assert(isnan(got[2]));
@@ -614,14 +564,14 @@ START_TEST(kl_special_values)
     placed o1 = place_out(TALLY_F32, 1, 1, 0, 1);
     tt_ok(tally_kl_div(ctx, pin.view, ptg.view, TALLY_REDUCTION_SUM, 0, o1.view), ctx);
     float s;
-    read_placed(&o1, &s);
+    tt_read_placed(&o1, &s);
     ck_assert(isnan(s));
     /* INPUT_IS_PROB with p = 0 and t = 0: 0; with p = 0 and t > 0: +inf. */
     float p[3] = {0.0f, 0.0f, 1.0f}, t[3] = {0.0f, 0.5f, 0.0f};
     placed pp = place(p, 1, 3, 0, 3, 0), pt = place(t, 1, 3, 0, 3, 0);
     placed o3 = place_out(TALLY_F32, 1, 3, 0, 3);
     tt_ok(tally_kl_div(ctx, pp.view, pt.view, TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, o3.view), ctx);
-    read_placed(&o3, got);
+    tt_read_placed(&o3, got);
     tt_assert_bits(got[0], 0.0f, "p = 0, t = 0");
     ck_assert(got[1] == INFINITY);
     tt_assert_bits(got[2], 0.0f, "p = 1, t = 0");
@@ -630,20 +580,11 @@ START_TEST(kl_special_values)
     placed plx = place(lx, 2, 1, 0, 1, 0), plt = place(lt, 2, 1, 0, 1, 0);
     placed o2 = place_out(TALLY_F32, 2, 1, 0, 1);
     tt_ok(tally_kl_div(ctx, plx.view, plt.view, TALLY_REDUCTION_NONE, TALLY_KL_LOG_TARGET, o2.view), ctx);
-    read_placed(&o2, got);
+    tt_read_placed(&o2, got);
     tt_assert_bits(got[0], 1.0f, "exp(0) * (0 - (-1))");
     /* exp(-inf) * (-inf + 2) = 0 * -inf = NaN, as torch computes it. */
     ck_assert(isnan(got[1]));
-    release(&pin);
-    release(&ptg);
-    release(&out);
-    release(&o1);
-    release(&pp);
-    release(&pt);
-    release(&o3);
-    release(&plx);
-    release(&plt);
-    release(&o2);
+    tt_placed_release_all(&pin, &ptg, &out, &o1, &pp, &pt, &o3, &plx, &plt, &o2);
 }
 END_TEST
 
@@ -656,7 +597,7 @@ START_TEST(kl_empty)
     tally_view e = tally_view_f32(empty, 0, 0, 6);
     tt_ok(tally_kl_div(ctx, e, e, TALLY_REDUCTION_SUM, 0, o1.view), ctx);
     float got;
-    read_placed(&o1, &got);
+    tt_read_placed(&o1, &got);
     tt_assert_bits(got, 0.0f, "empty KL sum");
     tt_assert_status(tally_kl_div(ctx, e, e, TALLY_REDUCTION_MEAN, 0, o1.view), TALLY_EMPTY_INPUT, ctx);
     tt_assert_status(tally_kl_div(ctx, e, e, TALLY_REDUCTION_BATCHMEAN, 0, o1.view), TALLY_EMPTY_INPUT, ctx);
@@ -664,9 +605,9 @@ START_TEST(kl_empty)
     /* batchmean of rows with zero columns is 0 / rows = 0. */
     tally_view e3 = tally_view_f32(empty, 0, 3, 0);
     tt_ok(tally_kl_div(ctx, e3, e3, TALLY_REDUCTION_BATCHMEAN, 0, o1.view), ctx);
-    read_placed(&o1, &got);
+    tt_read_placed(&o1, &got);
     tt_assert_bits(got, 0.0f, "batchmean over 3 empty rows");
-    release(&o1);
+    tt_placed_release(&o1);
     tally_buffer_release(empty);
 }
 END_TEST
@@ -693,7 +634,7 @@ static void check_dm(const float *counts, const float *log_alpha, int64_t B, int
     placed out = place_out(TALLY_F32, B, 1, 1, 2);
     tt_ok(tally_dirichlet_multinomial(ctx, pc.view, pa.view, TALLY_REDUCTION_NONE, flags, out.view), ctx);
     float *rows = tt_alloc((size_t)B * sizeof *rows);
-    read_placed(&out, rows);
+    tt_read_placed(&out, rows);
     double *ref = tt_alloc((size_t)B * sizeof *ref), *mag = tt_alloc((size_t)B * sizeof *mag);
     tally_ref_mat cm = tally_ref_mat_make(counts, B, V, V), am = tally_ref_mat_make(log_alpha, alpha_rows, V, V);
     ck_assert_int_eq(tally_ref_dirichlet_multinomial(cm, am, TALLY_REDUCTION_NONE, flags, ref, mag), (int)B);
@@ -708,21 +649,19 @@ static void check_dm(const float *counts, const float *log_alpha, int64_t B, int
         placed o1 = place_out(TALLY_F32, 1, 1, 0, 1);
         tt_ok(tally_dirichlet_multinomial(ctx, pc.view, pa.view, (tally_reduction)red, flags, o1.view), ctx);
         float got;
-        read_placed(&o1, &got);
+        tt_read_placed(&o1, &got);
         double r1, m1;
         ck_assert_int_eq(tally_ref_dirichlet_multinomial(cm, am, red, flags, &r1, &m1), 1);
         tt_assert_close(got, r1, tally_ref_tolerance(m1, (uint64_t)V, 64 + tally_ref_tree_depth((uint64_t)B)),
                         "dm reduction %d", red);
         tt_assert_bits(got, red == TALLY_REDUCTION_SUM ? tree : tree / (float)B,
                        "dm reduction %d: tree over its own row values", red);
-        release(&o1);
+        tt_placed_release(&o1);
     }
     free(rows);
     free(ref);
     free(mag);
-    release(&pc);
-    release(&pa);
-    release(&out);
+    tt_placed_release_all(&pc, &pa, &out);
 }
 
 START_TEST(dm_shapes)
@@ -780,11 +719,9 @@ START_TEST(dm_exact_pmf)
                                           o.view),
               ctx);
         float got;
-        read_placed(&o, &got);
+        tt_read_placed(&o, &got);
         tt_assert_close(got, cases[i].logpmf, tally_ref_tolerance(mag, (uint64_t)V, 64) + 2e-6, "exact pmf case %zu", i);
-        release(&pc);
-        release(&pa);
-        release(&o);
+        tt_placed_release_all(&pc, &pa, &o);
     }
     /* alpha = 1 everywhere: uniform over compositions, pmf = 1 / C(N+V-1, V-1).
      * N = 12, V = 5: C(16, 4) = 1820. */
@@ -794,11 +731,9 @@ START_TEST(dm_exact_pmf)
     tt_ok(tally_dirichlet_multinomial(ctx, pc.view, pa.view, TALLY_REDUCTION_NONE, TALLY_DM_WITH_COEFFICIENT, o.view),
           ctx);
     float got;
-    read_placed(&o, &got);
+    tt_read_placed(&o, &got);
     tt_assert_close(got, -log(1820.0), 64 * 40 * U, "uniform compositions");
-    release(&pc);
-    release(&pa);
-    release(&o);
+    tt_placed_release_all(&pc, &pa, &o);
 }
 END_TEST
 
@@ -815,7 +750,7 @@ START_TEST(dm_negative_count_and_zero_rows)
     for (unsigned flags = 0; flags <= TALLY_DM_WITH_COEFFICIENT; flags++) {
         tt_ok(tally_dirichlet_multinomial(ctx, pc.view, pa.view, TALLY_REDUCTION_NONE, flags, out.view), ctx);
         float got[4];
-        read_placed(&out, got);
+        tt_read_placed(&out, got);
         ck_assert_msg(isnan(got[1]), "row with a negative count gave %g", (double)got[1]);
         ck_assert(!isnan(got[0]) && !isnan(got[3]));
         /* lgamma(A) - lgamma(0 + A) = 0 exactly, [+ lgamma(1) = 0] + 0. */
@@ -823,9 +758,9 @@ START_TEST(dm_negative_count_and_zero_rows)
         placed o1 = place_out(TALLY_F32, 1, 1, 0, 1);
         tt_ok(tally_dirichlet_multinomial(ctx, pc.view, pa.view, TALLY_REDUCTION_SUM, flags, o1.view), ctx);
         float s;
-        read_placed(&o1, &s);
+        tt_read_placed(&o1, &s);
         ck_assert(isnan(s));
-        release(&o1);
+        tt_placed_release(&o1);
     }
     /* Zero rows: none writes nothing; sum is 0; mean is an error. */
     tally_buffer *empty = NULL;
@@ -834,16 +769,13 @@ START_TEST(dm_negative_count_and_zero_rows)
     tt_ok(tally_dirichlet_multinomial(ctx, tally_view_f32(empty, 0, 0, V), pa.view, TALLY_REDUCTION_SUM, 0, o1.view),
           ctx);
     float s;
-    read_placed(&o1, &s);
+    tt_read_placed(&o1, &s);
     tt_assert_bits(s, 0.0f, "DM sum over zero rows");
     tt_assert_status(
         tally_dirichlet_multinomial(ctx, tally_view_f32(empty, 0, 0, V), pa.view, TALLY_REDUCTION_MEAN, 0, o1.view),
         TALLY_EMPTY_INPUT, ctx);
     tally_buffer_release(empty);
-    release(&o1);
-    release(&pc);
-    release(&pa);
-    release(&out);
+    tt_placed_release_all(&o1, &pc, &pa, &out);
 }
 END_TEST
 
@@ -878,7 +810,7 @@ static void check_gmm_log_prob(int64_t B, int64_t K, int64_t D, uint64_t seed, i
     placed out = place_out(TALLY_F32, B, 1, 2, 1);
     tt_ok(tally_gmm_log_prob(ctx, pz.view, pm.view, pl.view, pg.view, K, out.view), ctx);
     float *got = tt_alloc((size_t)B * 4);
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     double *ref = tt_alloc((size_t)B * 8), *mag = tt_alloc((size_t)B * 8);
     ck_assert_int_eq(tally_ref_gmm_log_prob(tally_ref_mat_make(z, B, D, D), tally_ref_mat_make(mu, B, K * D, K * D),
                                             tally_ref_mat_make(lv, B, K * D, K * D), lg, K, ref, mag),
@@ -894,11 +826,7 @@ static void check_gmm_log_prob(int64_t B, int64_t K, int64_t D, uint64_t seed, i
     free(got);
     free(ref);
     free(mag);
-    release(&pz);
-    release(&pm);
-    release(&pl);
-    release(&pg);
-    release(&out);
+    tt_placed_release_all(&pz, &pm, &pl, &pg, &out);
 }
 
 START_TEST(gmm_log_prob_shapes)
@@ -930,12 +858,10 @@ START_TEST(gmm_log_prob_k1_closed_form)
     placed out = place_out(TALLY_F32, 2, 1, 0, 1);
     tt_ok(tally_gmm_log_prob(ctx, pz.view, pp.view, pp.view, tally_view_f32(empty, 0, 0, 0), 1, out.view), ctx);
     float got[2];
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     for (int b = 0; b < 2; b++) tt_assert_close(got[b], -1.5 * log(2.0 * 3.14159265358979323846), 8 * U * 3, "standard normal row %d", b);
     tally_buffer_release(empty);
-    release(&pz);
-    release(&pp);
-    release(&out);
+    tt_placed_release_all(&pz, &pp, &out);
 }
 END_TEST
 
@@ -970,10 +896,10 @@ static void check_gmm_sample(int64_t B, int64_t K, int64_t D, tally_rng rng, int
     ck_assert_uint_eq(consumed % 4, 0);
     float *z = tt_alloc(nz * 4), *lq = tt_alloc((size_t)B * 4);
     int32_t *comp = tt_alloc((size_t)B * 4);
-    read_placed(&pz, z);
-    read_placed(&pq, lq);
+    tt_read_placed(&pz, z);
+    tt_read_placed(&pq, lq);
     if (with_component) {
-        read_placed(&pc, comp);
+        tt_read_placed(&pc, comp);
     } else {
         for (int64_t b = 0; b < B; b++) comp[b] = -2; /* unknown: infer from z below */
     }
@@ -1009,11 +935,11 @@ static void check_gmm_sample(int64_t B, int64_t K, int64_t D, tally_rng rng, int
     placed zin = place(z, B, D, 0, D, 0), out = place_out(TALLY_F32, B, 1, 0, 1);
     tt_ok(tally_gmm_log_prob(ctx, zin.view, pm.view, pl.view, pg.view, K, out.view), ctx);
     float *lp = tt_alloc((size_t)B * 4);
-    read_placed(&out, lp);
+    tt_read_placed(&out, lp);
     for (int64_t b = 0; b < B; b++) tt_assert_bits(lq[b], lp[b], "log_q row %lld vs gmm_log_prob(z)", (long long)b);
     free(lp);
-    release(&zin);
-    release(&out);
+    tt_placed_release(&zin);
+    tt_placed_release(&out);
     free(z0);
     free(mu);
     free(lv);
@@ -1023,12 +949,7 @@ static void check_gmm_sample(int64_t B, int64_t K, int64_t D, tally_rng rng, int
     free(comp);
     free(lq_ref);
     free(mag);
-    release(&pm);
-    release(&pl);
-    release(&pg);
-    release(&pz);
-    release(&pq);
-    release(&pc);
+    tt_placed_release_all(&pm, &pl, &pg, &pz, &pq, &pc);
 }
 
 START_TEST(gmm_sample_shapes)
@@ -1064,21 +985,16 @@ START_TEST(gmm_sample_invalid_logits)
     tt_ok(tally_gmm_sample(ctx, pm.view, pl.view, pg.view, K, rng, pz.view, pq.view, pc.view, &consumed), ctx);
     float z[9], q[3];
     int32_t c[3];
-    read_placed(&pz, z);
-    read_placed(&pq, q);
-    read_placed(&pc, c);
+    tt_read_placed(&pz, z);
+    tt_read_placed(&pq, q);
+    tt_read_placed(&pc, c);
     for (int b = 0; b < 3; b++) {
         ck_assert_int_eq(c[b], -1);
         ck_assert(isnan(q[b]));
         for (int d = 0; d < 3; d++) ck_assert(isnan(z[b * 3 + d]));
     }
     ck_assert_uint_eq(consumed, 4 + 12); /* B4 = 4, B * D2 = 12 */
-    release(&pm);
-    release(&pl);
-    release(&pg);
-    release(&pz);
-    release(&pq);
-    release(&pc);
+    tt_placed_release_all(&pm, &pl, &pg, &pz, &pq, &pc);
 }
 END_TEST
 
@@ -1096,7 +1012,7 @@ static void check_fill(tally_distribution dist, tally_rng rng, int64_t rows, int
     uint64_t n = (uint64_t)(rows * cols);
     ck_assert_uint_eq(consumed, tally_ref_round_up4(n, NULL));
     uint32_t *got = tt_alloc(n * 4);
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     double worst = 0.0;
     for (uint64_t k = 0; k < n; k++) {
         uint64_t i = rng.offset + k;
@@ -1115,7 +1031,7 @@ static void check_fill(tally_distribution dist, tally_rng rng, int64_t rows, int
     }
     if (dist == TALLY_DIST_NORMAL) fprintf(stderr, "normal fill: worst ulp difference (|ref| > 1e-3) %.2f\n", worst);
     free(got);
-    release(&out);
+    tt_placed_release(&out);
 }
 
 START_TEST(rng_fill_raw_exact)
@@ -1160,12 +1076,12 @@ static void check_fill_layout(tally_distribution dist, const fill_layout *f)
 {
     tally_context *ctx = tt_context();
     const tally_rng rng = {.seed = 0x5eed0000u + (uint64_t)dist, .subsequence = 3, .offset = f->offset};
-    placed out = place_typed(NULL, dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, f->rows, f->cols, f->out_off,
+    placed out = tt_place(NULL, dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, f->rows, f->cols, f->out_off,
                              f->stride, 5);
     tt_ok(tally_rng_fill(ctx, dist, rng, out.view, NULL), ctx);
     const uint64_t n = (uint64_t)(f->rows * f->cols);
     uint32_t *got = tt_alloc(n * 4);
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     for (uint64_t k = 0; k < n; k++) {
         const uint64_t i = rng.offset + k;
         uint32_t want = tally_ref_rng_raw(rng.seed, rng.subsequence, i);
@@ -1177,7 +1093,7 @@ static void check_fill_layout(tally_distribution dist, const fill_layout *f)
                       (int)dist, f->offset, f->rows, f->cols, f->stride, f->out_off, k, got[k], want);
     }
     free(got);
-    release(&out);
+    tt_placed_release(&out);
 }
 
 START_TEST(rng_fill_layouts)
@@ -1219,11 +1135,11 @@ START_TEST(rng_fill_normal_pairs_absolute)
     tt_ok(tally_rng_fill(ctx, TALLY_DIST_NORMAL, (tally_rng){11, 12, 40}, a.view, NULL), ctx);
     tt_ok(tally_rng_fill(ctx, TALLY_DIST_NORMAL, (tally_rng){11, 12, 41}, b.view, NULL), ctx);
     float fa[101], fb[100];
-    read_placed(&a, fa);
-    read_placed(&b, fb);
+    tt_read_placed(&a, fa);
+    tt_read_placed(&b, fb);
     for (int i = 0; i < 100; i++) tt_assert_bits(fb[i], fa[i + 1], "normal(41 + %d)", i);
-    release(&a);
-    release(&b);
+    tt_placed_release(&a);
+    tt_placed_release(&b);
 }
 END_TEST
 
@@ -1271,7 +1187,7 @@ START_TEST(rng_consumed_and_advance)
                      TALLY_RNG_EXHAUSTED, ctx);
     ck_assert_uint_eq(consumed, 0);
     float g[9];
-    read_placed(&out, g);
+    tt_read_placed(&out, g);
     for (int i = 0; i < 9; i++) ck_assert_uint_eq(tt_bits(g[i]), TT_POISON);
     /* The highest usable draws: offset 2^64 - 8, four elements. */
     tt_ok(tally_rng_fill(ctx, TALLY_DIST_UNIFORM, (tally_rng){1, 1, UINT64_MAX - 7}, tally_view_f32(out.buf, 0, 1, 4),
@@ -1279,7 +1195,7 @@ START_TEST(rng_consumed_and_advance)
           ctx);
     tt_read(out.buf, 0, g, 4);
     for (int i = 0; i < 4; i++) tt_assert_bits(g[i], tally_ref_rng_uniform(1, 1, UINT64_MAX - 7 + (uint64_t)i), "top %d", i);
-    release(&out);
+    tt_placed_release(&out);
 }
 END_TEST
 
@@ -1294,7 +1210,7 @@ static void check_categorical(const float *w, int64_t rows, int64_t cols, unsign
     tt_ok(tally_categorical(ctx, pw.view, flags, rng, out.view, &consumed), ctx);
     ck_assert_uint_eq(consumed, tally_ref_round_up4((uint64_t)rows, NULL));
     int32_t *got = tt_alloc((size_t)rows * 4);
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     int is_logits = (flags & TALLY_CATEGORICAL_LOGITS) != 0;
     /* The float running sums of tally and the double ones here differ by at
      * most ~(2 cols + 8) * 2^-24 of the total (each float addition rounds
@@ -1308,8 +1224,8 @@ static void check_categorical(const float *w, int64_t rows, int64_t cols, unsign
                       tally_ref_categorical(w + r * cols, cols, is_logits, u, NULL));
     }
     free(got);
-    release(&pw);
-    release(&out);
+    tt_placed_release(&pw);
+    tt_placed_release(&out);
 }
 
 START_TEST(categorical_weights)
@@ -1347,7 +1263,7 @@ static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, 
     placed out = place_out(TALLY_I32, 1, rows, 1, rows);
     tt_ok(tally_categorical(ctx, pw.view, flags, rng, out.view, NULL), ctx);
     int32_t *got = tt_alloc((size_t)rows * 4);
-    read_placed(&out, got);
+    tt_read_placed(&out, got);
     const int is_logits = (flags & TALLY_CATEGORICAL_LOGITS) != 0;
     for (int64_t r = 0; r < rows; r++) {
         const float u = tally_stream_uniform(rng.seed, rng.subsequence, rng.offset + (uint64_t)r);
@@ -1357,8 +1273,8 @@ static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, 
     }
     free(got);
     free(dense);
-    release(&pw);
-    release(&out);
+    tt_placed_release(&pw);
+    tt_placed_release(&out);
 }
 
 START_TEST(categorical_exact_bits)
@@ -1417,7 +1333,7 @@ START_TEST(categorical_invalid_rows)
     for (uint64_t off = 0; off < 40; off += 7) {
         tt_ok(tally_categorical(ctx, pw.view, 0, (tally_rng){5, 5, off}, out.view, NULL), ctx);
         int32_t got[R];
-        read_placed(&out, got);
+        tt_read_placed(&out, got);
         ck_assert(got[0] >= 0 && got[0] < 4);
         ck_assert_int_eq(got[1], -1);
         ck_assert_int_eq(got[2], -1);
@@ -1442,16 +1358,13 @@ START_TEST(categorical_invalid_rows)
     placed o5 = place_out(TALLY_I32, 5, 1, 0, 1);
     tt_ok(tally_categorical(ctx, pl.view, TALLY_CATEGORICAL_LOGITS, (tally_rng){6, 6, 6}, o5.view, NULL), ctx);
     int32_t g5[5];
-    read_placed(&o5, g5);
+    tt_read_placed(&o5, g5);
     ck_assert(g5[0] >= 0 && g5[0] < 3);
     ck_assert_int_eq(g5[1], -1);
     ck_assert_int_eq(g5[2], -1);
     ck_assert_int_eq(g5[3], -1);
     ck_assert_int_eq(g5[4], 1);
-    release(&pw);
-    release(&out);
-    release(&pl);
-    release(&o5);
+    tt_placed_release_all(&pw, &out, &pl, &o5);
 }
 END_TEST
 
@@ -1471,7 +1384,7 @@ START_TEST(categorical_frequencies)
     placed out = place_out(TALLY_I32, rows, 1, 0, 1);
     tt_ok(tally_categorical(ctx, pw.view, 0, (tally_rng){2024, 0, 0}, out.view, NULL), ctx);
     int32_t *g = tt_alloc((size_t)rows * 4);
-    read_placed(&out, g);
+    tt_read_placed(&out, g);
     int64_t zeros = 0;
     for (int64_t i = 0; i < rows; i++) {
         double u = tally_ref_rng_uniform(2024, 0, (uint64_t)i);
@@ -1481,8 +1394,61 @@ START_TEST(categorical_frequencies)
     ck_assert(fabs((double)zeros - 10000.0) < 5 * sqrt(40000 * 0.25 * 0.75));
     free(w);
     free(g);
-    release(&pw);
-    release(&out);
+    tt_placed_release(&pw);
+    tt_placed_release(&out);
+}
+END_TEST
+
+
+/* ---- The case catalogue --------------------------------------------------------- */
+
+/* The catalogue's rows (harness/cases.h) that crosscheck runs too, here each
+ * against the float64 references: every family on the rows of at most
+ * CATALOGUE_MAX_ELEMENTS elements at their quick size, the strided rows at
+ * an offset with a padded row stride (the specials row has its own tests
+ * above). */
+#define CATALOGUE_MAX_ELEMENTS 65536
+
+START_TEST(catalogue_rows)
+{
+    size_t n_rows;
+    const harness_shape *rows = harness_shapes(&n_rows);
+    int checked = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const harness_shape sh = harness_shape_at(&rows[i], 1);
+        const int64_t R = sh.rows, C = sh.cols, N = R * C;
+        if (N > CATALOGUE_MAX_ELEMENTS || (sh.families & (HARNESS_FAMILY(SPECIALS) | HARNESS_FAMILY(BENCH)))) continue;
+        const int64_t off = sh.strided ? 13 : 0, stride = sh.strided ? C + 13 : C;
+        checked++;
+        if (sh.families & HARNESS_FAMILY(GMM)) {
+            check_gmm_log_prob(R, sh.components, C, 700 + i, 0);
+            continue;
+        }
+        float *x = tt_alloc((size_t)N * sizeof *x), *y = tt_alloc((size_t)N * sizeof *y);
+        if (sh.families & HARNESS_FAMILY(REDUCE)) {
+            tt_fill_normal(x, (size_t)N, 600 + i, 0.25, 1.5);
+            check_all_ops(x, R, C, off, stride);
+        }
+        if (sh.families & HARNESS_FAMILY(KL))
+            for (int f = 0; f < 4; f++) {
+                kl_inputs(x, y, (size_t)N, kl_flag_sets[f], 640 + 4 * i + (size_t)f);
+                check_kl(x, y, R, C, kl_flag_sets[f], off, stride, 0);
+            }
+        if (sh.families & HARNESS_FAMILY(DM)) {
+            dm_inputs(x, y, R, C, R, 1, 740 + i);
+            for (unsigned flags = 0; flags <= TALLY_DM_WITH_COEFFICIENT; flags++) {
+                check_dm(x, y, R, C, 1, flags);
+                if (R > 1) check_dm(x, y, R, C, R, flags);
+            }
+        }
+        if (sh.families & HARNESS_FAMILY(CATEGORICAL)) {
+            tt_fill_uniform(x, (size_t)N, 780 + i, 0.0, 4.0);
+            check_categorical(x, R, C, 0, (tally_rng){.seed = 780 + i, .subsequence = 1, .offset = 3});
+        }
+        free(x);
+        free(y);
+    }
+    ck_assert_int_ge(checked, 12); /* the catalogue's small rows are there */
 }
 END_TEST
 
@@ -1538,4 +1504,5 @@ TT_SUITE("ops",
           .tests = {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts,
                     rng_fill_normal_pairs_absolute, rng_consumed_and_advance}},
          {.name = "categorical", TT_FIXTURE, .timeout = 300,
-          .tests = {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies}})
+          .tests = {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies}},
+         {.name = "catalogue", TT_FIXTURE, .timeout = 300, .tests = {catalogue_rows}})

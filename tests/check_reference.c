@@ -1,6 +1,6 @@
 /*
  * tests/check_reference.c - the float64 references themselves
- * (tools/reference.c), on cases with answers known in closed form, so that a
+ * (harness/reference.c), on cases with answers known in closed form, so that a
  * mistake in a reference cannot pass unnoticed by agreeing with the library.
  * Host-only: no backend, no library op.
  */

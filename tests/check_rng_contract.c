@@ -3,11 +3,11 @@
  * checked without any backend: include/tally/philox.h is compiled into this
  * test as plain C and compared with
  * - the published Philox4x32 known-answer vectors (tests/data/philox4x32_kat.txt),
- * - the independent implementation in tools/reference.c, over a grid of
+ * - the independent implementation in harness/reference.c, over a grid of
  *   seeds, subsequences and offsets that includes 64-bit values and offsets
  *   that are not multiples of 4,
  * - cuRAND's own output recorded on an NVIDIA GPU
- *   (tests/data/curand_reference.txt, written by tools/curand_record.cu),
+ *   (tests/data/curand_reference.txt, written by tools/math/curand_record.cu),
  *   recorded on an NVIDIA H200 and kept in the repository.
  */
 #include <errno.h>
@@ -286,7 +286,7 @@ START_TEST(curand_recording)
     const char *path = tt_data_path("curand_reference.txt");
     FILE *f = fopen(path, "r");
     /* The recording is part of the repository (made on an H200 by
-     * tools/curand_record.cu); its absence is a broken checkout. */
+     * tools/math/curand_record.cu); its absence is a broken checkout. */
     ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
     char line[4096];
     int lines = 0, words = 0;

@@ -3,6 +3,9 @@
  */
 #include "testutil.h"
 
+#include "place.h"
+#include "rand.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -192,16 +195,53 @@ float tt_reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int6
     return v;
 }
 
+/* ---- Poisoned strided placement -------------------------------------------- */
+
+tt_placed tt_place(const void *dense, tally_dtype dtype, int64_t rows, int64_t cols, int64_t offset,
+                   int64_t stride, int64_t pad)
+{
+    const harness_window w = {.rows = rows, .cols = cols, .offset = offset, .stride = stride};
+    uint64_t total = 0;
+    ck_assert_msg(pad >= 0 && harness_window_extent(&w, (uint64_t)pad, &total) == 0,
+                  "placement of [%lld x %lld] at %lld, stride %lld overflows", (long long)rows, (long long)cols,
+                  (long long)offset, (long long)stride);
+    tt_placed p = {.total = (size_t)total};
+    uint32_t *h = tt_alloc((p.total > 0 ? p.total : 1) * 4);
+    harness_poison(h, total, TT_POISON);
+    if (dense != NULL) harness_window_scatter(&w, dense, h);
+    p.buf = tt_buffer(tt_context(), p.total);
+    if (p.total > 0) tt_write(p.buf, 0, (const float *)h, p.total);
+    free(h);
+    p.view = (tally_view){.buffer = p.buf, .offset = offset, .rows = rows, .cols = cols, .stride = stride,
+                          .dtype = dtype};
+    return p;
+}
+
+void tt_read_placed(const tt_placed *p, void *dst)
+{
+    uint32_t *h = tt_alloc((p->total > 0 ? p->total : 1) * 4);
+    if (p->total > 0) tt_read(p->buf, 0, h, p->total);
+    const harness_window w = {.rows = p->view.rows, .cols = p->view.cols, .offset = p->view.offset,
+                              .stride = p->view.stride};
+    int64_t changed = harness_window_gather(&w, h, p->total, TT_POISON, dst);
+    uint32_t was = changed >= 0 ? h[changed] : 0;
+    free(h);
+    ck_assert_msg(changed < 0, "element %lld outside the output view was written (0x%08x)", (long long)changed, was);
+}
+
+void tt_placed_release(tt_placed *p)
+{
+    tally_buffer_release(p->buf);
+    p->buf = NULL;
+}
+
 /* ---- Deterministic inputs ---------------------------------------------------- */
 
 tt_rand tt_rand_seed(uint64_t seed)
 {
-    /* splitmix64 of the seed, so that small seeds give unrelated streams and
-     * the state is never 0. */
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    /* The first splitmix64 output of the seed, so that small seeds give
+     * unrelated streams and the state is never 0. */
+    uint64_t z = harness_splitmix64(&seed);
     tt_rand r = {.s = z != 0 ? z : 1};
     return r;
 }

@@ -117,6 +117,34 @@ float tt_read1(const tally_buffer *buf, size_t at);
  * ctx; fails the test when the op fails. */
 float tt_reduce_all(tally_context *ctx, tally_reduce_op op, const float *x, int64_t rows, int64_t cols);
 
+/* ---- Poisoned strided placement (harness/place.h) ---- */
+
+/* A view placed in a buffer of its own, every element outside it poisoned. */
+typedef struct tt_placed {
+    tally_buffer *buf;
+    tally_view view;
+    size_t total; /* elements in the buffer */
+} tt_placed;
+
+/* dense [rows, cols] of 4-byte elements (NULL: all poison) at element
+ * `offset` with row stride `stride`, in a new buffer of the test context
+ * with `pad` spare elements after it; every other element holds TT_POISON.
+ * The view has the given dtype (4-byte types). */
+tt_placed tt_place(const void *dense, tally_dtype dtype, int64_t rows, int64_t cols, int64_t offset,
+                   int64_t stride, int64_t pad);
+/* Reads the view's elements densely into dst and asserts that nothing
+ * outside the view changed. */
+void tt_read_placed(const tt_placed *p, void *dst);
+/* Releases the buffer (the struct may be reused). */
+void tt_placed_release(tt_placed *p);
+/* tt_placed_release on every tt_placed pointer listed. */
+#define tt_placed_release_all(...)                                                  \
+    do {                                                                            \
+        tt_placed *tt_all_[] = {__VA_ARGS__};                                       \
+        for (size_t tt_i_ = 0; tt_i_ < sizeof tt_all_ / sizeof tt_all_[0]; tt_i_++) \
+            tt_placed_release(tt_all_[tt_i_]);                                      \
+    } while (0)
+
 /* ---- Deterministic inputs: xorshift64* with a fixed seed per call site. ---- */
 typedef struct tt_rand {
     uint64_t s;

@@ -69,48 +69,6 @@ int cli_parse_index(const char *s, int *out)
 
 /* ---- Options ---------------------------------------------------------- */
 
-int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, size_t n_options,
-                    const char **value, char *err, size_t err_size)
-{
-    const char *arg = argv[*pos];
-    *value = NULL;
-    /* -h is --help on every command that has --help. */
-    if (strcmp(arg, "-h") == 0) arg = "--help";
-    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-        snprintf(err, err_size, "unexpected argument '%s'", arg);
-        return -1;
-    }
-    const char *name = arg + 2;
-    const char *eq = strchr(name, '=');
-    size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
-    for (size_t i = 0; i < n_options; i++) {
-        const cli_option *o = &options[i];
-        if (strlen(o->name) != len || strncmp(o->name, name, len) != 0) continue;
-        if (!o->has_value) {
-            if (eq != NULL) {
-                snprintf(err, err_size, "option --%s takes no value", o->name);
-                return -1;
-            }
-            *pos += 1;
-            return o->id;
-        }
-        if (eq != NULL) {
-            *value = eq + 1;
-            *pos += 1;
-        } else {
-            if (*pos + 1 >= argc) {
-                snprintf(err, err_size, "option --%s needs a value", o->name);
-                return -1;
-            }
-            *value = argv[*pos + 1];
-            *pos += 2;
-        }
-        return o->id;
-    }
-    snprintf(err, err_size, "unknown option '--%.*s'", (int)len, name);
-    return -1;
-}
-
 /* ---- Reporting -------------------------------------------------------- */
 
 const char *cli_command = NULL;
@@ -412,30 +370,6 @@ int cli_processors(void)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1) return 1;
     return n > 256 ? 256 : (int)n;
-}
-
-void cli_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s != NULL ? s : ""); *p != '\0'; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-void cli_json_number(FILE *f, double v)
-{
-    if (v != v || v == 1.0 / 0.0 || v == -1.0 / 0.0) fputs("null", f);
-    else fprintf(f, "%.9g", v);
 }
 
 uint32_t cli_f32_bits(float f)

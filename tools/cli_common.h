@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "args.h"
 #include "tally.h"
 
 /* Exit codes of every subcommand. */
@@ -47,21 +48,7 @@ int cli_parse_size(const char *s, int64_t *out);
 /* A non-negative int (device indices). */
 int cli_parse_index(const char *s, int *out);
 
-/* ---- Long options: "--name value" or "--name=value". ---- */
-
-typedef struct cli_option {
-    const char *name; /* without the leading "--" */
-    int has_value;
-    int id;
-} cli_option;
-
-/*
- * Reads the option at argv[*pos] and advances *pos past it (and its value).
- * Returns the option's id, or -1 with a message in err for an argument that
- * is not a known option or lacks its value (or has one it does not take).
- */
-int cli_next_option(int argc, char **argv, int *pos, const cli_option *options, size_t n_options,
-                    const char **value, char *err, size_t err_size);
+/* Long options: harness/args.h. */
 
 /* ---- Reporting. ---- */
 
@@ -134,10 +121,6 @@ double cli_now(void);
 uint64_t cli_mem_available(void);
 /* Online processors (at least 1). */
 int cli_processors(void);
-/* Writes s as a JSON string literal, quotes included. */
-void cli_json_string(FILE *f, const char *s);
-/* Writes a double as a JSON number, or null when it is not finite. */
-void cli_json_number(FILE *f, double v);
 /* 1 when a and b are the same bits, or both are NaNs (any payload). */
 int cli_same_bits(uint32_t a, uint32_t b);
 uint32_t cli_f32_bits(float f);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli_common.h"
-#include "cli_gen.h"
+#include "rand.h"
 #include "reference.h"
 
 const char cli_demo_usage[] =
@@ -284,9 +284,9 @@ static tally_status demo_kl(demo *d)
     /* Inputs: tables, then blocks of rows generated with every core and
      * uploaded one after the other. */
     double t0 = cli_now();
-    cli_rand r = cli_rand_make(16384);
+    harness_rand r = harness_rand_make(16384);
     for (unsigned i = 0; i < TABLE_SIZE; i++) {
-        tb->L[i] = cli_rand_normal(&r);
+        tb->L[i] = harness_rand_normal(&r);
         tb->W[i] = exp(tb->L[i]);
     }
     block = malloc(2 * (size_t)KL_BLOCK_ROWS * KL_COLS * sizeof(float));
@@ -329,6 +329,15 @@ done:
     return st;
 }
 
+/* A buffer of `bytes` on the demo's context holding data (NULL: left as
+ * created, for an output). */
+static tally_status new_buffer(demo *d, const void *data, size_t bytes, tally_buffer **out)
+{
+    tally_status st = tally_buffer_create(d->ctx, bytes, out);
+    if (st == TALLY_OK && data != NULL) st = tally_buffer_upload(*out, 0, data, bytes);
+    return st;
+}
+
 static tally_status demo_gmm(demo *d)
 {
     enum { B = 256, K = 4, D = 64 };
@@ -339,19 +348,16 @@ static tally_status demo_gmm(demo *d)
     static double ref[B];
     printf("[2/3] Gaussian-mixture reparameterised sample with log density: B=%d K=%d D=%d\n", B, K, D);
     double t0 = cli_now();
-    cli_rand r = cli_rand_make(256);
-    cli_fill_normal(mu, (uint64_t)B * K * D, &r, 0.0, 1.5);
-    cli_fill_normal(lv, (uint64_t)B * K * D, &r, -0.5, 0.6);
-    cli_fill_normal(logits, K, &r, 0.0, 1.0);
-    TRY(tally_buffer_create(d->ctx, sizeof mu, &bmu));
-    TRY(tally_buffer_create(d->ctx, sizeof lv, &blv));
-    TRY(tally_buffer_create(d->ctx, sizeof logits, &blg));
-    TRY(tally_buffer_create(d->ctx, sizeof z, &bz));
-    TRY(tally_buffer_create(d->ctx, sizeof log_q, &blq));
-    TRY(tally_buffer_create(d->ctx, sizeof comp, &bc));
-    TRY(tally_buffer_upload(bmu, 0, mu, sizeof mu));
-    TRY(tally_buffer_upload(blv, 0, lv, sizeof lv));
-    TRY(tally_buffer_upload(blg, 0, logits, sizeof logits));
+    harness_rand r = harness_rand_make(256);
+    harness_fill_normal(mu, (uint64_t)B * K * D, &r, 0.0, 1.5);
+    harness_fill_normal(lv, (uint64_t)B * K * D, &r, -0.5, 0.6);
+    harness_fill_normal(logits, K, &r, 0.0, 1.0);
+    TRY(new_buffer(d, mu, sizeof mu, &bmu));
+    TRY(new_buffer(d, lv, sizeof lv, &blv));
+    TRY(new_buffer(d, logits, sizeof logits, &blg));
+    TRY(new_buffer(d, NULL, sizeof z, &bz));
+    TRY(new_buffer(d, NULL, sizeof log_q, &blq));
+    TRY(new_buffer(d, NULL, sizeof comp, &bc));
     printf("      inputs: generated and uploaded in %.3f ms\n", 1e3 * (cli_now() - t0));
 
     tally_rng rng = {.seed = 20261130, .subsequence = 0, .offset = 0};
@@ -403,14 +409,12 @@ static tally_status demo_dm(demo *d)
     static double ref[B];
     printf("[3/3] Dirichlet-multinomial log-likelihood per row: B=%d V=%d, shared alpha\n", B, V);
     double t0 = cli_now();
-    cli_rand r = cli_rand_make(512);
-    cli_fill_counts(counts, (uint64_t)B * V, &r);
-    cli_fill_normal(log_alpha, V, &r, -0.5, 0.8);
-    TRY(tally_buffer_create(d->ctx, sizeof counts, &bn));
-    TRY(tally_buffer_create(d->ctx, sizeof log_alpha, &ba));
-    TRY(tally_buffer_create(d->ctx, sizeof y, &by));
-    TRY(tally_buffer_upload(bn, 0, counts, sizeof counts));
-    TRY(tally_buffer_upload(ba, 0, log_alpha, sizeof log_alpha));
+    harness_rand r = harness_rand_make(512);
+    harness_fill_counts(counts, (uint64_t)B * V, &r);
+    harness_fill_normal(log_alpha, V, &r, -0.5, 0.8);
+    TRY(new_buffer(d, counts, sizeof counts, &bn));
+    TRY(new_buffer(d, log_alpha, sizeof log_alpha, &ba));
+    TRY(new_buffer(d, NULL, sizeof y, &by));
     printf("      inputs: generated and uploaded in %.3f ms\n", 1e3 * (cli_now() - t0));
     timing tm;
     TIME_OP(d, tm,
@@ -566,7 +570,7 @@ int cli_demo(int argc, char **argv)
 {
     const char *usage = cli_demo_usage;
     enum { O_BACKEND, O_DEVICE, O_KL_ROWS, O_HELP };
-    static const cli_option options[] = {
+    static const harness_option options[] = {
         {.name = "backend", .has_value = 1, .id = O_BACKEND},
         {.name = "device", .has_value = 1, .id = O_DEVICE},
         {.name = "kl-rows", .has_value = 1, .id = O_KL_ROWS},
@@ -577,11 +581,9 @@ int cli_demo(int argc, char **argv)
     demo d;
     memset(&d, 0, sizeof d);
     d.kl_rows = KL_ROWS;
-    for (int pos = 0; pos < argc;) {
-        const char *value;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
-                                 sizeof err);
+    harness_args args = HARNESS_ARGS(argc, argv, 0, options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *value = args.value;
         switch (id) {
         case O_BACKEND:
             if (tally_backend_from_name(value, &backend) != TALLY_OK)
@@ -597,7 +599,7 @@ int cli_demo(int argc, char **argv)
             d.kl_rows_given = 1;
             break;
         case O_HELP: fputs(usage, stdout); return CLI_EXIT_OK;
-        default: return cli_usage_error(usage, "demo: %s", err);
+        default: return cli_usage_error(usage, "demo: %s", args.err);
         }
     }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "place.h"
 #include "tally/half.h"
 
 /* Poison around and (for outputs) inside the views before the op runs. The
@@ -36,6 +37,17 @@ static void set_tensor(cli_tensor *t, const char *name, tally_dtype dtype, int64
                       .stride = cols, .pad_after = 0, .present = 1, .scalar = scalar, .data = NULL};
 }
 
+/* A loss's value (the forward's output y), or its gradient's upstream
+ * gradient (input grad_out): rows x cols without a reduction (KL: one per
+ * element; DM: one per row), else one scalar. */
+static void set_loss_value(cli_job *job, int grad, int64_t rows, int64_t cols)
+{
+    cli_tensor *t = grad ? &job->in[2] : &job->out[0];
+    const char *name = grad ? "grad_out" : "y";
+    if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(t, name, TALLY_F32, rows, cols, 0);
+    else set_tensor(t, name, TALLY_F32, 1, 1, 1);
+}
+
 uint64_t cli_tensor_count(const cli_tensor *t)
 {
     return (uint64_t)t->rows * (uint64_t)t->cols;
@@ -49,6 +61,108 @@ static int count_fits(int64_t rows, int64_t cols)
     uint64_t limit = (uint64_t)INT64_MAX / 4u;
     if ((uint64_t)SIZE_MAX / 4u < limit) limit = (uint64_t)SIZE_MAX / 4u;
     return (uint64_t)rows <= limit / (uint64_t)cols;
+}
+
+int cli_job_start(cli_job *job, const char *name)
+{
+    memset(job, 0, sizeof *job);
+    int op = harness_op_find(name, strlen(name));
+    if (op < 0) return -1;
+    job->reduce_op = harness_op_reduce((harness_op)op);
+    job->kind = job->reduce_op != 0 ? CLI_OP_REDUCE : (cli_op_kind)op;
+    job->axis = TALLY_AXIS_ALL;
+    job->reduction =
+        job->kind == CLI_OP_KL || job->kind == CLI_OP_KL_BACKWARD ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    return op;
+}
+
+/* The index of value among names, or -1. */
+static int choice(const char *value, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(value, names[i]) == 0) return i;
+    return -1;
+}
+
+int cli_job_option(cli_job *job, int id, const char *value, int64_t *count)
+{
+    /* Names in the order of their enums' values, which start at 1. */
+    static const char *const axes[] = {"all", "row"};
+    static const char *const reductions[] = {"none", "sum", "mean", "batchmean"};
+    static const char *const dists[] = {"raw", "uniform", "normal"};
+    int c = 0;
+    switch (id) {
+    case CLI_JOB_OPT_ROWS: return cli_parse_size(value, &job->rows);
+    case CLI_JOB_OPT_COLS: return cli_parse_size(value, &job->cols);
+    case CLI_JOB_OPT_BATCH: return cli_parse_size(value, &job->batch);
+    case CLI_JOB_OPT_COMPONENTS: return cli_parse_size(value, &job->components);
+    case CLI_JOB_OPT_DIM: return cli_parse_size(value, &job->dim);
+    case CLI_JOB_OPT_COUNT: return cli_parse_size(value, count);
+    case CLI_JOB_OPT_SEED: return cli_parse_u64(value, &job->rng.seed);
+    case CLI_JOB_OPT_SUBSEQUENCE: return cli_parse_u64(value, &job->rng.subsequence);
+    case CLI_JOB_OPT_OFFSET: return cli_parse_u64(value, &job->rng.offset);
+    case CLI_JOB_OPT_AXIS:
+        c = choice(value, axes, 2);
+        job->axis = c == 1 ? TALLY_AXIS_ROW : TALLY_AXIS_ALL;
+        return c < 0 ? -1 : 0;
+    case CLI_JOB_OPT_REDUCTION:
+        c = choice(value, reductions, job->kind == CLI_OP_KL || job->kind == CLI_OP_KL_BACKWARD ? 4 : 3);
+        job->reduction = c < 0 ? TALLY_REDUCTION_NONE : (tally_reduction)c;
+        return c < 0 ? -1 : 0;
+    case CLI_JOB_OPT_DIST:
+        c = choice(value, dists, 3);
+        job->dist = (tally_distribution)(c + 1);
+        return c < 0 ? -1 : 0;
+    case CLI_JOB_OPT_INPUT_IS_PROB: job->flags |= TALLY_KL_INPUT_IS_PROB; return 0;
+    case CLI_JOB_OPT_LOG_TARGET: job->flags |= TALLY_KL_LOG_TARGET; return 0;
+    case CLI_JOB_OPT_WITH_COEFFICIENT: job->flags |= TALLY_DM_WITH_COEFFICIENT; return 0;
+    case CLI_JOB_OPT_PER_ROW_ALPHA: job->per_row_alpha = 1; return 0;
+    case CLI_JOB_OPT_LOGITS: job->flags |= TALLY_CATEGORICAL_LOGITS; return 0;
+    }
+    return -1;
+}
+
+int cli_file_arg_parse(const char *arg, cli_file_arg *out)
+{
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || eq == arg || eq[1] == '\0') return -1;
+    size_t len = (size_t)(eq - arg);
+    if (len >= sizeof out->name) return -1;
+    memcpy(out->name, arg, len);
+    out->name[len] = '\0';
+    out->path = eq + 1;
+    return 0;
+}
+
+/* The index of the tensor called name among n, or -1. */
+static int tensor_named(const cli_tensor *t, int n, const char *name)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(t[k].name, name) == 0) return k;
+    return -1;
+}
+
+int cli_job_match_files(cli_job *job, const cli_file_arg *ins, int n_ins, const cli_file_arg *outs, int n_outs,
+                        const char **in_path, const char **out_path, char *err, size_t err_size)
+{
+    for (int k = 0; k < CLI_MAX_TENSORS; k++) in_path[k] = out_path[k] = NULL;
+    for (int i = 0; i < n_ins + n_outs; i++) {
+        const int is_in = i < n_ins;
+        const cli_file_arg *f = is_in ? &ins[i] : &outs[i - n_ins];
+        const int k = is_in ? tensor_named(job->in, job->n_in, f->name) : tensor_named(job->out, job->n_out, f->name);
+        if (k < 0) {
+            snprintf(err, err_size, "the op has no %s named '%s'", is_in ? "input" : "output", f->name);
+            return -1;
+        }
+        if (is_in) job->in[k].present = 1;
+        (is_in ? in_path : out_path)[k] = f->path;
+    }
+    for (int k = 0; k < job->n_in; k++)
+        if (job->in[k].present && in_path[k] == NULL) {
+            snprintf(err, err_size, "missing --in %s=PATH", job->in[k].name);
+            return -1;
+        }
+    return 0;
 }
 
 int cli_job_layout(cli_job *job, char *err, size_t err_size)
@@ -67,21 +181,33 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         job->n_in = job->n_out = 1;
         break;
     case CLI_OP_KL:
+    case CLI_OP_KL_BACKWARD: {
+        const int grad = job->kind == CLI_OP_KL_BACKWARD;
         set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
         set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->out[0], "y", TALLY_F32, R, C, 0);
-        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
-        job->n_in = 2;
-        job->n_out = 1;
+        set_loss_value(job, grad, R, C);
+        if (grad) {
+            set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
+            set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
+        }
+        job->n_in = grad ? 3 : 2;
+        job->n_out = grad ? 2 : 1;
         break;
+    }
     case CLI_OP_DM:
+    case CLI_OP_DM_BACKWARD: {
+        const int grad = job->kind == CLI_OP_DM_BACKWARD;
+        const int64_t alpha_rows = job->per_row_alpha ? R : 1;
         set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
-        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->out[0], "y", TALLY_F32, R, 1, 0);
-        else set_tensor(&job->out[0], "y", TALLY_F32, 1, 1, 1);
-        job->n_in = 2;
+        set_tensor(&job->in[1], "log_alpha", TALLY_F32, alpha_rows, C, 0);
+        set_loss_value(job, grad, R, 1);
+        if (grad) set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, alpha_rows, C, 0);
+        job->n_in = grad ? 3 : 2;
         job->n_out = 1;
         break;
+    }
+    case CLI_OP_GMM_LOG_PROB:
+    case CLI_OP_GMM_SAMPLE:
     case CLI_OP_GMM_LOG_PROB_BACKWARD:
     case CLI_OP_GMM_SAMPLE_BACKWARD: {
         if (!count_fits(K, D)) {
@@ -89,72 +215,34 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
             return -1;
         }
         KD = K * D;
-        const int lp = job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD;
+        const int lp = job->kind == CLI_OP_GMM_LOG_PROB || job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD;
+        const int grad = job->kind == CLI_OP_GMM_LOG_PROB_BACKWARD || job->kind == CLI_OP_GMM_SAMPLE_BACKWARD;
         cli_tensor *in = job->in;
         if (lp) set_tensor(in++, "z", TALLY_F32, B, D, 0);
         set_tensor(in++, "mu", TALLY_F32, B, KD, 0);
         set_tensor(in++, "log_var", TALLY_F32, B, KD, 0);
         set_tensor(in, "logits", TALLY_F32, 1, K, 0);
-        in->present = K > 1;
-        in++;
-        if (!lp) set_tensor(in++, "grad_z", TALLY_F32, B, D, 0);
-        set_tensor(in++, "grad_log_q", TALLY_F32, B, 1, 0);
-        job->n_in = (int)(in - job->in);
-        cli_tensor *out = job->out;
-        if (lp) set_tensor(out++, "grad_z", TALLY_F32, B, D, 0);
-        set_tensor(out++, "grad_mu", TALLY_F32, B, KD, 0);
-        set_tensor(out++, "grad_log_var", TALLY_F32, B, KD, 0);
-        if (K > 1) set_tensor(out++, "grad_logits", TALLY_F32, 1, K, 0); /* none when K == 1 */
-        job->n_out = (int)(out - job->out);
-        break;
-    }
-    case CLI_OP_GMM_LOG_PROB:
-    case CLI_OP_GMM_SAMPLE: {
-        if (!count_fits(K, D)) {
-            snprintf(err, err_size, "components x dim = %lld x %lld is too large", (long long)K, (long long)D);
-            return -1;
-        }
-        KD = K * D;
-        cli_tensor *in = job->in;
-        if (job->kind == CLI_OP_GMM_LOG_PROB) set_tensor(in++, "z", TALLY_F32, B, D, 0);
-        set_tensor(in++, "mu", TALLY_F32, B, KD, 0);
-        set_tensor(in++, "log_var", TALLY_F32, B, KD, 0);
-        set_tensor(in, "logits", TALLY_F32, 1, K, 0);
         in->present = K > 1; /* ignored by the library when K == 1 */
         in++;
+        if (grad && !lp) set_tensor(in++, "grad_z", TALLY_F32, B, D, 0);
+        if (grad) set_tensor(in++, "grad_log_q", TALLY_F32, B, 1, 0);
         job->n_in = (int)(in - job->in);
-        if (job->kind == CLI_OP_GMM_LOG_PROB) {
-            set_tensor(&job->out[0], "log_q", TALLY_F32, B, 1, 0);
-            job->n_out = 1;
+        cli_tensor *out = job->out;
+        if (!grad) {
+            if (!lp) set_tensor(out++, "z", TALLY_F32, B, D, 0);
+            set_tensor(out++, "log_q", TALLY_F32, B, 1, 0);
+            if (!lp) set_tensor(out++, "component", TALLY_I32, B, 1, 0);
         } else {
-            set_tensor(&job->out[0], "z", TALLY_F32, B, D, 0);
-            set_tensor(&job->out[1], "log_q", TALLY_F32, B, 1, 0);
-            set_tensor(&job->out[2], "component", TALLY_I32, B, 1, 0);
-            job->n_out = 3;
+            if (lp) set_tensor(out++, "grad_z", TALLY_F32, B, D, 0);
+            set_tensor(out++, "grad_mu", TALLY_F32, B, KD, 0);
+            set_tensor(out++, "grad_log_var", TALLY_F32, B, KD, 0);
+            if (K > 1) set_tensor(out++, "grad_logits", TALLY_F32, 1, K, 0); /* none when K == 1 */
         }
+        job->n_out = (int)(out - job->out);
         break;
     }
     case CLI_OP_RNG:
         set_tensor(&job->out[0], "x", job->dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, R, C, 0);
-        job->n_out = 1;
-        break;
-    case CLI_OP_KL_BACKWARD:
-        set_tensor(&job->in[0], "input", TALLY_F32, R, C, 0);
-        set_tensor(&job->in[1], "target", TALLY_F32, R, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, C, 0);
-        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
-        set_tensor(&job->out[0], "grad_input", TALLY_F32, R, C, 0);
-        set_tensor(&job->out[1], "grad_target", TALLY_F32, R, C, 0);
-        job->n_in = 3;
-        job->n_out = 2;
-        break;
-    case CLI_OP_DM_BACKWARD:
-        set_tensor(&job->in[0], "counts", TALLY_F32, R, C, 0);
-        set_tensor(&job->in[1], "log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
-        if (job->reduction == TALLY_REDUCTION_NONE) set_tensor(&job->in[2], "grad_out", TALLY_F32, R, 1, 0);
-        else set_tensor(&job->in[2], "grad_out", TALLY_F32, 1, 1, 1);
-        set_tensor(&job->out[0], "grad_log_alpha", TALLY_F32, job->per_row_alpha ? R : 1, C, 0);
-        job->n_in = 3;
         job->n_out = 1;
         break;
     case CLI_OP_CATEGORICAL:
@@ -180,21 +268,17 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
     return 0;
 }
 
+/* The tensor's window in its buffer. */
+static harness_window window_of(const cli_tensor *t)
+{
+    return (harness_window){.rows = t->rows, .cols = t->cols, .offset = t->offset, .stride = t->stride};
+}
+
 /* Elements of the tensor's buffer: its view plus the gaps around it. */
 static int buffer_elements(const cli_tensor *t, uint64_t *out)
 {
-    uint64_t rows = (uint64_t)t->rows, cols = (uint64_t)t->cols;
-    uint64_t stride = rows > 1 ? (uint64_t)t->stride : cols;
-    uint64_t end = (uint64_t)t->offset;
-    if (rows > 0 && cols > 0) {
-        if (rows - 1 > 0 && stride > (UINT64_MAX - end - cols) / (rows - 1)) return -1;
-        end += (rows - 1) * stride + cols;
-    }
-    if (end > UINT64_MAX - (uint64_t)t->pad_after) return -1;
-    end += (uint64_t)t->pad_after;
-    if (end > (uint64_t)SIZE_MAX / 4u) return -1;
-    *out = end;
-    return 0;
+    const harness_window w = window_of(t);
+    return harness_window_extent(&w, (uint64_t)t->pad_after, out);
 }
 
 static size_t row_stride(const cli_tensor *t)
@@ -219,8 +303,8 @@ static void scatter(const cli_tensor *t, uint32_t *stage)
             }
         return;
     }
-    for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
-        memcpy(stage + (size_t)t->offset + r * stride, src + r * cols, cols * 4u);
+    const harness_window w = window_of(t);
+    harness_window_scatter(&w, src, stage);
 }
 
 void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n)
@@ -229,32 +313,6 @@ void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n)
         if (dtype == TALLY_BF16) x[i] = tally_bf16_to_f32(tally_f32_to_bf16(x[i]));
         else if (dtype == TALLY_F16) x[i] = tally_f16_to_f32(tally_f32_to_f16(x[i]));
     }
-}
-
-static void gather(const cli_tensor *t, const uint32_t *stage)
-{
-    uint32_t *dst = t->data;
-    size_t stride = row_stride(t), cols = (size_t)t->cols;
-    for (size_t r = 0; r < (size_t)t->rows && cols > 0; r++)
-        memcpy(dst + r * cols, stage + (size_t)t->offset + r * stride, cols * 4u);
-}
-
-/* 1 if every element of the buffer outside the view still holds `poison`. */
-static int gaps_intact(const cli_tensor *t, const uint32_t *stage, uint64_t elems)
-{
-    size_t stride = row_stride(t), cols = (size_t)t->cols, rows = (size_t)t->rows;
-    size_t pos = 0;
-    if (rows > 0 && cols > 0) {
-        for (size_t r = 0; r < rows; r++) {
-            size_t begin = (size_t)t->offset + r * stride;
-            for (; pos < begin; pos++)
-                if (stage[pos] != POISON_OUTPUT) return 0;
-            pos = begin + cols;
-        }
-    }
-    for (; pos < (size_t)elems; pos++)
-        if (stage[pos] != POISON_OUTPUT) return 0;
-    return 1;
 }
 
 void cli_job_free_outputs(cli_job *job)
@@ -341,7 +399,7 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
             break;
         }
         uint32_t poison = is_in ? POISON_INPUT : POISON_OUTPUT;
-        for (uint64_t i = 0; i < p->elems; i++) p->stage[i] = poison;
+        harness_poison(p->stage, p->elems, poison);
         if (is_half(t->dtype))
             for (uint64_t i = 0; i < p->elems; i++) ((uint16_t *)(void *)p->stage)[i] = POISON_INPUT_HALF;
         if (is_in) {
@@ -383,8 +441,8 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
             snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
             break;
         }
-        gather(t, out[i].stage);
-        if (!gaps_intact(t, out[i].stage, out[i].elems)) job->wrote_outside = 1;
+        const harness_window w = window_of(t);
+        if (harness_window_gather(&w, out[i].stage, out[i].elems, POISON_OUTPUT, t->data) >= 0) job->wrote_outside = 1;
     }
 
     for (int i = 0; i < CLI_MAX_TENSORS; i++) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "json.h"
 
 const char cli_info_usage[] =
     "usage: tally info [--json]\n"
@@ -83,9 +84,9 @@ int cli_info(int argc, char **argv)
 
     if (json) {
         printf("{\n  \"version\": {\"library\": ");
-        cli_json_string(stdout, lib_version);
+        harness_json_string(stdout, lib_version);
         printf(", \"library_hex\": \"0x%06x\", \"header\": ", lib_hex);
-        cli_json_string(stdout, TALLY_VERSION_STRING);
+        harness_json_string(stdout, TALLY_VERSION_STRING);
         printf(", \"header_hex\": \"0x%06x\", \"match\": %s},\n", (unsigned)TALLY_VERSION_HEX,
                match ? "true" : "false");
         printf("  \"backends\": [\n");
@@ -95,13 +96,13 @@ int cli_info(int argc, char **argv)
                    tally_backend_name(r->backend), r->compiled ? "true" : "false",
                    r->count > 0 ? "true" : "false", tally_status_name(r->status));
             if (r->count > 0) printf("null");
-            else cli_json_string(stdout, r->reason);
+            else harness_json_string(stdout, r->reason);
             printf(", \"devices\": [");
             for (int d = 0; d < r->count; d++) {
                 printf("%s\n      {\"index\": %d, \"name\": ", d ? "," : "", r->devices[d].index);
-                cli_json_string(stdout, r->devices[d].name);
+                harness_json_string(stdout, r->devices[d].name);
                 printf(", \"platform\": ");
-                cli_json_string(stdout, r->devices[d].platform);
+                harness_json_string(stdout, r->devices[d].platform);
                 printf(", \"gpu\": %s}", r->devices[d].is_gpu ? "true" : "false");
             }
             printf("%s]}%s\n", r->count > 0 ? "\n    " : "", b + 1 < N_BACKENDS ? "," : "");
@@ -109,11 +110,11 @@ int cli_info(int argc, char **argv)
         printf("  ],\n  \"auto\": ");
         if (auto_status == TALLY_OK) {
             printf("{\"backend\": \"%s\", \"device\": ", auto_backend);
-            cli_json_string(stdout, auto_text);
+            harness_json_string(stdout, auto_text);
             printf("}\n");
         } else {
             printf("{\"backend\": null, \"status\": \"%s\", \"error\": ", tally_status_name(auto_status));
-            cli_json_string(stdout, auto_text);
+            harness_json_string(stdout, auto_text);
             printf("}\n");
         }
         printf("}\n");

@@ -20,6 +20,7 @@
 #include "cli_common.h"
 #include "cli_exec.h"
 #include "cli_mpi.h"
+#include "rand.h"
 #include "tally_mpi.h"
 
 static int rank_, size_;
@@ -37,49 +38,19 @@ static const char run_mpi_usage[] =
 
 /* ---- Options: those of tally run, plus the MPI ones --------------------- */
 
-enum {
-    O_BACKEND, O_DEVICE, O_IN, O_OUT, O_ROWS, O_COLS, O_AXIS, O_REDUCTION, O_INPUT_IS_PROB, O_LOG_TARGET,
-    O_WITH_COEFFICIENT, O_PER_ROW_ALPHA, O_BATCH, O_COMPONENTS, O_DIM, O_SEED, O_SUBSEQUENCE, O_OFFSET, O_DIST,
-    O_COUNT, O_LOGITS, O_MPI, O_SPLIT, O_BACKENDS, O_QUICK
-};
+/* The job options (cli_exec.h) come first: their ids are CLI_JOB_OPT_*. */
+enum { O_BACKEND = CLI_JOB_OPT_END, O_DEVICE, O_IN, O_OUT, O_MPI, O_SPLIT, O_BACKENDS, O_QUICK };
 
-static const cli_option run_options[] = {
+static const harness_option run_options[] = {
     {"backend", 1, O_BACKEND}, {"device", 1, O_DEVICE}, {"in", 1, O_IN}, {"out", 1, O_OUT},
-    {"rows", 1, O_ROWS}, {"cols", 1, O_COLS}, {"axis", 1, O_AXIS}, {"reduction", 1, O_REDUCTION},
-    {"input-is-prob", 0, O_INPUT_IS_PROB}, {"log-target", 0, O_LOG_TARGET},
-    {"with-coefficient", 0, O_WITH_COEFFICIENT}, {"per-row-alpha", 0, O_PER_ROW_ALPHA}, {"batch", 1, O_BATCH},
-    {"components", 1, O_COMPONENTS}, {"dim", 1, O_DIM}, {"seed", 1, O_SEED}, {"subsequence", 1, O_SUBSEQUENCE},
-    {"offset", 1, O_OFFSET}, {"dist", 1, O_DIST}, {"count", 1, O_COUNT}, {"logits", 0, O_LOGITS},
+    CLI_JOB_OPTION_ROWS
     {"mpi", 0, O_MPI}, {"split", 1, O_SPLIT}, {"backends", 1, O_BACKENDS}, {"quick", 0, O_QUICK},
 };
-#define N_RUN_OPTIONS (sizeof run_options / sizeof run_options[0])
 
-typedef struct op_name {
-    const char *name;
-    cli_op_kind kind;
-    tally_reduce_op reduce_op;
-} op_name;
-
-static const op_name op_names[] = {
-    {"sum", CLI_OP_REDUCE, TALLY_SUM},
-    {"mean", CLI_OP_REDUCE, TALLY_MEAN},
-    {"min", CLI_OP_REDUCE, TALLY_MIN},
-    {"max", CLI_OP_REDUCE, TALLY_MAX},
-    {"logsumexp", CLI_OP_REDUCE, TALLY_LOGSUMEXP},
-    {"sumsq", CLI_OP_REDUCE, TALLY_SUMSQ},
-    {"kl_div", CLI_OP_KL, TALLY_SUM},
-    {"dirichlet_multinomial", CLI_OP_DM, TALLY_SUM},
-    {"gmm_log_prob", CLI_OP_GMM_LOG_PROB, TALLY_SUM},
-    {"gmm_sample", CLI_OP_GMM_SAMPLE, TALLY_SUM},
-    {"rng", CLI_OP_RNG, TALLY_SUM},
-    {"categorical", CLI_OP_CATEGORICAL, TALLY_SUM},
-};
-
-static int choice(const char *v, const char *const *names, int n)
+static int is_gradient(cli_op_kind kind)
 {
-    for (int i = 0; i < n; i++)
-        if (strcmp(v, names[i]) == 0) return i;
-    return -1;
+    return kind == CLI_OP_KL_BACKWARD || kind == CLI_OP_DM_BACKWARD || kind == CLI_OP_GMM_LOG_PROB_BACKWARD ||
+           kind == CLI_OP_GMM_SAMPLE_BACKWARD;
 }
 
 /* Every rank agrees on an exit status: the worst one. */
@@ -226,7 +197,7 @@ static tally_status run_sharded(tally_context *ctx, MPI_Comm w, const cli_job *j
         return tally_mpi_categorical(ctx, w, g, f, view_of(&in[0], TALLY_F32), job->flags, job->rng,
                                      view_of(&out[0], TALLY_I32), consumed);
     default:
-        /* The gradients are not sharded (op_names above does not offer them). */
+        /* The gradients are not sharded (parse_and_run refuses them). */
         break;
     }
     return TALLY_INVALID_ARGUMENT;
@@ -273,121 +244,57 @@ static int parse_and_run(int argc, char **argv)
 {
     const char *usage = run_mpi_usage;
     if (argc < 1) return cli_usage_error(usage, "run: name an op");
-    const op_name *op = NULL;
-    for (size_t i = 0; i < sizeof op_names / sizeof op_names[0]; i++)
-        if (strcmp(argv[0], op_names[i].name) == 0) op = &op_names[i];
-    if (op == NULL) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
     cli_job job;
-    memset(&job, 0, sizeof job);
-    job.kind = op->kind;
-    job.reduce_op = op->reduce_op;
-    job.axis = TALLY_AXIS_ALL;
-    job.reduction = op->kind == CLI_OP_KL ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    /* The gradients are not sharded. */
+    if (cli_job_start(&job, argv[0]) < 0 || is_gradient(job.kind))
+        return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
+    const char *op_name = argv[0];
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
     const char *split = NULL, *backends = NULL;
-    const char *in_name[8], *in_path[8], *out_name[8], *out_path[8];
+    cli_file_arg ins[CLI_MAX_FILES], outs[CLI_MAX_FILES];
     int n_in = 0, n_out = 0;
     int64_t count = 0;
-    for (int pos = 1; pos < argc;) {
-        const char *v;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, run_options, N_RUN_OPTIONS, &v, err, sizeof err);
-        if (id < 0 || id == O_QUICK) return cli_usage_error(usage, "run %s: %s", op->name, id < 0 ? err : "--quick");
+    harness_args args = HARNESS_ARGS(argc, argv, 1, run_options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *v = args.value;
+        if (id < 0 || id == O_QUICK) return cli_usage_error(usage, "run %s: %s", op_name, id < 0 ? args.err : "--quick");
         int bad = 0;
         switch (id) {
         case O_BACKEND: bad = tally_backend_from_name(v, &backend) != TALLY_OK; break;
         case O_DEVICE: bad = cli_parse_index(v, &device) != 0; break;
         case O_IN:
         case O_OUT: {
-            const char *eq = strchr(v, '=');
-            if (eq == NULL || eq == v || eq[1] == '\0' || (id == O_IN ? n_in : n_out) >= 8) {
-                bad = 1;
-                break;
-            }
-            char *name = strndup(v, (size_t)(eq - v));
-            if (id == O_IN) in_name[n_in] = name, in_path[n_in++] = eq + 1;
-            else out_name[n_out] = name, out_path[n_out++] = eq + 1;
+            cli_file_arg *list = id == O_IN ? ins : outs;
+            int *n = id == O_IN ? &n_in : &n_out;
+            bad = *n >= CLI_MAX_FILES || cli_file_arg_parse(v, &list[*n]) != 0;
+            if (!bad) *n += 1;
             break;
         }
-        case O_ROWS: bad = cli_parse_size(v, &job.rows) != 0; break;
-        case O_COLS: bad = cli_parse_size(v, &job.cols) != 0; break;
-        case O_BATCH: bad = cli_parse_size(v, &job.batch) != 0; break;
-        case O_COMPONENTS: bad = cli_parse_size(v, &job.components) != 0; break;
-        case O_DIM: bad = cli_parse_size(v, &job.dim) != 0; break;
-        case O_COUNT: bad = cli_parse_size(v, &count) != 0; break;
-        case O_SEED: bad = cli_parse_u64(v, &job.rng.seed) != 0; break;
-        case O_SUBSEQUENCE: bad = cli_parse_u64(v, &job.rng.subsequence) != 0; break;
-        case O_OFFSET: bad = cli_parse_u64(v, &job.rng.offset) != 0; break;
-        case O_AXIS: {
-            static const char *const names[] = {"all", "row"};
-            int c = choice(v, names, 2);
-            bad = c < 0;
-            job.axis = c == 1 ? TALLY_AXIS_ROW : TALLY_AXIS_ALL;
-            break;
-        }
-        case O_REDUCTION: {
-            static const char *const names[] = {"none", "sum", "mean", "batchmean"};
-            int c = choice(v, names, op->kind == CLI_OP_KL ? 4 : 3);
-            bad = c < 0;
-            job.reduction = (tally_reduction)(c < 0 ? 0 : c);
-            break;
-        }
-        case O_DIST: {
-            static const char *const names[] = {"raw", "uniform", "normal"};
-            int c = choice(v, names, 3);
-            bad = c < 0;
-            job.dist = (tally_distribution)(c + 1);
-            break;
-        }
-        case O_INPUT_IS_PROB: job.flags |= TALLY_KL_INPUT_IS_PROB; break;
-        case O_LOG_TARGET: job.flags |= TALLY_KL_LOG_TARGET; break;
-        case O_WITH_COEFFICIENT: job.flags |= TALLY_DM_WITH_COEFFICIENT; break;
-        case O_PER_ROW_ALPHA: job.per_row_alpha = 1; break;
-        case O_LOGITS: job.flags |= TALLY_CATEGORICAL_LOGITS; break;
         case O_SPLIT: split = v; break;
         case O_BACKENDS: backends = v; break;
-        default: break;
+        case O_MPI: break;
+        default: bad = cli_job_option(&job, id, v, &count) != 0; break;
         }
-        if (bad) return cli_usage_error(usage, "run %s: bad value '%s'", op->name, v);
+        if (bad) return cli_usage_error(usage, "run %s: bad value '%s'", op_name, v);
     }
     /* rng draws N values; split as N rows of one (element r gets offset + r either way). */
-    if (op->kind == CLI_OP_RNG) {
+    if (job.kind == CLI_OP_RNG) {
         job.rows = count;
         job.cols = 1;
     }
     char err[160];
-    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
-    if (op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE)
-        for (int i = 0; i < n_in; i++)
-            if (strcmp(in_name[i], "logits") == 0) job.in[job.n_in - 1].present = 1;
-    const char *paths[CLI_MAX_TENSORS] = {NULL}, *opaths[CLI_MAX_TENSORS] = {NULL};
-    for (int i = 0; i < n_in; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_in; j++)
-            if (strcmp(in_name[i], job.in[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op->name, in_name[i]);
-        paths[k] = in_path[i];
-    }
-    for (int j = 0; j < job.n_in; j++)
-        if (job.in[j].present && paths[j] == NULL)
-            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op->name, job.in[j].name);
-    for (int i = 0; i < n_out; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_out; j++)
-            if (strcmp(out_name[i], job.out[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no output named '%s'", op->name, out_name[i]);
-        opaths[k] = out_path[i];
-    }
-    for (int i = 0; i < n_in; i++) free((void *)in_name[i]);
-    for (int i = 0; i < n_out; i++) free((void *)out_name[i]);
+    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
+    const char *paths[CLI_MAX_TENSORS], *opaths[CLI_MAX_TENSORS];
+    if (cli_job_match_files(&job, ins, n_in, outs, n_out, paths, opaths, err, sizeof err) != 0)
+        return cli_usage_error(usage, "run %s: %s", op_name, err);
 
-    const uint64_t G = (uint64_t)(op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE ? job.batch
+    const uint64_t G = (uint64_t)(job.kind == CLI_OP_GMM_LOG_PROB || job.kind == CLI_OP_GMM_SAMPLE ? job.batch
                                                                                                   : job.rows);
     uint64_t *first = malloc(((size_t)size_ + 1) * sizeof *first);
     if (split != NULL) {
         if (parse_split(split, G, first) != 0)
-            return cli_usage_error(usage, "run %s: --split '%s' is not %d row counts summing to %llu", op->name, split,
+            return cli_usage_error(usage, "run %s: --split '%s' is not %d row counts summing to %llu", op_name, split,
                                    size_, (unsigned long long)G);
     } else {
         for (int q = 0; q <= size_; q++) first[q] = G * (uint64_t)q / (uint64_t)size_;
@@ -417,7 +324,7 @@ static int parse_and_run(int argc, char **argv)
     rc = agree_rc(rc);
     int bad_backend = 0;
     backend = backend_of_rank(backends, backend, rank_, &bad_backend);
-    if (bad_backend) return cli_usage_error(usage, "run %s: bad --backends '%s'", op->name, backends);
+    if (bad_backend) return cli_usage_error(usage, "run %s: bad --backends '%s'", op_name, backends);
     tally_context *ctx = NULL;
     if (rc == CLI_EXIT_OK) {
         tally_status st = tally_context_create(backend, device, &ctx);
@@ -482,7 +389,7 @@ static int parse_and_run(int argc, char **argv)
         free(all);
     }
     if (rank_ == 0 && rc == CLI_EXIT_OK &&
-        (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
+        (job.kind == CLI_OP_GMM_SAMPLE || job.kind == CLI_OP_RNG || job.kind == CLI_OP_CATEGORICAL))
         printf("consumed %llu\n", (unsigned long long)consumed);
     if (rank_ == 0 && rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
         rc = cli_io_error("cannot write to standard output");
@@ -499,13 +406,10 @@ static int parse_and_run(int argc, char **argv)
 
 /* ---- crosscheck --mpi ------------------------------------------------------ */
 
-static uint64_t xs_state;
-static float xs_uniform(float lo, float hi)
+/* A uniform float in [lo, hi) from the harness generator (harness/rand.h). */
+static float uniform(harness_rand *r, float lo, float hi)
 {
-    xs_state ^= xs_state << 13;
-    xs_state ^= xs_state >> 7;
-    xs_state ^= xs_state << 17;
-    return lo + (hi - lo) * (float)((xs_state >> 11) % 1000003) / 1000003.0f;
+    return lo + (hi - lo) * (float)harness_rand_unit(r);
 }
 
 /* One op of the crosscheck: a cli_job with generated inputs. */
@@ -569,14 +473,14 @@ static void cc_job(const cc_case *cc, cli_job *job)
     job->rng = (tally_rng){.seed = 2024, .subsequence = 1, .offset = 4};
     char err[160];
     cli_job_layout(job, err, sizeof err);
-    xs_state = 0x853c49e6748fea9bull;
+    harness_rand r = harness_rand_make(0x853c49e6748fea9bull); /* the same inputs on every rank */
     for (int j = 0; j < job->n_in; j++) {
         uint64_t n = cli_tensor_count(&job->in[j]);
         float *d = malloc((size_t)n * 4 + 4);
         int prob = cc->kind == CLI_OP_KL && (j == 1 || (cc->flags & TALLY_KL_INPUT_IS_PROB));
         for (uint64_t i = 0; i < n; i++) {
-            float v = prob ? xs_uniform(0.0f, 1.0f) : xs_uniform(-4.0f, 4.0f);
-            if (cc->kind == CLI_OP_DM && j == 0) v = (float)(int)xs_uniform(0.0f, 9.0f);
+            float v = prob ? uniform(&r, 0.0f, 1.0f) : uniform(&r, -4.0f, 4.0f);
+            if (cc->kind == CLI_OP_DM && j == 0) v = (float)(int)uniform(&r, 0.0f, 9.0f);
             d[i] = v;
         }
         job->in[j].data = d;
@@ -587,13 +491,12 @@ static int crosscheck_mpi(int argc, char **argv)
 {
     const char *backends = NULL;
     int quick = 0;
-    for (int pos = 0; pos < argc;) {
-        const char *v;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, run_options, N_RUN_OPTIONS, &v, err, sizeof err);
+    harness_args args = HARNESS_ARGS(argc, argv, 0, run_options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *v = args.value;
         if (id == O_BACKENDS) backends = v;
         else if (id == O_QUICK) quick = 1;
-        else if (id != O_MPI) return cli_usage_error(crosscheck_mpi_usage, "crosscheck --mpi: %s", id < 0 ? err : "unsupported option");
+        else if (id != O_MPI) return cli_usage_error(crosscheck_mpi_usage, "crosscheck --mpi: %s", id < 0 ? args.err : "unsupported option");
     }
     int bad = 0;
     tally_backend mine = backend_of_rank(backends, TALLY_BACKEND_AUTO, rank_, &bad);

@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "cli_exec.h"
+#include "op_names.h"
 
 const char cli_run_usage[] =
     "usage: tally run OP [--backend auto|host|opencl|cuda] [--device N]\n"
@@ -71,28 +72,12 @@ const char cli_run_usage[] =
     "Exit status: 0 success; 1 library or I/O error ('error: STATUS: message');\n"
     "2 bad arguments or a file of the wrong size.\n";
 
+/* The job options (cli_exec.h) come first: their ids are CLI_JOB_OPT_*. */
 enum {
-    OPT_BACKEND,
+    OPT_BACKEND = CLI_JOB_OPT_END,
     OPT_DEVICE,
     OPT_IN,
     OPT_OUT,
-    OPT_ROWS,
-    OPT_COLS,
-    OPT_AXIS,
-    OPT_REDUCTION,
-    OPT_INPUT_IS_PROB,
-    OPT_LOG_TARGET,
-    OPT_WITH_COEFFICIENT,
-    OPT_PER_ROW_ALPHA,
-    OPT_BATCH,
-    OPT_COMPONENTS,
-    OPT_DIM,
-    OPT_SEED,
-    OPT_SUBSEQUENCE,
-    OPT_OFFSET,
-    OPT_DIST,
-    OPT_COUNT,
-    OPT_LOGITS,
     OPT_DTYPE,
     OPT_HELP,
     OPT_COUNT_OF_OPTIONS
@@ -100,100 +85,53 @@ enum {
 
 #define BIT(o) (1u << (o))
 
-static const cli_option options[] = {
+static const harness_option options[] = {
     {.name = "backend", .has_value = 1, .id = OPT_BACKEND},
     {.name = "device", .has_value = 1, .id = OPT_DEVICE},
     {.name = "in", .has_value = 1, .id = OPT_IN},
     {.name = "out", .has_value = 1, .id = OPT_OUT},
-    {.name = "rows", .has_value = 1, .id = OPT_ROWS},
-    {.name = "cols", .has_value = 1, .id = OPT_COLS},
-    {.name = "axis", .has_value = 1, .id = OPT_AXIS},
-    {.name = "reduction", .has_value = 1, .id = OPT_REDUCTION},
-    {.name = "input-is-prob", .has_value = 0, .id = OPT_INPUT_IS_PROB},
-    {.name = "log-target", .has_value = 0, .id = OPT_LOG_TARGET},
-    {.name = "with-coefficient", .has_value = 0, .id = OPT_WITH_COEFFICIENT},
-    {.name = "per-row-alpha", .has_value = 0, .id = OPT_PER_ROW_ALPHA},
-    {.name = "batch", .has_value = 1, .id = OPT_BATCH},
-    {.name = "components", .has_value = 1, .id = OPT_COMPONENTS},
-    {.name = "dim", .has_value = 1, .id = OPT_DIM},
-    {.name = "seed", .has_value = 1, .id = OPT_SEED},
-    {.name = "subsequence", .has_value = 1, .id = OPT_SUBSEQUENCE},
-    {.name = "offset", .has_value = 1, .id = OPT_OFFSET},
-    {.name = "dist", .has_value = 1, .id = OPT_DIST},
-    {.name = "count", .has_value = 1, .id = OPT_COUNT},
-    {.name = "logits", .has_value = 0, .id = OPT_LOGITS},
+    CLI_JOB_OPTION_ROWS
     {.name = "dtype", .has_value = 1, .id = OPT_DTYPE},
     {.name = "help", .has_value = 0, .id = OPT_HELP},
 };
 
-#define RNG_OPTS (BIT(OPT_SEED) | BIT(OPT_SUBSEQUENCE) | BIT(OPT_OFFSET))
-#define SHAPE_RC (BIT(OPT_ROWS) | BIT(OPT_COLS))
-#define SHAPE_GMM (BIT(OPT_BATCH) | BIT(OPT_COMPONENTS) | BIT(OPT_DIM))
+#define RNG_OPTS (BIT(CLI_JOB_OPT_SEED) | BIT(CLI_JOB_OPT_SUBSEQUENCE) | BIT(CLI_JOB_OPT_OFFSET))
+#define SHAPE_RC (BIT(CLI_JOB_OPT_ROWS) | BIT(CLI_JOB_OPT_COLS))
+#define SHAPE_GMM (BIT(CLI_JOB_OPT_BATCH) | BIT(CLI_JOB_OPT_COMPONENTS) | BIT(CLI_JOB_OPT_DIM))
 
+/* The options each op takes beyond the common ones, by harness_op id. */
 typedef struct run_op_desc {
-    const char *name;
-    cli_op_kind kind;
-    tally_reduce_op reduce_op;
-    unsigned allowed;  /* options beyond the common ones */
+    unsigned allowed;
     unsigned required;
 } run_op_desc;
 
-static const run_op_desc ops[] = {
-    {.name = "sum", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_SUM, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "mean", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MEAN, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "min", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MIN, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "max", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_MAX, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "logsumexp", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_LOGSUMEXP, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "sumsq", .kind = CLI_OP_REDUCE, .reduce_op = TALLY_SUMSQ, .allowed = SHAPE_RC | BIT(OPT_AXIS),
-     .required = SHAPE_RC},
-    {.name = "kl_div", .kind = CLI_OP_KL,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
-    {.name = "dirichlet_multinomial", .kind = CLI_OP_DM,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
-     .required = SHAPE_RC},
-    {.name = "gmm_log_prob", .kind = CLI_OP_GMM_LOG_PROB, .allowed = SHAPE_GMM, .required = SHAPE_GMM},
-    {.name = "gmm_sample", .kind = CLI_OP_GMM_SAMPLE, .allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
-    {.name = "rng", .kind = CLI_OP_RNG, .allowed = BIT(OPT_DIST) | BIT(OPT_COUNT) | RNG_OPTS,
-     .required = BIT(OPT_DIST) | BIT(OPT_COUNT)},
-    {.name = "kl_div_backward", .kind = CLI_OP_KL_BACKWARD,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_INPUT_IS_PROB) | BIT(OPT_LOG_TARGET), .required = SHAPE_RC},
-    {.name = "dirichlet_multinomial_backward", .kind = CLI_OP_DM_BACKWARD,
-     .allowed = SHAPE_RC | BIT(OPT_REDUCTION) | BIT(OPT_WITH_COEFFICIENT) | BIT(OPT_PER_ROW_ALPHA),
-     .required = SHAPE_RC},
-    {.name = "gmm_log_prob_backward", .kind = CLI_OP_GMM_LOG_PROB_BACKWARD, .allowed = SHAPE_GMM,
-     .required = SHAPE_GMM},
-    {.name = "gmm_sample_backward", .kind = CLI_OP_GMM_SAMPLE_BACKWARD, .allowed = SHAPE_GMM | RNG_OPTS,
-     .required = SHAPE_GMM},
-    {.name = "categorical", .kind = CLI_OP_CATEGORICAL, .allowed = SHAPE_RC | RNG_OPTS | BIT(OPT_LOGITS),
-     .required = SHAPE_RC},
+#define REDUCE_OPTIONS {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_AXIS), .required = SHAPE_RC}
+#define KL_OPTIONS \
+    {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_INPUT_IS_PROB) | BIT(CLI_JOB_OPT_LOG_TARGET), .required = SHAPE_RC}
+#define DM_OPTIONS                                                                                          \
+    {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_WITH_COEFFICIENT) | BIT(CLI_JOB_OPT_PER_ROW_ALPHA), \
+     .required = SHAPE_RC}
+
+static const run_op_desc ops[HARNESS_N_OPS] = {
+    [HARNESS_OP_SUM] = REDUCE_OPTIONS,
+    [HARNESS_OP_MEAN] = REDUCE_OPTIONS,
+    [HARNESS_OP_MIN] = REDUCE_OPTIONS,
+    [HARNESS_OP_MAX] = REDUCE_OPTIONS,
+    [HARNESS_OP_LOGSUMEXP] = REDUCE_OPTIONS,
+    [HARNESS_OP_SUMSQ] = REDUCE_OPTIONS,
+    [HARNESS_OP_KL_DIV] = KL_OPTIONS,
+    [HARNESS_OP_DIRICHLET_MULTINOMIAL] = DM_OPTIONS,
+    [HARNESS_OP_GMM_LOG_PROB] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
+    [HARNESS_OP_GMM_SAMPLE] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
+    [HARNESS_OP_RNG] = {.allowed = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT) | RNG_OPTS, .required = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT)},
+    [HARNESS_OP_CATEGORICAL] = {.allowed = SHAPE_RC | RNG_OPTS | BIT(CLI_JOB_OPT_LOGITS), .required = SHAPE_RC},
+    [HARNESS_OP_KL_DIV_BACKWARD] = KL_OPTIONS,
+    [HARNESS_OP_DIRICHLET_MULTINOMIAL_BACKWARD] = DM_OPTIONS,
+    [HARNESS_OP_GMM_LOG_PROB_BACKWARD] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
+    [HARNESS_OP_GMM_SAMPLE_BACKWARD] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
 };
 
 #define COMMON_OPTS (BIT(OPT_BACKEND) | BIT(OPT_DEVICE) | BIT(OPT_IN) | BIT(OPT_OUT) | BIT(OPT_DTYPE) | BIT(OPT_HELP))
-#define MAX_FILES 8
-
-typedef struct file_arg {
-    char name[64];
-    const char *path;
-} file_arg;
-
-/* Splits NAME=PATH; both parts must be non-empty. */
-static int split_file_arg(const char *arg, file_arg *out)
-{
-    const char *eq = strchr(arg, '=');
-    if (eq == NULL || eq == arg || eq[1] == '\0') return -1;
-    size_t len = (size_t)(eq - arg);
-    if (len >= sizeof out->name) return -1;
-    memcpy(out->name, arg, len);
-    out->name[len] = '\0';
-    out->path = eq + 1;
-    return 0;
-}
-
 static int parse_choice(const char *value, const char *const *names, const int *values, int n, int *out)
 {
     for (int i = 0; i < n; i++)
@@ -293,39 +231,31 @@ int cli_run(int argc, char **argv)
         fputs(usage, stdout);
         return CLI_EXIT_OK;
     }
-    const run_op_desc *op = NULL;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (strcmp(argv[0], ops[i].name) == 0) op = &ops[i];
-    if (op == NULL) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
-
     cli_job job;
-    memset(&job, 0, sizeof job);
-    job.kind = op->kind;
-    job.reduce_op = op->reduce_op;
-    job.axis = TALLY_AXIS_ALL;
-    job.reduction = op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? TALLY_REDUCTION_MEAN : TALLY_REDUCTION_NONE;
+    int op_id = cli_job_start(&job, argv[0]);
+    if (op_id < 0) return cli_usage_error(usage, "run: unknown op '%s'", argv[0]);
+    const run_op_desc *op = &ops[op_id];
+    const char *op_name = argv[0];
     tally_backend backend = TALLY_BACKEND_AUTO;
     int device = TALLY_DEVICE_DEFAULT;
-    file_arg ins[MAX_FILES], outs[MAX_FILES];
+    cli_file_arg ins[CLI_MAX_FILES], outs[CLI_MAX_FILES];
     int n_ins = 0, n_outs = 0;
     unsigned seen = 0;
-    uint64_t count = 0;
+    int64_t count = 0;
 
-    for (int pos = 1; pos < argc;) {
-        const char *value;
-        char err[160];
-        int id = cli_next_option(argc, argv, &pos, options, sizeof options / sizeof options[0], &value, err,
-                                 sizeof err);
-        if (id < 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
+    harness_args args = HARNESS_ARGS(argc, argv, 1, options);
+    for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
+        const char *value = args.value;
+        if (id < 0) return cli_usage_error(usage, "run %s: %s", op_name, args.err);
         if (id == OPT_HELP) {
             fputs(usage, stdout);
             return CLI_EXIT_OK;
         }
         if (!((op->allowed | COMMON_OPTS) & BIT(id)))
-            return cli_usage_error(usage, "run %s: option --%s does not apply to this op", op->name,
+            return cli_usage_error(usage, "run %s: option --%s does not apply to this op", op_name,
                                    option_name(id));
         if (id != OPT_IN && id != OPT_OUT && (seen & BIT(id)))
-            return cli_usage_error(usage, "run %s: option --%s given twice", op->name, option_name(id));
+            return cli_usage_error(usage, "run %s: option --%s given twice", op_name, option_name(id));
         seen |= BIT(id);
         int bad = 0;
         switch (id) {
@@ -335,65 +265,20 @@ int cli_run(int argc, char **argv)
         case OPT_DEVICE: bad = cli_parse_index(value, &device) != 0; break;
         case OPT_IN:
         case OPT_OUT: {
-            file_arg *list = id == OPT_IN ? ins : outs;
+            cli_file_arg *list = id == OPT_IN ? ins : outs;
             int *n = id == OPT_IN ? &n_ins : &n_outs;
-            if (*n >= MAX_FILES)
-                return cli_usage_error(usage, "run %s: too many --%s options", op->name, option_name(id));
-            if (split_file_arg(value, &list[*n]) != 0)
-                return cli_usage_error(usage, "run %s: --%s '%s' is not NAME=PATH", op->name, option_name(id),
+            if (*n >= CLI_MAX_FILES)
+                return cli_usage_error(usage, "run %s: too many --%s options", op_name, option_name(id));
+            if (cli_file_arg_parse(value, &list[*n]) != 0)
+                return cli_usage_error(usage, "run %s: --%s '%s' is not NAME=PATH", op_name, option_name(id),
                                        value);
             for (int i = 0; i < *n; i++)
                 if (strcmp(list[i].name, list[*n].name) == 0)
-                    return cli_usage_error(usage, "run %s: --%s %s given twice", op->name, option_name(id),
+                    return cli_usage_error(usage, "run %s: --%s %s given twice", op_name, option_name(id),
                                            list[i].name);
             *n += 1;
             break;
         }
-        case OPT_ROWS: bad = cli_parse_size(value, &job.rows) != 0; break;
-        case OPT_COLS: bad = cli_parse_size(value, &job.cols) != 0; break;
-        case OPT_BATCH: bad = cli_parse_size(value, &job.batch) != 0; break;
-        case OPT_COMPONENTS: bad = cli_parse_size(value, &job.components) != 0; break;
-        case OPT_DIM: bad = cli_parse_size(value, &job.dim) != 0; break;
-        case OPT_COUNT: {
-            int64_t c;
-            bad = cli_parse_size(value, &c) != 0;
-            count = (uint64_t)c;
-            break;
-        }
-        case OPT_SEED: bad = cli_parse_u64(value, &job.rng.seed) != 0; break;
-        case OPT_SUBSEQUENCE: bad = cli_parse_u64(value, &job.rng.subsequence) != 0; break;
-        case OPT_OFFSET: bad = cli_parse_u64(value, &job.rng.offset) != 0; break;
-        case OPT_AXIS: {
-            static const char *const names[] = {"all", "row"};
-            static const int values[] = {TALLY_AXIS_ALL, TALLY_AXIS_ROW};
-            int v = 0;
-            bad = parse_choice(value, names, values, 2, &v) != 0;
-            job.axis = (tally_axis)v;
-            break;
-        }
-        case OPT_REDUCTION: {
-            static const char *const names[] = {"none", "sum", "mean", "batchmean"};
-            static const int values[] = {TALLY_REDUCTION_NONE, TALLY_REDUCTION_SUM, TALLY_REDUCTION_MEAN,
-                                         TALLY_REDUCTION_BATCHMEAN};
-            int v = 0;
-            /* batchmean is KL's alone. */
-            bad = parse_choice(value, names, values, op->kind == CLI_OP_KL || op->kind == CLI_OP_KL_BACKWARD ? 4 : 3, &v) != 0;
-            job.reduction = (tally_reduction)v;
-            break;
-        }
-        case OPT_DIST: {
-            static const char *const names[] = {"raw", "uniform", "normal"};
-            static const int values[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
-            int v = 0;
-            bad = parse_choice(value, names, values, 3, &v) != 0;
-            job.dist = (tally_distribution)v;
-            break;
-        }
-        case OPT_INPUT_IS_PROB: job.flags |= TALLY_KL_INPUT_IS_PROB; break;
-        case OPT_LOG_TARGET: job.flags |= TALLY_KL_LOG_TARGET; break;
-        case OPT_WITH_COEFFICIENT: job.flags |= TALLY_DM_WITH_COEFFICIENT; break;
-        case OPT_PER_ROW_ALPHA: job.per_row_alpha = 1; break;
-        case OPT_LOGITS: job.flags |= TALLY_CATEGORICAL_LOGITS; break;
         case OPT_DTYPE: {
             static const char *const names[] = {"f32", "bf16", "f16"};
             static const int values[] = {TALLY_F32, TALLY_BF16, TALLY_F16};
@@ -402,50 +287,25 @@ int cli_run(int argc, char **argv)
             job.in_dtype = (tally_dtype)v;
             break;
         }
-        default: break;
+        default: bad = cli_job_option(&job, id, value, &count) != 0; break;
         }
         if (bad)
-            return cli_usage_error(usage, "run %s: bad value '%s' for --%s", op->name, value, option_name(id));
+            return cli_usage_error(usage, "run %s: bad value '%s' for --%s", op_name, value, option_name(id));
     }
     for (int id = 0; id < OPT_COUNT_OF_OPTIONS; id++)
         if ((op->required & BIT(id)) && !(seen & BIT(id)))
-            return cli_usage_error(usage, "run %s: --%s is required", op->name, option_name(id));
-    if (op->kind == CLI_OP_RNG) {
+            return cli_usage_error(usage, "run %s: --%s is required", op_name, option_name(id));
+    if (job.kind == CLI_OP_RNG) {
         job.rows = 1;
-        job.cols = (int64_t)count;
+        job.cols = count;
     }
 
     char err[160];
-    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op->name, err);
-    /* logits may be given when K == 1 (the library then ignores them). */
-    if (op->kind == CLI_OP_GMM_LOG_PROB || op->kind == CLI_OP_GMM_SAMPLE)
-        for (int i = 0; i < n_ins; i++)
-            if (strcmp(ins[i].name, "logits") == 0) job.in[job.n_in - 1].present = 1;
-    if (op->kind == CLI_OP_GMM_LOG_PROB_BACKWARD || op->kind == CLI_OP_GMM_SAMPLE_BACKWARD)
-        for (int i = 0; i < n_ins; i++)
-            for (int k = 0; k < job.n_in; k++)
-                if (strcmp(ins[i].name, "logits") == 0 && strcmp(job.in[k].name, "logits") == 0) job.in[k].present = 1;
-
+    if (cli_job_layout(&job, err, sizeof err) != 0) return cli_usage_error(usage, "run %s: %s", op_name, err);
     /* Match --in and --out with the op's tensors. */
-    const char *in_path[CLI_MAX_TENSORS] = {NULL}, *out_path[CLI_MAX_TENSORS] = {NULL};
-    for (int i = 0; i < n_ins; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_in; j++)
-            if (strcmp(ins[i].name, job.in[j].name) == 0) k = j;
-        if (k < 0) return cli_usage_error(usage, "run %s: the op has no input named '%s'", op->name, ins[i].name);
-        in_path[k] = ins[i].path;
-    }
-    for (int j = 0; j < job.n_in; j++)
-        if (job.in[j].present && in_path[j] == NULL)
-            return cli_usage_error(usage, "run %s: missing --in %s=PATH", op->name, job.in[j].name);
-    for (int i = 0; i < n_outs; i++) {
-        int k = -1;
-        for (int j = 0; j < job.n_out; j++)
-            if (strcmp(outs[i].name, job.out[j].name) == 0) k = j;
-        if (k < 0)
-            return cli_usage_error(usage, "run %s: the op has no output named '%s'", op->name, outs[i].name);
-        out_path[k] = outs[i].path;
-    }
+    const char *in_path[CLI_MAX_TENSORS], *out_path[CLI_MAX_TENSORS];
+    if (cli_job_match_files(&job, ins, n_ins, outs, n_outs, in_path, out_path, err, sizeof err) != 0)
+        return cli_usage_error(usage, "run %s: %s", op_name, err);
 
     /* Read every input before touching a device: argument errors stay cheap. */
     int rc = CLI_EXIT_OK;
@@ -468,8 +328,8 @@ int cli_run(int argc, char **argv)
     /* A file-size limit must come back as EFBIG from write, not kill the
      * process with its temporaries on disk. */
     signal(SIGXFSZ, SIG_IGN);
-    if (rc == CLI_EXIT_OK && op->kind == CLI_OP_RNG) {
-        rc = run_rng_streamed(ctx, &job, count, out_path[0]);
+    if (rc == CLI_EXIT_OK && job.kind == CLI_OP_RNG) {
+        rc = run_rng_streamed(ctx, &job, (uint64_t)count, out_path[0]);
     } else if (rc == CLI_EXIT_OK) {
         tally_status st = cli_exec_run(ctx, &job);
         if (st != TALLY_OK) {
@@ -494,7 +354,7 @@ int cli_run(int argc, char **argv)
             if (out_path[j] == NULL)
                 for (uint64_t i = 0; i < cli_tensor_count(&job.out[j]); i++) print_value(&job.out[j], i);
     }
-    if (rc == CLI_EXIT_OK && (op->kind == CLI_OP_GMM_SAMPLE || op->kind == CLI_OP_RNG || op->kind == CLI_OP_CATEGORICAL))
+    if (rc == CLI_EXIT_OK && (job.kind == CLI_OP_GMM_SAMPLE || job.kind == CLI_OP_RNG || job.kind == CLI_OP_CATEGORICAL))
         printf("consumed %llu\n", (unsigned long long)job.consumed);
     if (rc == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout)))
         rc = cli_io_error("cannot write to standard output");

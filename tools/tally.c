@@ -3,7 +3,7 @@
  * one op on files, cross-check every backend against the host and float64
  * references, and run the founding workloads. It uses only the public API
  * (tally.h) and, for the cross-check, the float64 references of
- * tools/reference.h.
+ * harness/reference.h.
  */
 #include <stdio.h>
 #include <string.h>

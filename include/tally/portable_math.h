@@ -36,7 +36,7 @@
  * because hardware disagrees on which NaN bits such arithmetic produces
  * (x86 propagates an operand's payload, NVIDIA GPUs return 0x7fffffff).
  *
- * Polynomial coefficients come from tools/gen_math_coeffs.py (weighted
+ * Polynomial coefficients come from tools/math/gen_math_coeffs.py (weighted
  * minimax fits, rounded to float one coefficient at a time with refitting);
  * each block below names the fit.  Constants are hexadecimal float literals
  * so that no compiler's decimal conversion can change a bit.
@@ -353,7 +353,7 @@ TALLY_FN float tally_sqrtf(float x)
  * <= 1/17, the minimax line), three Newton steps y += y (1 - m y) take it
  * to ~1e-10 before rounding, and a fourth step with the exact residual
  * (Markstein's final step) rounds it correctly but for one m, patched by a
- * select; tools/math_accuracy.c checks all 2^32 reciprocals, which covers
+ * select; tools/math/math_accuracy.c checks all 2^32 reciprocals, which covers
  * every m. */
 TALLY_FN float tally_pm_recip_core(float m)
 {
@@ -746,7 +746,7 @@ TALLY_FN float tally_lgammaf(float x)
  * gives 1 - y r exactly), the reciprocals are summed smallest first with
  * TwoSum, log y comes as hi + lo (tally_pm_log_parts), and psi(y + ylo) is
  * psi(y) + ylo / y to first order. Accuracy against a float64 digamma
- * (tools/digamma_accuracy.c) is in docs/accuracy.md.
+ * (tools/math/digamma_accuracy.c) is in docs/accuracy.md.
  * Special values: psi(+-0) = -inf (torch's convention), psi(x) below about
  * 3e-39 overflows to -inf, psi(+inf) = +inf, x < 0 gives the quiet NaN (no
  * reflection: no op of tally reads one), a NaN input is returned unchanged.

@@ -25,9 +25,13 @@
 
 int cli_run(int argc, char **argv);
 
+/* Tokens the fuzzer picks from: every op name (tally.h's table), then options
+ * and values. */
 static const char *const dict[] = {
-    "sum", "mean", "min", "max", "logsumexp", "sumsq", "kl_div", "dirichlet_multinomial", "gmm_log_prob",
-    "gmm_sample", "rng", "categorical", "--in", "--out", "--rows", "--cols", "--axis", "--reduction",
+#define FUZZ_OP_NAME(id, name, reduce_op) #name,
+    TALLY_OP_MAP(FUZZ_OP_NAME)
+#undef FUZZ_OP_NAME
+    "--in", "--out", "--rows", "--cols", "--axis", "--reduction",
     "--input-is-prob", "--log-target", "--with-coefficient", "--per-row-alpha", "--batch", "--components",
     "--dim", "--seed", "--subsequence", "--offset", "--dist", "--count", "--logits", "--help", "--device",
     "--backend", "0", "1", "2", "3", "4", "7", "16", "-1", "0x10", "0x", "1e3", " 5", "18446744073709551615",

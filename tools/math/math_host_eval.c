@@ -1,6 +1,6 @@
 /*
  * math_host_eval.c - the host (plain C) build of tally's portable math, for
- * tools/cuda_math_compare.cu.
+ * tools/math/cuda_math_compare.cu.
  *
  * The CUDA program cannot call the header's functions from host code (in a
  * CUDA compilation TALLY_FN is __device__ only), and the host results must
@@ -8,10 +8,10 @@
  * bits are compared with.  So this file is compiled separately by gcc:
  *
  *   gcc -std=c11 -O2 -ffp-contract=off -Wall -Wextra -Wundef -Werror \
- *       -Iinclude -c tools/math_host_eval.c -o math_host_eval.o
+ *       -Iinclude -c tools/math/math_host_eval.c -o math_host_eval.o
  *
  * Function numbers (keep in sync with TALLY_TOOLS_FN_* in
- * tools/cuda_math_compare.cu):
+ * tools/math/cuda_math_compare.cu):
  *   0 exp, 1 log, 2 log1p, 3 lgamma, 4 sqrt, 5 recip, 6 sinpi, 7 cospi:
  *       out[i] = f(in[i]) for i < n;
  *   8 div:      in holds n pairs (a, b), out[i] = tally_divf(in[2i], in[2i+1]);

@@ -5,7 +5,8 @@
  *
  * Build and run (the numbers in docs/accuracy.md come from exactly this):
  *   gcc -std=c11 -O2 -ffp-contract=off -fopenmp -Wall -Wextra -Werror \
- *       -Iinclude tools/digamma_accuracy.c -o /tmp/digamma_accuracy -lm
+ *       -Iinclude -Iharness tools/math/digamma_accuracy.c \
+ *       harness/reference_backward.c -o /tmp/digamma_accuracy -lm
  *   /tmp/digamma_accuracy        # every float in (0, +inf]
  *   /tmp/digamma_accuracy 64     # every 64th bit pattern, a smoke test
  *

@@ -1,5 +1,5 @@
 /*
- * tools/reference.c - see reference.h. Everything here is double precision
+ * harness/reference.c - see reference.h. Everything here is double precision
  * over the C library's double functions, written from tally's documented
  * definitions and sharing no code with the library, so that an error in
  * tally's portable headers cannot hide itself by appearing on both sides of a
@@ -203,6 +203,33 @@ static double ksum_value(const ksum *k)
     return k->s + k->c;
 }
 
+/* A loss's per-element (or per-row) values: kept in out[k] with their
+ * magnitudes without a reduction, else summed with them. */
+typedef struct loss_sums {
+    int reduce; /* 0: TALLY_REF_REDUCTION_NONE */
+    double *out, *mag;
+    ksum value, scale;
+} loss_sums;
+
+static void loss_add(loss_sums *l, uint64_t k, double v, double m)
+{
+    if (!l->reduce) {
+        l->out[k] = v;
+        if (l->mag != NULL) l->mag[k] = m;
+    } else {
+        ksum_add(&l->value, v);
+        ksum_add(&l->scale, m);
+    }
+}
+
+/* Writes the reduced value (sum / div) and its magnitude; returns 1. */
+static int loss_finish(loss_sums *l, double div)
+{
+    l->out[0] = ksum_value(&l->value) / div;
+    if (l->mag != NULL) l->mag[0] = isfinite(l->out[0]) ? ksum_value(&l->scale) / div : 0.0;
+    return 1;
+}
+
 /* Element k of a vector: either row `row` of x, or the row-major flat view. */
 typedef struct vec {
     tally_ref_mat x;
@@ -347,28 +374,19 @@ int tally_ref_kl_div(tally_ref_mat input, tally_ref_mat target, int reduction, u
     uint64_t n = (uint64_t)input.rows * (uint64_t)input.cols;
     if (reduction == TALLY_REF_REDUCTION_MEAN && n == 0) return -1;
     if (reduction == TALLY_REF_REDUCTION_BATCHMEAN && input.rows == 0) return -1;
-    ksum s = {0, 0}, a = {0, 0};
+    loss_sums l = {.reduce = reduction != TALLY_REF_REDUCTION_NONE, .out = out, .mag = mag};
     uint64_t k = 0;
     for (int64_t r = 0; r < input.rows; r++) {
         for (int64_t c = 0; c < input.cols; c++, k++) {
             double m;
             double v = tally_ref_kl_term(row_ptr(input, r)[c], row_ptr(target, r)[c], flags, &m);
-            if (reduction == TALLY_REF_REDUCTION_NONE) {
-                out[k] = v;
-                if (mag != NULL) mag[k] = m;
-            } else {
-                ksum_add(&s, v);
-                ksum_add(&a, m);
-            }
+            loss_add(&l, k, v, m);
         }
     }
-    if (reduction == TALLY_REF_REDUCTION_NONE) return (int)n;
-    double value = ksum_value(&s), scale = ksum_value(&a);
-    double div = reduction == TALLY_REF_REDUCTION_MEAN ? (double)n
-                 : reduction == TALLY_REF_REDUCTION_BATCHMEAN ? (double)input.rows : 1.0;
-    out[0] = value / div;
-    if (mag != NULL) mag[0] = isfinite(out[0]) ? scale / div : 0.0;
-    return 1;
+    if (!l.reduce) return (int)n;
+    return loss_finish(&l, reduction == TALLY_REF_REDUCTION_MEAN        ? (double)n
+                           : reduction == TALLY_REF_REDUCTION_BATCHMEAN ? (double)input.rows
+                                                                        : 1.0);
 }
 
 /* ---- Dirichlet-multinomial ----------------------------------------------- */
@@ -424,24 +442,15 @@ int tally_ref_dirichlet_multinomial(tally_ref_mat counts, tally_ref_mat log_alph
         reduction != TALLY_REF_REDUCTION_MEAN)
         return -1;
     if (reduction == TALLY_REF_REDUCTION_MEAN && B == 0) return -1;
-    ksum s = {0, 0}, a = {0, 0};
+    loss_sums l = {.reduce = reduction != TALLY_REF_REDUCTION_NONE, .out = out, .mag = mag};
     for (int64_t b = 0; b < B; b++) {
         double m;
         const float *la = log_alpha.rows == 1 ? log_alpha.data : row_ptr(log_alpha, b);
         double v = dm_row(row_ptr(counts, b), la, V, flags, &m);
-        if (reduction == TALLY_REF_REDUCTION_NONE) {
-            out[b] = v;
-            if (mag != NULL) mag[b] = m;
-        } else {
-            ksum_add(&s, v);
-            ksum_add(&a, m);
-        }
+        loss_add(&l, (uint64_t)b, v, m);
     }
-    if (reduction == TALLY_REF_REDUCTION_NONE) return (int)B;
-    double div = reduction == TALLY_REF_REDUCTION_MEAN ? (double)B : 1.0;
-    out[0] = ksum_value(&s) / div;
-    if (mag != NULL) mag[0] = isfinite(out[0]) ? ksum_value(&a) / div : 0.0;
-    return 1;
+    if (!l.reduce) return (int)B;
+    return loss_finish(&l, reduction == TALLY_REF_REDUCTION_MEAN ? (double)B : 1.0);
 }
 
 /* ---- Gaussian mixture ------------------------------------------------------ */

@@ -1,5 +1,5 @@
 /*
- * tools/reference_backward.h - float64 references of the gradient ops,
+ * harness/reference_backward.h - float64 references of the gradient ops,
  * written from the formulas (docs/ops.md, "Gradients"), independent of the
  * library's terms. Used by tests/check_backward.c and `tally crosscheck`.
  *

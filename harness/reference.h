@@ -1,5 +1,5 @@
 /*
- * tools/reference.h - float64 reference implementations of every tally op.
+ * harness/reference.h - float64 reference implementations of every tally op.
  *
  * These functions are written from the definitions (include/tally.h,
  * docs/ops.md, docs/rng.md, docs/reduction-tree.md), independently of the

@@ -8,15 +8,15 @@ the rounding error of the earlier ones.  The fits are Lawson iterations
 (iteratively reweighted least squares), which converge to the minimax
 solution; reference values come from mpmath at 50 significant digits.
 
-Usage:  python3 tools/gen_math_coeffs.py            (prints every fit and constant)
-        python3 tools/gen_math_coeffs.py log 7      (one fit at another degree:
+Usage:  python3 tools/math/gen_math_coeffs.py            (prints every fit and constant)
+        python3 tools/math/gen_math_coeffs.py log 7      (one fit at another degree:
                                                      exp, log, lgamma, stirling X0 DEG,
                                                      sincos DEGS DEGC, constants)
 Needs:  mpmath and numpy (pip install mpmath numpy).
 
 The printed "max weighted error" is measured in float64 with the float32
 coefficients, so it is the approximation error alone, before the rounding
-errors of evaluating the polynomial in float32.  tools/math_accuracy.c
+errors of evaluating the polynomial in float32.  tools/math/math_accuracy.c
 measures the end result.
 """
 import sys
@@ -228,17 +228,18 @@ def print_constants():
     print()
 
 
+# Each fit by the name the command line gives it, in the order `all` prints them.
+FITS = {
+    'exp': fit_exp,
+    'log': fit_log,
+    'lgamma': fit_lgamma_core,
+    'stirling': fit_stirling,
+    'sincos': fit_sincospi,
+    'constants': print_constants,
+}
+
 if __name__ == '__main__':
     which = sys.argv[1] if len(sys.argv) > 1 else 'all'
-    if which in ('all', 'exp'):
-        fit_exp()
-    if which in ('all', 'log'):
-        fit_log()
-    if which in ('all', 'lgamma'):
-        fit_lgamma_core()
-    if which in ('all', 'stirling'):
-        fit_stirling()
-    if which in ('all', 'sincos'):
-        fit_sincospi()
-    if which in ('all', 'constants'):
-        print_constants()
+    for name, fit in FITS.items():
+        if which in ('all', name):
+            fit()

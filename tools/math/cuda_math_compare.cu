@@ -9,12 +9,12 @@
  * It prints markdown tables (for docs/accuracy.md, section "CUDA (H200)").
  *
  * Build (the host side of tally must be the C build, so it comes from
- * tools/math_host_eval.c compiled by gcc; this file includes the header for
+ * tools/math/math_host_eval.c compiled by gcc; this file includes the header for
  * device code only):
  *   gcc -std=c11 -O2 -ffp-contract=off -Wall -Wextra -Wundef -Werror -Iinclude \
- *       -c tools/math_host_eval.c -o /tmp/math_host_eval.o
+ *       -c tools/math/math_host_eval.c -o /tmp/math_host_eval.o
  *   nvcc -O2 -fmad=false -Xcompiler -ffp-contract=off -arch=sm_90 -Iinclude \
- *       tools/cuda_math_compare.cu /tmp/math_host_eval.o -o /tmp/cuda_math_compare
+ *       tools/math/cuda_math_compare.cu /tmp/math_host_eval.o -o /tmp/cuda_math_compare
  *   /tmp/cuda_math_compare          # 2^24 inputs per function
  *   /tmp/cuda_math_compare 26       # 2^26 inputs per function
  * Keep nvcc's defaults -ftz=false -prec-div=true -prec-sqrt=true; fast-math
@@ -40,11 +40,13 @@
 
 #include <cuda_runtime.h>
 
+#include "../../harness/rand.h"
+#include "math_ref.h"
 #include "tally/portable_math.h"
 
 extern "C" void tally_tools_eval_host(int fn, const float *in, float *out, size_t n);
 
-/* Keep in sync with tools/math_host_eval.c. */
+/* Keep in sync with tools/math/math_host_eval.c. */
 enum {
     TALLY_TOOLS_FN_EXP, TALLY_TOOLS_FN_LOG, TALLY_TOOLS_FN_LOG1P, TALLY_TOOLS_FN_LGAMMA,
     TALLY_TOOLS_FN_SQRT, TALLY_TOOLS_FN_RECIP, TALLY_TOOLS_FN_SINPI, TALLY_TOOLS_FN_COSPI,
@@ -153,12 +155,10 @@ __global__ void k_bench(const float *in, float *out, size_t n)
 /* ---------------- host side ---------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+/* splitmix64 (harness/rand.h): deterministic inputs, the same on every run. */
 static uint64_t rng_next(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return harness_splitmix64(&rng_state);
 }
 
 static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -197,24 +197,6 @@ static float draw(const domain &d, size_t i, size_t n)
     return f_of((uint32_t)r);
 }
 
-/* sin(pi x) / cos(pi x) in double with exact reduction (x is a float). */
-static double ref_sincospi(float xf, int want_cos)
-{
-    double x = xf;
-    if (std::isinf(x) || std::isnan(x))
-        return NAN;
-    if (fabs(x) >= 0x1p24)
-        return want_cos ? 1.0 : copysign(0.0, x);
-    double j = rint(2.0 * x), t = x - 0.5 * j;
-    long q = ((long)j) & 3;
-    double s = sin(M_PI * t), c = cos(M_PI * t);
-    switch (q) {
-    case 0: return want_cos ? c : s;
-    case 1: return want_cos ? -s : c;
-    case 2: return want_cos ? -c : -s;
-    default: return want_cos ? s : -c;
-    }
-}
 
 static double reference(int fn, float x, float y)
 {
@@ -226,30 +208,14 @@ static double reference(int fn, float x, float y)
     case TALLY_TOOLS_FN_LGAMMA: return (x > 0.0f) ? lgamma(d) : NAN; /* tally's domain */
     case TALLY_TOOLS_FN_SQRT: return sqrt(d);
     case TALLY_TOOLS_FN_RECIP: return 1.0 / d;
-    case TALLY_TOOLS_FN_SINPI: return ref_sincospi(x, 0);
-    case TALLY_TOOLS_FN_COSPI: return ref_sincospi(x, 1);
+    case TALLY_TOOLS_FN_SINPI: return math_ref_sincospi(x, 0);
+    case TALLY_TOOLS_FN_COSPI: return math_ref_sincospi(x, 1);
     case TALLY_TOOLS_FN_DIV: return d / (double)y;
     }
     return NAN;
 }
 
-static int64_t ordinal(float f)
-{
-    uint32_t u = u_of(f);
-    return (u & 0x80000000u) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
-}
 
-static double ulp_of(double v)
-{
-    double a = fabs(v);
-    if (a < 0x1p-126)
-        return 0x1p-149;
-    int e;
-    frexp(a, &e);
-    if (e > 128)
-        e = 128;
-    return ldexp(1.0, e - 24);
-}
 
 struct acc_stats {
     uint64_t n = 0, n_off = 0, special = 0, n_abs = 0;
@@ -273,11 +239,11 @@ struct acc_stats {
             if (ae > max_abs) { max_abs = ae; at_abs = x; }
             return;
         }
-        int64_t d = ordinal(got) - ordinal(rf);
+        int64_t d = math_ref_ordinal(got) - math_ref_ordinal(rf);
         if (d < 0) d = -d;
         if (d) n_off++;
         if (d > max_ulp) { max_ulp = d; at_ulp = x; }
-        double e = fabs((double)got - ref) / ulp_of(ref);
+        double e = fabs((double)got - ref) / math_ref_ulp(ref);
         if (e > max_err) { max_err = e; at_err = x; }
     }
 };
@@ -376,10 +342,10 @@ int main(int argc, char **argv)
         uint64_t div_ieee_tally = 0, div_ieee_bi = 0;
         for (size_t i = 0; i < n; i++) {
             if (fn == TALLY_TOOLS_FN_SINCOSPI) {
-                ts.add(TALLY_TOOLS_FN_SINPI, in[i], out_dev[2 * i], ref_sincospi(in[i], 0));
-                ts.add(TALLY_TOOLS_FN_COSPI, in[i], out_dev[2 * i + 1], ref_sincospi(in[i], 1));
-                bs.add(TALLY_TOOLS_FN_SINPI, in[i], out_bi[2 * i], ref_sincospi(in[i], 0));
-                bs.add(TALLY_TOOLS_FN_COSPI, in[i], out_bi[2 * i + 1], ref_sincospi(in[i], 1));
+                ts.add(TALLY_TOOLS_FN_SINPI, in[i], out_dev[2 * i], math_ref_sincospi(in[i], 0));
+                ts.add(TALLY_TOOLS_FN_COSPI, in[i], out_dev[2 * i + 1], math_ref_sincospi(in[i], 1));
+                bs.add(TALLY_TOOLS_FN_SINPI, in[i], out_bi[2 * i], math_ref_sincospi(in[i], 0));
+                bs.add(TALLY_TOOLS_FN_COSPI, in[i], out_bi[2 * i + 1], math_ref_sincospi(in[i], 1));
             } else if (fn == TALLY_TOOLS_FN_DIV) {
                 float a = in[2 * i], b = in[2 * i + 1];
                 double ref = reference(fn, a, b);

@@ -1,5 +1,5 @@
 /*
- * tools/reference_backward.c - float64 references of the gradient ops (see
+ * harness/reference_backward.c - float64 references of the gradient ops (see
  * reference_backward.h).
  */
 #include "reference_backward.h"

@@ -5,7 +5,7 @@
  *
  * Build and run (the numbers in docs/accuracy.md come from exactly this):
  *   gcc -std=c11 -O2 -ffp-contract=off -fopenmp -Wall -Wextra -Wundef -Werror \
- *       -Iinclude tools/math_accuracy.c -o /tmp/math_accuracy -lm
+ *       -Iinclude tools/math/math_accuracy.c -o /tmp/math_accuracy -lm
  *   /tmp/math_accuracy            # full run: every float where stated
  *   /tmp/math_accuracy --quick    # every 64th float pattern, for a smoke test
  *   /tmp/math_accuracy exp log    # only the named functions
@@ -34,109 +34,68 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../harness/rand.h"
+#include "math_ref.h"
 #include "tally/portable_math.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-enum fn_id { F_EXP, F_LOG, F_LOG1P, F_LGAMMA, F_SQRT, F_RECIP, F_SINPI, F_COSPI, F_COUNT };
-static const char *fn_names[F_COUNT] = { "exp", "log", "log1p", "lgamma", "sqrt", "recip", "sinpi", "cospi" };
+/* Every function measured: X(ID, name, float64 reference of float x (as
+ * double d), tally's value, glibc's float value, how glibc's is spelled). */
+#define FN_MAP(X)                                                                                       \
+    X(EXP, "exp", exp(d), tally_expf(x), expf(x), "expf")                                               \
+    X(LOG, "log", log(d), tally_logf(x), logf(x), "logf")                                               \
+    X(LOG1P, "log1p", log1p(d), tally_log1pf(x), log1pf(x), "log1pf")                                   \
+    X(LGAMMA, "lgamma", (x < 0.0f) ? NAN : lgamma(d), tally_lgammaf(x), (x < 0.0f) ? NAN : lgammaf(x),  \
+      "lgammaf")                                                                                        \
+    X(SQRT, "sqrt", sqrt(d), tally_sqrtf(x), sqrtf(x), "sqrtf")                                         \
+    X(RECIP, "recip", 1.0 / d, tally_recipf(x), 1.0f / x, "1.0f/x")                                     \
+    X(SINPI, "sinpi", math_ref_sincospi(x, 0), tally_sinpif(x), sinf((float)M_PI * x), "sinf((float)M_PI*x)") \
+    X(COSPI, "cospi", math_ref_sincospi(x, 1), tally_cospif(x), cosf((float)M_PI * x), "cosf((float)M_PI*x)")
+
+enum fn_id {
+#define FN_ID(id, name, ref, mine, glibc, glibc_name) F_##id,
+    FN_MAP(FN_ID)
+#undef FN_ID
+    F_COUNT
+};
+static const char *fn_names[F_COUNT] = {
+#define FN_NAME(id, name, ref, mine, glibc, glibc_name) name,
+    FN_MAP(FN_NAME)
+#undef FN_NAME
+};
 static const char *glibc_names[F_COUNT] = {
-    "expf", "logf", "log1pf", "lgammaf", "sqrtf", "1.0f/x", "sinf((float)M_PI*x)", "cosf((float)M_PI*x)"
+#define FN_GLIBC_NAME(id, name, ref, mine, glibc, glibc_name) glibc_name,
+    FN_MAP(FN_GLIBC_NAME)
+#undef FN_GLIBC_NAME
 };
 
 static uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float float_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-/* sin(pi x) or cos(pi x) in double with exact argument reduction: x is a
- * float, so 2x, rint(2x) and t = x - j/2 are exact in double, and
- * sin(M_PI * t) for |t| <= 1/4 is accurate to a few 1e-17. */
-static double ref_sincospi(float xf, int want_cos)
-{
-    double x = xf;
-    if (isinf(x) || isnan(x))
-        return NAN;
-    if (fabs(x) >= 0x1p24)
-        return want_cos ? 1.0 : copysign(0.0, x);
-    double j = rint(2.0 * x);
-    double t = x - 0.5 * j;
-    long q = ((long)j) & 3;
-    double s = sin(M_PI * t), c = cos(M_PI * t);
-    double sv, cv;
-    switch (q) {
-    case 0: sv = s; cv = c; break;
-    case 1: sv = c; cv = -s; break;
-    case 2: sv = -s; cv = -c; break;
-    default: sv = -c; cv = s; break;
-    }
-    return want_cos ? cv : sv;
-}
 
-static double reference(int fn, float x)
+/* Function fn at x: which 0 is the float64 reference, 1 tally's value, 2
+ * glibc's (the floats widen exactly). */
+static double eval(int fn, float x, int which)
 {
-    double d = x;
+    const double d = x;
     switch (fn) {
-    case F_EXP: return exp(d);
-    case F_LOG: return log(d);
-    case F_LOG1P: return log1p(d);
-    case F_LGAMMA: return (x < 0.0f) ? NAN : lgamma(d);
-    case F_SQRT: return sqrt(d);
-    case F_RECIP: return 1.0 / d;
-    case F_SINPI: return ref_sincospi(x, 0);
-    case F_COSPI: return ref_sincospi(x, 1);
+#define FN_EVAL(id, name, ref, mine, glibc, glibc_name) \
+    case F_##id: return which == 0 ? (double)(ref) : which == 1 ? (double)(mine) : (double)(glibc);
+        FN_MAP(FN_EVAL)
+#undef FN_EVAL
     }
+    (void)d;
     return NAN;
 }
 
-static float tally_eval(int fn, float x)
-{
-    switch (fn) {
-    case F_EXP: return tally_expf(x);
-    case F_LOG: return tally_logf(x);
-    case F_LOG1P: return tally_log1pf(x);
-    case F_LGAMMA: return tally_lgammaf(x);
-    case F_SQRT: return tally_sqrtf(x);
-    case F_RECIP: return tally_recipf(x);
-    case F_SINPI: return tally_sinpif(x);
-    case F_COSPI: return tally_cospif(x);
-    }
-    return NAN;
-}
+static double reference(int fn, float x) { return eval(fn, x, 0); }
+static float tally_eval(int fn, float x) { return (float)eval(fn, x, 1); }
+static float glibc_eval(int fn, float x) { return (float)eval(fn, x, 2); }
 
-static float glibc_eval(int fn, float x)
-{
-    switch (fn) {
-    case F_EXP: return expf(x);
-    case F_LOG: return logf(x);
-    case F_LOG1P: return log1pf(x);
-    case F_LGAMMA: return (x < 0.0f) ? NAN : lgammaf(x);
-    case F_SQRT: return sqrtf(x);
-    case F_RECIP: return 1.0f / x;
-    case F_SINPI: return sinf((float)M_PI * x);
-    case F_COSPI: return cosf((float)M_PI * x);
-    }
-    return NAN;
-}
 
-/* Position on the number line in float steps (+0 and -0 both map to 0). */
-static int64_t ordinal(float f)
-{
-    uint32_t u = bits_of(f);
-    return (u & 0x80000000u) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
-}
-
-static double ulp_of(double v)
-{
-    double a = fabs(v);
-    if (a < 0x1p-126)
-        return 0x1p-149;
-    int e;
-    frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
-    if (e > 128)
-        e = 128;
-    return ldexp(1.0, e - 24);
-}
 
 typedef struct {
     uint64_t n;          /* inputs measured */
@@ -189,11 +148,11 @@ static void stats_add(stats_t *s, int fn, float x, float y, double ref)
         if (ae > s->max_abs) { s->max_abs = ae; s->at_abs = x; }
         return;
     }
-    int64_t d = ordinal(y) - ordinal(rf);
+    int64_t d = math_ref_ordinal(y) - math_ref_ordinal(rf);
     if (d < 0) d = -d;
     if (d) s->n_off++;
     if (d > s->max_ulp) { s->max_ulp = d; s->at_ulp = x; }
-    double e = fabs((double)y - ref) / ulp_of(ref);
+    double e = fabs((double)y - ref) / math_ref_ulp(ref);
     if (e > s->max_err) { s->max_err = e; s->at_err = x; }
 }
 
@@ -276,13 +235,10 @@ static const job_t jobs[] = {
 /* ---- division: tally_divf against IEEE a / b ---- */
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
+/* splitmix64 (harness/rand.h): deterministic inputs, the same on every run. */
 static uint64_t rng_next(void)
 {
-    /* splitmix64: deterministic inputs, same on every run */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return harness_splitmix64(&rng_state);
 }
 
 static void run_div(uint64_t n)

@@ -1,9 +1,9 @@
 /*
- * tools/curand_record.cu - records cuRAND's Philox4_32_10 raw and uniform
+ * tools/math/curand_record.cu - records cuRAND's Philox4_32_10 raw and uniform
  * streams for a few (seed, subsequence, offset) triples, in the format read
  * by tests/check_rng_contract.c (tests/data/curand_reference.txt).
  *
- * Run on an NVIDIA GPU:  nvcc -O2 -o curand_record tools/curand_record.cu && ./curand_record
+ * Run on an NVIDIA GPU:  nvcc -O2 -o curand_record tools/math/curand_record.cu && ./curand_record
  * Each line: KIND SEED SUBSEQUENCE OFFSET COUNT W0 W1 ... (hex; for uniform,
  * the float's bits). The device API is header-only, so no -lcurand.
  */
@@ -63,7 +63,7 @@ int main()
     CHECK(cudaMemcpy(raw, draw, sizeof raw, cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(uni, duni, sizeof uni, cudaMemcpyDeviceToHost));
     printf("# cuRAND Philox4_32_10 (curand_init(seed, subsequence, offset)), recorded on an NVIDIA GPU\n");
-    printf("# by tools/curand_record.cu. KIND SEED SUBSEQUENCE OFFSET COUNT then COUNT hex words\n");
+    printf("# by tools/math/curand_record.cu. KIND SEED SUBSEQUENCE OFFSET COUNT then COUNT hex words\n");
     printf("# (uniform: the bits of curand_uniform's float).\n");
     for (int i = 0; i < n; i++) {
         for (int kind = 0; kind < 2; kind++) {

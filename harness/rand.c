@@ -1,33 +1,33 @@
 /*
- * tools/cli_gen.c - deterministic input generators (see cli_gen.h).
+ * harness/rand.c - deterministic input makers (see rand.h).
  */
-#include "cli_gen.h"
+#include "rand.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 #define TWO_PI 6.283185307179586476925286766559
 
-double cli_rand_normal(cli_rand *r)
+double harness_rand_normal(harness_rand *r)
 {
-    double u = cli_rand_unit(r), v = cli_rand_unit(r);
+    double u = harness_rand_unit(r), v = harness_rand_unit(r);
     return sqrt(-2.0 * log(u)) * cos(TWO_PI * v);
 }
 
-void cli_fill_normal(float *x, uint64_t n, cli_rand *r, double mean, double sd)
+void harness_fill_normal(float *x, uint64_t n, harness_rand *r, double mean, double sd)
 {
-    for (uint64_t i = 0; i < n; i++) x[i] = (float)(mean + sd * cli_rand_normal(r));
+    for (uint64_t i = 0; i < n; i++) x[i] = (float)(mean + sd * harness_rand_normal(r));
 }
 
-void cli_fill_counts(float *x, uint64_t n, cli_rand *r)
+void harness_fill_counts(float *x, uint64_t n, harness_rand *r)
 {
     for (uint64_t i = 0; i < n; i++) {
-        double v = floor(exp(0.5 + 1.2 * cli_rand_normal(r))) - 1.0;
+        double v = floor(exp(0.5 + 1.2 * harness_rand_normal(r))) - 1.0;
         x[i] = (float)(v < 0.0 ? 0.0 : v > 1e6 ? 1e6 : v);
     }
 }
 
-void cli_fill_softmax_rows(float *x, int64_t rows, int64_t cols, cli_rand *r, double sd, double zero_fraction,
+void harness_fill_softmax_rows(float *x, int64_t rows, int64_t cols, harness_rand *r, double sd, double zero_fraction,
                            int as_log, unsigned char *zero_mask, int make_mask)
 {
     double *w = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *w);
@@ -37,15 +37,15 @@ void cli_fill_softmax_rows(float *x, int64_t rows, int64_t cols, cli_rand *r, do
         if (mask != NULL && make_mask) {
             int any = 0;
             for (int64_t c = 0; c < cols; c++) {
-                mask[c] = cli_rand_unit(r) < zero_fraction;
+                mask[c] = harness_rand_unit(r) < zero_fraction;
                 any |= !mask[c];
             }
-            if (!any && cols > 0) mask[(size_t)(cli_rand_u64(r) % (uint64_t)cols)] = 0;
+            if (!any && cols > 0) mask[(size_t)(harness_rand_u64(r) % (uint64_t)cols)] = 0;
         }
         /* Softmax in double, shifted by the maximum. */
         double m = -INFINITY;
         for (int64_t c = 0; c < cols; c++) {
-            w[c] = sd * cli_rand_normal(r);
+            w[c] = sd * harness_rand_normal(r);
             if (mask == NULL || !mask[c]) m = w[c] > m ? w[c] : m;
         }
         double total = 0.0;
