@@ -35,10 +35,8 @@
 # into a private prefix, as scripts/gpu_session.sh does.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out=${OUT:-/tmp/tally-bench-out}
-logs="$out/logs"
-mkdir -p "$logs"
-build=${TALLY_BUILD_DIR:-build-gpu}
+gpu_out_default=/tmp/tally-bench-out
+. scripts/gpu_env.sh
 scales=${BENCH_SCALES:-0.0625,0.25,1,4}
 start=$(date +%s)
 deadline=${GPU_DEADLINE:-560}
@@ -77,7 +75,6 @@ if [ -z "${BENCH_COMMIT:-}" ] && [ -n "$(git status --porcelain --untracked-file
 fi
 
 # ---- Check and OpenCL headers from .debs/, then the build -------------------
-. scripts/gpu_env.sh
 tests=true
 [ -e "$gpu_prefix/usr/include/check.h" ] || pkg-config --exists check 2>/dev/null || tests=false
 step "build ($build, tests=$tests)"

@@ -179,6 +179,28 @@ TALLY_KERNEL void tally_k_dm_bw_scale(TALLY_K_PARAMS(dm_bw_scale))
 }
 
 
+/*
+ * The middle of tally_k_gmm_bw_rows for one dimension d of a row, between
+ * its two passes over the components: dz = -acc (the sum over k of the
+ * gradient parts a) stored at *gz_at when wanted, then, when mu's or
+ * log_var's gradient is wanted (else it returns 0), G = dz plus the
+ * upstream gradient of z (*gzi_at) and, for the sample, t = the noise eps
+ * (stream element `element`) times tally_gauss_std of the drawn
+ * component's log_var (*lv_c); 0 without a sample.
+ */
+TALLY_FN int tally_k_gmm_bw_dim(float acc, TALLY_GLOBAL float *gz_at, TALLY_GLOBAL const float *gzi_at, tally_u32 flags,
+                                TALLY_GLOBAL const float *lv_c, tally_u64 seed, tally_u64 subsequence,
+                                tally_u64 element, float *G, float *t)
+{
+    const float dz = -acc;
+    if (flags & TALLY_K_GMM_BW_WANT_GZ) *gz_at = tally_canonical(dz);
+    if (!(flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV))) return 0;
+    *G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? *gzi_at + dz : dz;
+    *t = 0.0f;
+    if (flags & TALLY_K_GMM_BW_SAMPLE) *t = tally_gauss_std(*lv_c) * tally_stream_normal(seed, subsequence, element);
+    return 1;
+}
+
 /* Work-items per row in tally_k_gmm_bw_rows: the smallest power of two
  * >= D, 1 .. the group size (the launcher sizes its grid with the same). */
 TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
@@ -263,15 +285,11 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                             acc = k == 0u ? e.a : acc + e.a;
                         }
                     }
-                    const float dz = -acc;
-                    if (flags & TALLY_K_GMM_BW_WANT_GZ) gz[gz_off + b * gz_stride + d] = tally_canonical(dz);
-                    if (!(flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV))) continue;
-                    const float G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? gzi[gzi_off + b * gzi_stride + d] + dz : dz;
-                    float t = 0.0f;
-                    if (sample) {
-                        const float eps = tally_stream_normal(seed, subsequence, offset + B4 + b * D2 + d);
-                        t = tally_gauss_std(lr[(tally_u64)c * D + d]) * eps;
-                    }
+                    float G, t;
+                    if (!tally_k_gmm_bw_dim(acc, gz + gz_off + b * gz_stride + d, gzi + gzi_off + b * gzi_stride + d,
+                                            flags, lr + (tally_u64)c * D + d, seed, subsequence,
+                                            offset + B4 + b * D2 + d, &G, &t))
+                        continue;
                     for (tally_u32 k = 0; k < TALLY_K_GMM_BW_STAGED_K; k++) {
                         if ((tally_u64)k < K) {
                             float a = ea[k], bb = eb[k];
@@ -321,15 +339,10 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                 const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
                 acc = k == 0u ? e.a : acc + e.a;
             }
-            const float dz = -acc;
-            if (flags & TALLY_K_GMM_BW_WANT_GZ) gz[gz_off + b * gz_stride + d] = tally_canonical(dz);
-            if (!(flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV))) continue;
-            const float G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? gzi[gzi_off + b * gzi_stride + d] + dz : dz;
-            float t = 0.0f;
-            if (sample) {
-                const float eps = tally_stream_normal(seed, subsequence, offset + B4 + b * D2 + d);
-                t = tally_gauss_std(lr[(tally_u64)c * D + d]) * eps;
-            }
+            float G, t;
+            if (!tally_k_gmm_bw_dim(acc, gz + gz_off + b * gz_stride + d, gzi + gzi_off + b * gzi_stride + d, flags,
+                                    lr + (tally_u64)c * D + d, seed, subsequence, offset + B4 + b * D2 + d, &G, &t))
+                continue;
             for (tally_u64 k = 0; k < K; k++) {
                 const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
                 tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);

@@ -11,23 +11,14 @@
 # Same setup as scripts/gpu_session.sh (Check and OpenCL headers from .debs/).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out=${OUT:-/tmp/tally-gpu-out}
-logs="$out/logs"
-mkdir -p "$logs"
-build=${TALLY_BUILD_DIR:-build-gpu}
+gpu_out_default=/tmp/tally-gpu-out
+. scripts/gpu_env.sh
 summary="$out/summary-backward.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-. scripts/gpu_env.sh
 gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || exit 1
 tally="$build/tools/tally"
-read -r cl_nvidia cl_pocl <<<"$($tally info --json | python3 -c '
-import json, sys
-info = json.load(sys.stdin)
-devs = [d for b in info.get("backends", []) if b.get("name") == "opencl" for d in b.get("devices", [])]
-gpu = [d["index"] for d in devs if d.get("gpu")]
-cpu = [d["index"] for d in devs if not d.get("gpu")]
-print(gpu[0] if gpu else -1, cpu[0] if cpu else -1)')"
+gpu_opencl_devices "$tally"
 note "opencl devices: nvidia=$cl_nvidia pocl=$cl_pocl"
 
 run() { # name, seconds, command...

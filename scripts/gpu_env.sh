@@ -5,9 +5,17 @@
 #
 #   . scripts/gpu_env.sh                          # PATH, prefix, PKG_CONFIG_PATH, LD_LIBRARY_PATH
 #   gpu_build BUILD_DIR LOG_DIR [meson options]   # configure (once) and build; 1 on failure
+#   gpu_opencl_devices TALLY_CLI                  # cl_nvidia, cl_pocl: OpenCL device indices
+#
+# Sourcing also sets out (OUT, else gpu_out_default, else /tmp/tally-gpu-out),
+# logs ($out/logs, created) and build (TALLY_BUILD_DIR, else build-gpu).
 #
 # After sourcing, gpu_prefix is the prefix and gpu_c_args holds the meson
 # -Dc_args option that finds its headers (empty when .debs/ has none).
+out=${OUT:-${gpu_out_default:-/tmp/tally-gpu-out}}
+logs="$out/logs"
+mkdir -p "$logs"
+build=${TALLY_BUILD_DIR:-build-gpu}
 if [ -d /usr/local/cuda/bin ]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
 gpu_prefix=/tmp/tally-prefix
 if [ ! -d "$gpu_prefix/usr/include/CL" ] && ls .debs/opencl-c-headers*.deb >/dev/null 2>&1; then
@@ -42,4 +50,17 @@ gpu_build() {
     # shellcheck disable=SC2086 # the targets are words
     timeout "${GPU_BUILD_TIMEOUT:-400}" ninja -C "$build" ${GPU_BUILD_TARGETS:-} >"$logs/build.log" 2>&1 ||
         { grep -B2 -A10 -E "error|FAILED" "$logs/build.log" | head -60; return 1; }
+}
+
+# gpu_opencl_devices TALLY_CLI: cl_nvidia and cl_pocl, the OpenCL indices of
+# the first GPU device (NVIDIA's) and the first CPU device (PoCL's), -1 when
+# there is none, from `tally info --json`.
+gpu_opencl_devices() {
+    read -r cl_nvidia cl_pocl <<<"$("$1" info --json | python3 -c '
+import json, sys
+info = json.load(sys.stdin)
+devs = [d for b in info.get("backends", []) if b.get("name") == "opencl" for d in b.get("devices", [])]
+gpu = [d["index"] for d in devs if d.get("gpu")]
+cpu = [d["index"] for d in devs if not d.get("gpu")]
+print(gpu[0] if gpu else -1, cpu[0] if cpu else -1)')"
 }

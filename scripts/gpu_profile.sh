@@ -14,11 +14,9 @@
 # sass-counts.txt (instructions per kernel, sm_90), build logs.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out=${OUT:-/tmp/tally-profile-out}
-mkdir -p "$out/logs"
-build=${TALLY_BUILD_DIR:-build-gpu}
-only=${PROFILE_ONLY:-kl_bw=kl_backward dm_bw=dm_bw gmm_bw=gmm_bw}
+gpu_out_default=/tmp/tally-profile-out
 . scripts/gpu_env.sh
+only=${PROFILE_ONLY:-kl_bw=kl_backward dm_bw=dm_bw gmm_bw=gmm_bw}
 GPU_BUILD_TARGETS=${GPU_BUILD_TARGETS:-bench/tally-bench} gpu_build "$build" "$out/logs" -Dcuda=enabled -Dopencl=enabled || exit 1
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 

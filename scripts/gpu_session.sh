@@ -15,17 +15,14 @@
 # prefix. Logs land in $OUT (the device tool's output folder).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out=${OUT:-/tmp/tally-gpu-out}
-logs="$out/logs"
-mkdir -p "$logs"
-build=${TALLY_BUILD_DIR:-build-gpu}
+gpu_out_default=/tmp/tally-gpu-out
+. scripts/gpu_env.sh
 start=$(date +%s)
 step() { printf '\n== [%ss] %s\n' "$(($(date +%s) - start))" "$*"; }
 summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
 # ---- Check and OpenCL headers from .debs/, then the build ------------------
-. scripts/gpu_env.sh
 step "build"
 gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || exit 1
 tally="$build/tools/tally"
@@ -55,13 +52,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 $tally info >"$logs/info.txt" 2>&1
 cat "$logs/info.txt"
 # OpenCL device indices: the first GPU (NVIDIA) and the first CPU (PoCL).
-read -r cl_nvidia cl_pocl <<<"$($tally info --json | python3 -c '
-import json, sys
-info = json.load(sys.stdin)
-devs = [d for b in info.get("backends", []) if b.get("name") == "opencl" for d in b.get("devices", [])]
-gpu = [d["index"] for d in devs if d.get("gpu")]
-cpu = [d["index"] for d in devs if not d.get("gpu")]
-print(gpu[0] if gpu else -1, cpu[0] if cpu else -1)')"
+gpu_opencl_devices "$tally"
 note "opencl devices: nvidia=$cl_nvidia pocl=$cl_pocl"
 
 # 1. Every suite: host and CUDA (device 0), then OpenCL on the NVIDIA GPU
