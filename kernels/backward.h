@@ -140,30 +140,17 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_K_PARAMS(dm_bw_elements))
             const float psi_a = tally_digammaf(a);
             for (tally_u32 k = 1u; k < TALLY_K_DM_BW_TABLE_N; k++)
                 psi_tab[k * TALLY_K_GROUP_SIZE + lid] = tally_digammaf((float)k + a);
-            /* Eight rows at a time, their loads issued before any use, so
-             * that eight loads per work-item are in flight at once (one at a
-             * time, the kernel waited on each load's latency). */
-            for (tally_u32 i0 = 0; i0 < rows; i0 += 8u) {
-                float nv[8], rv[8], gv[8];
-                for (tally_u32 u = 0; u < 8u; u++) {
-                    const tally_u64 b = b0 + i0 + u;
-                    const int in = i0 + u < rows;
-                    nv[u] = in ? counts[c_off + b * c_stride + v] : 0.0f;
-                    rv[u] = in ? rg[rg_off + b] : 0.0f;
-                    gv[u] = in ? rg[rg_off + B + b] : 0.0f;
-                }
-                for (tally_u32 u = 0; u < 8u; u++) {
-                    if (i0 + u >= rows) break;
-                    const float n = nv[u];
-                    float psi_na = 0.0f;
-                    if (n >= 1.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n))
-                        psi_na = psi_tab[(tally_u32)n * TALLY_K_GROUP_SIZE + lid];
-                    else if (n != 0.0f)
-                        psi_na = tally_digammaf(n + a);
-                    /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
-                    const float term = tally_dm_grad_term_of(n, psi_na, psi_a);
-                    out[out_off + v * B + b0 + i0 + u] = gv[u] * (rv[u] + term);
-                }
+            for (tally_u32 i = 0; i < rows; i++) {
+                const tally_u64 b = b0 + i;
+                const float n = counts[c_off + b * c_stride + v];
+                float psi_na = 0.0f;
+                if (n >= 1.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n))
+                    psi_na = psi_tab[(tally_u32)n * TALLY_K_GROUP_SIZE + lid];
+                else if (n != 0.0f)
+                    psi_na = tally_digammaf(n + a);
+                /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
+                const float term = tally_dm_grad_term_of(n, psi_na, psi_a);
+                out[out_off + v * B + b] = rg[rg_off + B + b] * (rg[rg_off + b] + term);
             }
         }
     }
@@ -222,7 +209,6 @@ TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
  */
 TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
 {
-    TALLY_LOCAL_ARRAY(float, cks, TALLY_K_GMM_BW_STAGED_K * TALLY_K_GROUP_SIZE);
     TALLY_GLOBAL float *sc = scratch + scratch_off;
     TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
     TALLY_GLOBAL const float *lg = logits + logits_off;
@@ -232,83 +218,10 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
     /* A segment of `width` work-items per row (the smallest power of two
      * >= D, at most the group), so that short rows do not leave most of a
-     * group idle. */
+     * group idle; nothing is shared between work-items. */
     const tally_u32 width = tally_k_gmm_bw_width(D);
     const tally_u32 rows_per_group = TALLY_K_GROUP_SIZE / width;
     const tally_u32 seg = lid / width, j = lid - seg * width;
-    if (K <= TALLY_K_GMM_BW_STAGED_K) {
-        /* Staged: the first K work-items of a segment compute the row's log
-         * density L and the weights c_k = tally_gmm_grad_weight(...) into
-         * local memory (cks[seg * STAGED_K + k]); after a barrier every
-         * work-item reads them, and keeps each element's tally_gmm_grad_elem
-         * in registers from the first pass over k (dz) to the second. The
-         * same functions of the same values as the general path below, in
-         * the same order, so the same bits, for a fraction of its exps. */
-        for (tally_u64 first = TALLY_GROUP_ID() * rows_per_group; first < B;
-             first += TALLY_GROUP_COUNT() * rows_per_group) {
-            const tally_u64 b = first + seg;
-            const tally_i32 c = (sample && b < B) ? picks[b] : -1;
-            const int live = b < B && (!sample || c >= 0);
-            TALLY_GLOBAL const float *s = sc + s_off + b * K;
-            TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride;
-            TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride;
-            const float g = (live && (flags & TALLY_K_GMM_BW_HAS_GQ)) ? gq[gq_off + b * gq_stride] : 0.0f;
-            if (live && (tally_u64)j < K) {
-                const float L = tally_gmm_row_lse(s, lg, llse, K);
-                for (tally_u64 k = j; k < K; k += width) {
-                    cks[seg * TALLY_K_GMM_BW_STAGED_K + k] =
-                        tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
-                    if (flags & TALLY_K_GMM_BW_WANT_W)
-                        sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s[k], lg[k], llse, L);
-                }
-            }
-            TALLY_BARRIER();
-            if (b < B && !live) {
-                for (tally_u64 i = j; i < K * D; i += width) {
-                    if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
-                    if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
-                }
-                if (flags & TALLY_K_GMM_BW_WANT_W)
-                    for (tally_u64 k = j; k < K; k += width) sc[w_off + b * K + k] = TALLY_F32_NAN;
-            }
-            if (live) {
-                TALLY_LOCAL const float *ck = cks + seg * TALLY_K_GMM_BW_STAGED_K;
-                for (tally_u64 d = j; d < D; d += width) {
-                    const float zd = z[z_off + b * z_stride + d];
-                    float ea[TALLY_K_GMM_BW_STAGED_K], eb[TALLY_K_GMM_BW_STAGED_K];
-                    float acc = 0.0f;
-                    for (tally_u32 k = 0; k < TALLY_K_GMM_BW_STAGED_K; k++) {
-                        if ((tally_u64)k < K) {
-                            const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck[k]);
-                            ea[k] = e.a;
-                            eb[k] = e.b;
-                            acc = k == 0u ? e.a : acc + e.a;
-                        }
-                    }
-                    float G, t;
-                    if (!tally_k_gmm_bw_dim(acc, gz + gz_off + b * gz_stride + d, gzi + gzi_off + b * gzi_stride + d,
-                                            flags, lr + (tally_u64)c * D + d, seed, subsequence,
-                                            offset + B4 + b * D2 + d, &G, &t))
-                        continue;
-                    for (tally_u32 k = 0; k < TALLY_K_GMM_BW_STAGED_K; k++) {
-                        if ((tally_u64)k < K) {
-                            float a = ea[k], bb = eb[k];
-                            if (sample && (tally_u32)c == k) {
-                                a = a + G;
-                                bb = bb + G * (0.5f * t);
-                            }
-                            if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + k * D + d] = tally_canonical(a);
-                            if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + k * D + d] = tally_canonical(bb);
-                        }
-                    }
-                }
-            }
-            /* The next row's weights overwrite cks only after every work-item
-             * has read this row's. */
-            TALLY_BARRIER();
-        }
-        return;
-    }
     for (tally_u64 first = TALLY_GROUP_ID() * rows_per_group; first < B;
          first += TALLY_GROUP_COUNT() * rows_per_group) {
         const tally_u64 b = first + seg;

@@ -18,11 +18,6 @@
 #define TALLY_K_GMM_BW_WANT_MU 16u
 #define TALLY_K_GMM_BW_WANT_LV 32u
 #define TALLY_K_GMM_BW_WANT_W 64u
-/* Mixtures of at most this many components take tally_k_gmm_bw_rows's
- * staged path: each row's K weights computed once into local memory and
- * each element's two gradient parts kept in registers between the two
- * passes over the components. */
-#define TALLY_K_GMM_BW_STAGED_K 16u
 
 /* Rows per block of tally_k_dm_bw_elements's transposed (shared alpha) mode:
  * a column's run of 64 floats is two 128-byte lines, and the 15 digammas
