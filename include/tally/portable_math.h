@@ -13,7 +13,9 @@
  * vendor built-in, no double precision, no recursion, and no table lookup
  * (a per-element index into a constant table serialises on GPUs).  Special
  * cases are selects rather than early returns, so a warp whose lanes hit
- * different cases does not diverge.
+ * different cases does not diverge; tally_divf and tally_recipf alone
+ * branch to a short path that ordinary operands take (whole warps at once
+ * on real data) and that returns the general path's bits.
  *
  * Functions (all defined for every float input; accuracy measured against
  * glibc's double-precision functions rounded to float, see docs/accuracy.md):
