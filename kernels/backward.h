@@ -11,6 +11,17 @@
 #include "tally/terms_backward.h"
 
 
+/* Four results as a quad, each canonicalised (tally_canonical). */
+TALLY_FN tally_f4 tally_k_canonical4(float a, float b, float c, float d)
+{
+    tally_f4 o;
+    o.x = tally_canonical(a);
+    o.y = tally_canonical(b);
+    o.z = tally_canonical(c);
+    o.w = tally_canonical(d);
+    return o;
+}
+
 /*
  * KL divergence backward: for each element (r, c), tally_kl_grad of
  * x[r, c], t[r, c] and the upstream gradient (g[r, c] when pointwise, else
@@ -59,22 +70,8 @@ TALLY_KERNEL void tally_k_kl_backward(TALLY_K_PARAMS(kl_backward))
             const tally_grad2 d1 = tally_kl_grad(xv.y, tv.y, gv.y, flags);
             const tally_grad2 d2 = tally_kl_grad(xv.z, tv.z, gv.z, flags);
             const tally_grad2 d3 = tally_kl_grad(xv.w, tv.w, gv.w, flags);
-            if (wa) {
-                tally_f4 o;
-                o.x = tally_canonical(d0.a);
-                o.y = tally_canonical(d1.a);
-                o.z = tally_canonical(d2.a);
-                o.w = tally_canonical(d3.a);
-                TALLY_STORE_F4(gx + gx_off, q, o);
-            }
-            if (wb) {
-                tally_f4 o;
-                o.x = tally_canonical(d0.b);
-                o.y = tally_canonical(d1.b);
-                o.z = tally_canonical(d2.b);
-                o.w = tally_canonical(d3.b);
-                TALLY_STORE_F4(gt + gt_off, q, o);
-            }
+            if (wa) TALLY_STORE_F4(gx + gx_off, q, tally_k_canonical4(d0.a, d1.a, d2.a, d3.a));
+            if (wb) TALLY_STORE_F4(gt + gt_off, q, tally_k_canonical4(d0.b, d1.b, d2.b, d3.b));
         }
         done = nq << 2;
     }
