@@ -341,14 +341,24 @@ typedef enum tally_reduction {
 
 /* Flags for tally_kl_div (tally/flags.h): TALLY_KL_LOG_TARGET (target holds
  * log-probabilities), TALLY_KL_INPUT_IS_PROB (input holds p; log p is taken in
- * the same pass). */
+ * the same pass), TALLY_KL_INPUT_LOGITS (input holds logits: each row's
+ * log-softmax replaces it), TALLY_KL_TARGET_LOGITS (target holds logits:
+ * each row's softmax is the target). INPUT_LOGITS excludes INPUT_IS_PROB and
+ * TARGET_LOGITS excludes LOG_TARGET (TALLY_INVALID_ARGUMENT). */
 
 /*
  * KL divergence with torch.nn.functional.kl_div semantics (docs/ops.md).
  * Pointwise: target*(log target - input), 0 where target == 0, NaN where
  * target < 0; with LOG_TARGET, exp(target)*(target - input). With
- * INPUT_IS_PROB, input is p and log p replaces it. out: same shape as input
- * for NONE, else 1x1. One pass over the data. Queued.
+ * INPUT_IS_PROB, input is p and log p replaces it. With the logits flags the
+ * op is kl_div(log_softmax(input, -1), softmax(target, -1)) (either side as
+ * flagged): each row's max and sum of exponentials are taken inside the op,
+ * never stored as a normalised copy. out: same shape as input for NONE,
+ * else 1x1. One pass over the data (the logits forms read each row again
+ * for its statistics, from on-chip memory where the shape allows). out is
+ * written only; input and target are read only and may share a buffer.
+ * Queued; ownership and threads as for every op (one thread per context at
+ * a time).
  */
 TALLY_API tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view target,
                                     tally_reduction reduction, unsigned flags, tally_view out);

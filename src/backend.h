@@ -121,6 +121,7 @@ typedef struct tally__kl_job {
     uint32_t flags;        /* TALLY_KL_* (tally/flags.h) */
     tally__array out;      /* same shape as input (NONE) or 1 element */
     tally__tree_plan plan; /* over rows*cols elements (unused for NONE) */
+    tally__tree_plan row_plan; /* over cols: the rows' softmax statistics (logits flags only) */
 } tally__kl_job;
 
 typedef struct tally__dm_job {

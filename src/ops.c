@@ -177,8 +177,16 @@ static tally_status check_kl_args(tally_context *ctx, const char *name, tally_vi
 {
     if (reduction < TALLY_REDUCTION_NONE || reduction > TALLY_REDUCTION_BATCHMEAN)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown reduction %d", name, (int)reduction);
-    if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB))
+    if (flags & ~(TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB | TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS))
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown flags 0x%x", name, flags);
+    if ((flags & TALLY_KL_INPUT_LOGITS) && (flags & TALLY_KL_INPUT_IS_PROB))
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "%s: TALLY_KL_INPUT_LOGITS and TALLY_KL_INPUT_IS_PROB both describe the input; give one",
+                            name);
+    if ((flags & TALLY_KL_TARGET_LOGITS) && (flags & TALLY_KL_LOG_TARGET))
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "%s: TALLY_KL_TARGET_LOGITS and TALLY_KL_LOG_TARGET both describe the target; give one",
+                            name);
     *job_flags = flags;
     CHECK(check_view(ctx, name, "input", input, dtype, input_out));
     CHECK(check_view(ctx, name, "target", target, dtype, target_out));
@@ -216,6 +224,7 @@ tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view targe
     CHECK(check_disjoint(ctx, name, "out", &job.out, "target", &job.target));
     if (reduction == TALLY_REDUCTION_NONE && n == 0) return TALLY_OK;
     job.plan = tally__plan_vector(n);
+    job.row_plan = tally__plan_vector(job.input.cols);
     return tally__run_kl_div(ctx, &job);
 }
 

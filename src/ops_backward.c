@@ -51,6 +51,11 @@ tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_v
     tally__kl_backward_job job = {.reduction = reduction, .divide = 0, .divisor = 1.0f};
     CHECK(tally__check_kl_args(ctx, name, input, target, reduction, flags, TALLY_F32, "grad_out", grad_out,
                                &job.input, &job.target, &job.grad_out, &job.flags));
+    if (flags & (TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS))
+        return tally__error(ctx, TALLY_INVALID_ARGUMENT,
+                            "%s: the logits flags (TALLY_KL_INPUT_LOGITS, TALLY_KL_TARGET_LOGITS) have no backward "
+                            "pass yet; differentiate kl_div of explicit log-probabilities instead",
+                            name);
     const uint64_t rows = job.input.rows, cols = job.input.cols, n = rows * cols;
     if (reduction != TALLY_REDUCTION_NONE) {
         /* (float)n and (float)rows: the forward's own conversions. */

@@ -23,6 +23,10 @@ typedef enum tally_dtype {
  * of tally_kl_term and the KL kernels). */
 #define TALLY_KL_LOG_TARGET 1u    /* target holds log-probabilities */
 #define TALLY_KL_INPUT_IS_PROB 2u /* input holds p; log p is taken in the same pass */
+/* input holds logits: each row's log-softmax replaces it inside the op */
+#define TALLY_KL_INPUT_LOGITS 4u
+/* target holds logits: each row's softmax is the target, its log-softmax log t */
+#define TALLY_KL_TARGET_LOGITS 8u
 
 /* Flags for tally_dirichlet_multinomial (and tally_dm_term, tally_dm_row and
  * the DM kernels). */

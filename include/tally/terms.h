@@ -134,6 +134,77 @@ TALLY_FN float tally_kl_term(float x, float t, tally_u32 flags)
     return tally_kl_term_general(x, t, flags);
 }
 
+/* ---- KL divergence from logits (TALLY_KL_INPUT_LOGITS, TALLY_KL_TARGET_LOGITS). ----
+ *
+ * A row of logits z is normalised by its softmax statistics: m = the row's
+ * max tree, s = the row's sum tree of tally_expf(z - m) (docs/reduction-
+ * tree.md), and from them, once per row, L = log s and r = 1/s. A row whose
+ * maximum is not finite (a NaN, a +inf, or only -inf) has L = r = NaN, so
+ * its every value is NaN, as in torch. Element z then has d = z - m, the
+ * log-softmax d - L and the softmax tally_expf(d) * r. */
+
+/* L of a row with maximum m and shifted sum s. */
+TALLY_FN float tally_softmax_log_norm(float m, float s)
+{
+    return tally_isfinite(m) ? tally_logf(s) : TALLY_F32_NAN;
+}
+
+/* r of a row with maximum m and shifted sum s. */
+TALLY_FN float tally_softmax_recip_norm(float m, float s)
+{
+    return tally_isfinite(m) ? tally_recipf(s) : TALLY_F32_NAN;
+}
+
+/* The input side of a KL term: d_x and the row constant c_x with log q =
+ * d_x - c_x. Logits: d_x = x - m_x, c_x = L_x. Otherwise m_x = c_x = 0 is
+ * passed and d_x is x (exactly x - 0), or tally_logf(x) with INPUT_IS_PROB. */
+TALLY_FN float tally_kl_input_shifted(float x, float m_x, tally_u32 flags)
+{
+    if (flags & TALLY_KL_INPUT_LOGITS) return x - m_x;
+    if (flags & TALLY_KL_INPUT_IS_PROB) return tally_logf(x);
+    return x;
+}
+
+/*
+ * The KL term against a target given as logits, from the target element's
+ * e = tally_expf(d_y) and d_y = y - m_y, its row's L_y and r_y, and the input
+ * side d_x, c_x: t = e * r_y and, with log t - log q regrouped as
+ * (d_y - d_x) + (c_x - L_y),
+ *     t * ((d_y - d_x) + (c_x - L_y))   for t != 0;
+ *     0 for t == 0 (a zero target carries no mass, even where log q is
+ *     -inf, as for probability targets), NaN if log q = d_x - c_x is NaN.
+ * A NaN target or row gives NaN through t.
+ */
+TALLY_FN float tally_kl_softmax_term(float e, float d_y, float L_y, float r_y, float d_x, float c_x)
+{
+    const float t = e * r_y;
+    if (t == 0.0f) {
+        const float lq = d_x - c_x;
+        return lq == lq ? 0.0f : lq;
+    }
+    return t * ((d_y - d_x) + (c_x - L_y));
+}
+
+/*
+ * The KL term of element (x, y) of a call with logits flags, given the row
+ * statistics (m_x, L_x) of the input and (m_y, L_y, r_y) of the target (each
+ * 0 for a side that is not logits): with TARGET_LOGITS the term above; with
+ * INPUT_LOGITS alone, tally_kl_term of log q = (x - m_x) - L_x against the
+ * target as given (LOG_TARGET as flagged). This is the definition every
+ * backend computes.
+ */
+TALLY_FN float tally_kl_logits_term(float x, float y, float m_x, float L_x, float m_y, float L_y, float r_y,
+                                    tally_u32 flags)
+{
+    const float d_x = tally_kl_input_shifted(x, m_x, flags);
+    const float c_x = (flags & TALLY_KL_INPUT_LOGITS) ? L_x : 0.0f;
+    if (flags & TALLY_KL_TARGET_LOGITS) {
+        const float d_y = y - m_y;
+        return tally_kl_softmax_term(tally_expf(d_y), d_y, L_y, r_y, d_x, c_x);
+    }
+    return tally_kl_term(d_x - c_x, y, flags & TALLY_KL_LOG_TARGET);
+}
+
 /* ---- Dirichlet-multinomial. ---- */
 
 /* flags: TALLY_DM_WITH_COEFFICIENT (tally/flags.h). */
