@@ -162,11 +162,18 @@ TALLY_FN void tally_k_kll_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tall
         m = (q4).w > m ? (q4).w : m;                     \
     } while (0)
 
-/* tally_expf of a shifted logit d <= 0: the short form while d >= -87. */
-TALLY_FN float tally_k_kll_exp(float d)
-{
-    return d >= -87.0f ? tally_pm_expf_normal(d) : tally_expf(d);
-}
+/* A lane's minimum over a quad (the test for the short exponential). */
+#define TALLY_K_KLL_MIN4(m, q4, first)                   \
+    do {                                                 \
+        m = (first) ? (q4).x : ((q4).x < m ? (q4).x : m); \
+        m = (q4).y < m ? (q4).y : m;                     \
+        m = (q4).z < m ? (q4).z : m;                     \
+        m = (q4).w < m ? (q4).w : m;                     \
+    } while (0)
+
+/* The lowest shifted logit d = z - m of a lane for which its exponentials
+ * take tally_pm_expf_normal (the same bits as tally_expf there). */
+#define TALLY_K_KLL_EXP_LOW (-87.0f)
 
 /* Element c of pass B: the shifted sums and what pass C needs. dx: the
  * input side (d_x), y: the target element. With TARGET_LOGITS, a becomes
@@ -176,21 +183,21 @@ TALLY_FN float tally_k_kll_exp(float d)
  * exactly tally_kl_softmax_term's test of log q = d_x - c_x (a t == 0 with
  * e != 0 has a finite d_y, and the c_x - L_y of a row with t == 0 is NaN
  * exactly when c_x is). Without it a becomes d_x. */
-#define TALLY_K_KLL_B1(a, b, xl, yl, flags, mx, my, sx, sy, first)                        \
+#define TALLY_K_KLL_B1(a, b, xl, yl, flags, mx, my, sx, sy, first, EXP, SHORT)            \
     do {                                                                                  \
         float dx_ = (a);                                                                  \
         if (xl) {                                                                         \
             dx_ = dx_ - (mx);                                                             \
-            const float ex_ = tally_k_kll_exp(dx_);                                       \
+            const float ex_ = EXP(dx_);                                                   \
             sx = (first) ? ex_ : sx + ex_;                                                \
         } else if ((flags) & TALLY_KL_INPUT_IS_PROB) {                                    \
             dx_ = tally_logf(dx_);                                                        \
         }                                                                                 \
         if (yl) {                                                                         \
             const float dy_ = (b) - (my);                                                 \
-            const float ey_ = tally_k_kll_exp(dy_);                                       \
+            const float ey_ = EXP(dy_);                                                   \
             sy = (first) ? ey_ : sy + ey_;                                                \
-            (a) = ey_ == 0.0f ? (dx_ == dx_ ? 0.0f : dx_) : dy_ - dx_;                    \
+            (a) = (SHORT || ey_ != 0.0f) ? dy_ - dx_ : (dx_ == dx_ ? 0.0f : dx_);         \
             (b) = ey_;                                                                    \
         } else {                                                                          \
             (a) = dx_;                                                                    \
@@ -198,14 +205,17 @@ TALLY_FN float tally_k_kll_exp(float d)
     } while (0)
 
 /* Element c of pass C: the term, folded into acc (first: the tile's first
- * term starts it). */
-#define TALLY_K_KLL_C1(acc, a, b, yl, flags, Lx, ry, cxy, first)                          \
+ * term starts it). SHORT: the lane's exponentials were all short forms, so
+ * every e >= e^-87 > 2^-126 and, as r >= 1/cols >= 2^-14 (s <= cols, each
+ * term of s being <= 1), t = e r > 2^-140 is never 0: the zero-target case
+ * cannot occur and the term is the product alone. */
+#define TALLY_K_KLL_C1(acc, a, b, yl, flags, Lx, ry, cxy, first, SHORT)                   \
     do {                                                                                  \
         float term_;                                                                      \
         if (yl) {                                                                         \
             const float t_ = (b) * (ry);                                                  \
             const float w_ = (a) + (cxy);                                                 \
-            term_ = t_ == 0.0f ? (w_ == w_ ? 0.0f : w_) : t_ * w_;                        \
+            term_ = (SHORT || t_ != 0.0f) ? t_ * w_ : (w_ == w_ ? 0.0f : w_);             \
         } else {                                                                          \
             term_ = tally_kl_term((a) - (Lx), (b), (flags) & TALLY_KL_LOG_TARGET);        \
         }                                                                                 \
@@ -225,23 +235,41 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
     const int xl = (flags & TALLY_KL_INPUT_LOGITS) != 0u, yl = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, 0u, 0u, TALLY_K_LOAD_VEC4);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, 0u, 0u, TALLY_K_LOAD_VEC4);
-    for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
-        const tally_u64 g0 = tile * (L * TALLY_TREE_QUADS_PER_LANE) + lid;
-        tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
+    /* The group's first tile is loaded here; each later one quad by quad
+     * during the previous tile's pass C, into the registers that pass has
+     * just finished with, so its loads are in flight while the group still
+     * computes (one group fills a multiprocessor's registers, so no other
+     * group would hide them). */
+    tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
+    const tally_u64 tile_quads = L * TALLY_TREE_QUADS_PER_LANE;
+    if (TALLY_GROUP_ID() < tiles) {
+        const tally_u64 g0 = TALLY_GROUP_ID() * tile_quads + lid;
 #define TALLY_K_KLL_LOAD(q)                      \
     a[q] = tally_k_quad4(&xs, g0 + (q) * L);     \
     b[q] = tally_k_quad4(&ts, g0 + (q) * L);
         TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD)
 #undef TALLY_K_KLL_LOAD
+    }
+    for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
+        const tally_u64 next = tile + TALLY_GROUP_COUNT();
+        const tally_u64 g_next = next * tile_quads + lid;
+        const int prefetch = next < tiles;
         float acc = 0.0f;
         for (tally_u32 lo = 0; lo < TALLY_TREE_QUADS_PER_LANE; lo += qrow) {
             const tally_u32 hi = lo + qrow;
-            /* Pass A: the row's maxima. */
-            float mx = 0.0f, my = 0.0f;
+            /* Pass A: the row's maxima (and the lane's minima, for the
+             * choice of exponential below). */
+            float mx = 0.0f, my = 0.0f, nx = 0.0f, ny = 0.0f;
 #define TALLY_K_KLL_A(q)                                         \
     if ((q) >= lo && (q) < hi) {                                 \
-        if (xl) TALLY_K_KLL_MAX4(mx, a[q], (q) == lo);           \
-        if (yl) TALLY_K_KLL_MAX4(my, b[q], (q) == lo);           \
+        if (xl) {                                                \
+            TALLY_K_KLL_MAX4(mx, a[q], (q) == lo);               \
+            TALLY_K_KLL_MIN4(nx, a[q], (q) == lo);               \
+        }                                                        \
+        if (yl) {                                                \
+            TALLY_K_KLL_MAX4(my, b[q], (q) == lo);               \
+            TALLY_K_KLL_MIN4(ny, b[q], (q) == lo);               \
+        }                                                        \
     }
             TALLY_K_KLL_EACH(TALLY_K_KLL_A)
 #undef TALLY_K_KLL_A
@@ -250,16 +278,30 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
             tally_k_kll_tree2(va, vb, lid, TALLY_COMBINE_MAX);
             mx = va[0];
             my = vb[0];
+            /* z - m is monotonic in z, so the lane's smallest shifted logit
+             * is its minimum's: when it is >= -87 every exponential of the
+             * lane is the short form, as straight-line code whose elements
+             * the compiler can interleave (a choice per element would put
+             * each in a branch of its own). A NaN fails the test. */
+            const int fast = (!xl || nx - mx >= TALLY_K_KLL_EXP_LOW) && (!yl || ny - my >= TALLY_K_KLL_EXP_LOW);
             /* Pass B: the shifted sums; a and b become what pass C reads. */
             float sx = 0.0f, sy = 0.0f;
-#define TALLY_K_KLL_B(q)                                                              \
-    if ((q) >= lo && (q) < hi) {                                                      \
-        TALLY_K_KLL_B1(a[q].x, b[q].x, xl, yl, flags, mx, my, sx, sy, (q) == lo);     \
-        TALLY_K_KLL_B1(a[q].y, b[q].y, xl, yl, flags, mx, my, sx, sy, 0);             \
-        TALLY_K_KLL_B1(a[q].z, b[q].z, xl, yl, flags, mx, my, sx, sy, 0);             \
-        TALLY_K_KLL_B1(a[q].w, b[q].w, xl, yl, flags, mx, my, sx, sy, 0);             \
+#define TALLY_K_KLL_B(q, EXP, SHORT)                                                                \
+    if ((q) >= lo && (q) < hi) {                                                                    \
+        TALLY_K_KLL_B1(a[q].x, b[q].x, xl, yl, flags, mx, my, sx, sy, (q) == lo, EXP, SHORT);       \
+        TALLY_K_KLL_B1(a[q].y, b[q].y, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);               \
+        TALLY_K_KLL_B1(a[q].z, b[q].z, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);               \
+        TALLY_K_KLL_B1(a[q].w, b[q].w, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);               \
     }
-            TALLY_K_KLL_EACH(TALLY_K_KLL_B)
+#define TALLY_K_KLL_B_SHORT(q) TALLY_K_KLL_B(q, tally_pm_expf_normal, 1)
+#define TALLY_K_KLL_B_GENERAL(q) TALLY_K_KLL_B(q, tally_expf, 0)
+            if (fast) {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_B_SHORT)
+            } else {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_B_GENERAL)
+            }
+#undef TALLY_K_KLL_B_SHORT
+#undef TALLY_K_KLL_B_GENERAL
 #undef TALLY_K_KLL_B
             vc[lid] = sx;
             vd[lid] = sy;
@@ -269,14 +311,26 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
             const float ry = yl ? tally_softmax_recip_norm(my, vd[0]) : 0.0f;
             const float cxy = (xl ? Lx : 0.0f) - Ly;
             /* Pass C: the terms, continuing the lane's fold of the tile. */
-#define TALLY_K_KLL_C(q)                                                              \
+#define TALLY_K_KLL_C(q, SHORT)                                                       \
     if ((q) >= lo && (q) < hi) {                                                      \
-        TALLY_K_KLL_C1(acc, a[q].x, b[q].x, yl, flags, Lx, ry, cxy, (q) == 0);        \
-        TALLY_K_KLL_C1(acc, a[q].y, b[q].y, yl, flags, Lx, ry, cxy, 0);               \
-        TALLY_K_KLL_C1(acc, a[q].z, b[q].z, yl, flags, Lx, ry, cxy, 0);               \
-        TALLY_K_KLL_C1(acc, a[q].w, b[q].w, yl, flags, Lx, ry, cxy, 0);               \
+        TALLY_K_KLL_C1(acc, a[q].x, b[q].x, yl, flags, Lx, ry, cxy, (q) == 0, SHORT); \
+        TALLY_K_KLL_C1(acc, a[q].y, b[q].y, yl, flags, Lx, ry, cxy, 0, SHORT);        \
+        TALLY_K_KLL_C1(acc, a[q].z, b[q].z, yl, flags, Lx, ry, cxy, 0, SHORT);        \
+        TALLY_K_KLL_C1(acc, a[q].w, b[q].w, yl, flags, Lx, ry, cxy, 0, SHORT);        \
+        if (prefetch) {                                                               \
+            a[q] = tally_k_quad4(&xs, g_next + (q) * L);                              \
+            b[q] = tally_k_quad4(&ts, g_next + (q) * L);                              \
+        }                                                                             \
     }
-            TALLY_K_KLL_EACH(TALLY_K_KLL_C)
+#define TALLY_K_KLL_C_SHORT(q) TALLY_K_KLL_C(q, 1)
+#define TALLY_K_KLL_C_GENERAL(q) TALLY_K_KLL_C(q, 0)
+            if (fast) {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_C_SHORT)
+            } else {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_C_GENERAL)
+            }
+#undef TALLY_K_KLL_C_SHORT
+#undef TALLY_K_KLL_C_GENERAL
 #undef TALLY_K_KLL_C
         }
         ve[lid] = acc;

@@ -106,7 +106,12 @@ tally_status tally__gpu_kl_div_logits(tally_context *ctx, const tally__kl_job *j
             .x = tally__gpu_at_view(x), .t = tally__gpu_at_view(t), .cols = cols, .tiles = lv->tiles,
             .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
             .out = level0_out, .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
-        st = tally__gpu_launch_kl_logits_rows(ctx, lv->tiles, &a);
+        /* One group per multiprocessor, looping over tiles: a group's tile
+         * fills the registers of one, and each group loads its next tile
+         * while it finishes the current one (kernels/kl_logits.h). */
+        const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+        const uint64_t units = g->compute_units != 0 ? g->compute_units : 128u;
+        st = tally__gpu_launch_kl_logits_rows(ctx, lv->tiles < units ? lv->tiles : units, &a);
     } else {
         if (job->flags & TALLY_KL_INPUT_LOGITS)
             st = side_stats(ctx, job, x, TALLY_K_KLL_MX, scratch, st_off, row_space);
