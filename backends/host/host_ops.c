@@ -183,8 +183,104 @@ static void kl_rows(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
+/* ---- KL divergence from logits -----------------------------------------
+ * First the softmax statistics of every row of each logits side, by the
+ * row trees (rows in parallel); then the terms of tally_kl_logits_term, each
+ * with its row's statistics, pointwise or through the reduction's tree. */
+
+typedef struct kl_logits_state {
+    const tally__host_kernels *k;
+    const tally__kl_job *job;
+    harr input, target, out;
+    float *stats; /* KL_STATS floats per row: m_x, L_x, m_y, L_y, r_y */
+    tally_status status;
+} kl_logits_state;
+
+#define KL_STATS 5u
+
+/* m, L and r of one row of logits (docs/ops.md). */
+static tally_status softmax_stats(const tally__host_kernels *k, const tally__tree_plan *plan, const float *row,
+                                  float *m, float *L, float *r)
+{
+    vec_state s = {.row = row, .all = NULL, .shift = 0.0f};
+    float sum = 0.0f;
+    tally_status st = tree(k, plan, TALLY_COMBINE_MAX, term_plain, TALLY__HOST_TERM_PLAIN, &s, 0,
+                           TALLY_F32_NEG_INF, m);
+    if (st == TALLY_OK && tally_isfinite(*m)) {
+        s.shift = *m;
+        st = tree(k, plan, TALLY_COMBINE_SUM, term_shifted_exp, TALLY__HOST_TERM_SHIFTED_EXP, &s, 0, 0.0f, &sum);
+    }
+    *L = tally_softmax_log_norm(*m, sum);
+    *r = tally_softmax_recip_norm(*m, sum);
+    return st;
+}
+
+static void kl_logits_stat_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    kl_logits_state *s = arg;
+    const uint32_t flags = s->job->flags;
+    for (uint64_t row = begin; row < end; row++) {
+        float *st = s->stats + row * KL_STATS, unused;
+        for (unsigned i = 0; i < KL_STATS; i++) st[i] = 0.0f;
+        tally_status a = TALLY_OK, b = TALLY_OK;
+        if (flags & TALLY_KL_INPUT_LOGITS)
+            a = softmax_stats(s->k, &s->job->row_plan, s->input.p + row * s->input.stride, &st[0], &st[1], &unused);
+        if (flags & TALLY_KL_TARGET_LOGITS)
+            b = softmax_stats(s->k, &s->job->row_plan, s->target.p + row * s->target.stride, &st[2], &st[3], &st[4]);
+        if (a != TALLY_OK || b != TALLY_OK) s->status = TALLY_OUT_OF_MEMORY;
+    }
+}
+
+static inline float kl_logits_at(const kl_logits_state *s, uint64_t row, uint64_t col)
+{
+    const float *st = s->stats + row * KL_STATS;
+    return tally_kl_logits_term(s->input.p[row * s->input.stride + col], s->target.p[row * s->target.stride + col],
+                                st[0], st[1], st[2], st[3], st[4], s->job->flags);
+}
+
+static float term_kl_logits(const void *arg, uint64_t k)
+{
+    const kl_logits_state *s = arg;
+    const uint64_t cols = s->input.cols;
+    return kl_logits_at(s, k / cols, k % cols);
+}
+
+static void kl_logits_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    const kl_logits_state *s = arg;
+    for (uint64_t row = begin; row < end; row++)
+        for (uint64_t c = 0; c < s->input.cols; c++)
+            s->out.p[row * s->out.stride + c] = tally_canonical(kl_logits_at(s, row, c));
+}
+
+static tally_status kl_div_logits(tally_context *ctx, const tally__kl_job *job)
+{
+    kl_logits_state s = {.k = tally__host_kernels_of(ctx), .job = job, .input = harr_of(&job->input),
+                         .target = harr_of(&job->target), .out = harr_of(&job->out), .status = TALLY_OK};
+    const uint64_t rows = s.input.rows, cols = s.input.cols;
+    /* rows is bounded by the front end (2^TALLY__MAX_COUNT_LOG2), so the
+     * product cannot overflow size_t. */
+    s.stats = malloc((rows > 0 ? rows : 1) * KL_STATS * sizeof *s.stats);
+    if (s.stats == NULL) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host kl_div: out of memory for row statistics");
+    tally__host_parallel_for(rows, 2 * cols * 30 + 1, kl_logits_stat_rows, &s);
+    tally_status st = s.status;
+    float sum = 0.0f;
+    if (st == TALLY_OK && job->reduction == TALLY_REDUCTION_NONE)
+        tally__host_parallel_for(rows, cols * 40 + 1, kl_logits_rows, &s);
+    else if (st == TALLY_OK)
+        st = tally__host_tree_reduce(&job->plan, TALLY_COMBINE_SUM, term_kl_logits, &s, 1, 0.0f, &sum);
+    free(s.stats);
+    if (st != TALLY_OK) return tally__error(ctx, st, "host kl_div: out of memory for partial sums");
+    if (job->reduction == TALLY_REDUCTION_NONE) return TALLY_OK;
+    if (job->reduction == TALLY_REDUCTION_MEAN) sum = tally_divf(sum, (float)(rows * cols));
+    if (job->reduction == TALLY_REDUCTION_BATCHMEAN) sum = tally_divf(sum, (float)rows);
+    s.out.p[0] = tally_canonical(sum);
+    return TALLY_OK;
+}
+
 tally_status tally__host_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
+    if (job->flags & (TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS)) return kl_div_logits(ctx, job);
     kl_state s = {.k = tally__host_kernels_of(ctx), .input = harr_of(&job->input), .target = harr_of(&job->target),
                   .out = harr_of(&job->out), .flags = job->flags};
     if (job->reduction == TALLY_REDUCTION_NONE) {
