@@ -396,6 +396,67 @@ static void kl_cancel_case(const void *p, uint64_t seed, gen_fn gen)
     d_free(&tg);
 }
 
+/* KL from logits: the GPU's fused path (contiguous rows whose width is a
+ * power of two in [1024, 16384], rows * cols a multiple of 16384) and, on
+ * the same and other shapes with offsets, strides or odd widths, the
+ * general one. */
+static const kl_shape kl_logits_shapes[] = {
+    {{16, 1024, 0, 1024}, {16, 1024, 0, 1024}, {16, 1024, 0, 1024}},
+    {{32, 2048, 0, 2048}, {32, 2048, 0, 2048}, {32, 2048, 0, 2048}},
+    {{8, 16384, 0, 16384}, {8, 16384, 0, 16384}, {8, 16384, 0, 16384}},
+    {{4, 4096, 0, 4096}, {4, 4096, 0, 4096}, {4, 4096, 0, 4096}},
+    {{16, 1024, 3, 1029}, {16, 1024, 1, 1024}, {16, 1024, 2, 1031}},
+    {{7, 1000, 0, 1000}, {7, 1000, 0, 1000}, {7, 1000, 0, 1000}},
+    {{3, 20000, 1, 20003}, {3, 20000, 2, 20000}, {3, 20000, 0, 20000}},
+    {{5, 3, 1, 5}, {5, 3, 2, 3}, {5, 3, 3, 4}},
+    {{1, 1, 0, 1}, {1, 1, 0, 1}, {1, 1, 0, 1}},
+    {{2, 16387, 0, 16387}, {2, 16387, 4, 16387}, {2, 16387, 0, 16387}},
+    {{3, 0, 0, 0}, {3, 0, 0, 0}, {3, 0, 0, 0}},
+};
+
+/* Logits: normal * 3 with about 1% -inf (masked elements), runs of 997
+ * offset by 1e4, and a NaN and a +inf at rare fixed positions (each makes
+ * its row NaN, so most rows stay finite). */
+static float gen_logit(tt_rand *r, size_t i, size_t n)
+{
+    if (i % 65537 == 5003) return NAN;
+    if (i % 80021 == 777) return INFINITY;
+    if (tt_rand_below(r, 100) == 0) return -INFINITY;
+    return gen_normal(r, i, n) * 3.0f + ((i / 997) % 5 == 4 ? 1.0e4f : 0.0f);
+}
+
+/* Every flag set with a logits flag and every reduction; the sides
+ * without the logits flag get the generators of kl_case. */
+static void kl_logits_case(const void *p, uint64_t seed, gen_fn gen)
+{
+    static const unsigned flag_sets[] = {
+        TALLY_KL_INPUT_LOGITS, TALLY_KL_TARGET_LOGITS, TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS,
+        TALLY_KL_INPUT_LOGITS | TALLY_KL_LOG_TARGET, TALLY_KL_INPUT_IS_PROB | TALLY_KL_TARGET_LOGITS,
+    };
+    const kl_shape *k = p;
+    (void)gen;
+    for (size_t f = 0; f < COUNT(flag_sets); f++) {
+        unsigned flags = flag_sets[f];
+        gen_fn gx = (flags & TALLY_KL_INPUT_LOGITS) ? gen_logit : (flags & TALLY_KL_INPUT_IS_PROB) ? gen_prob : gen_normal;
+        gen_fn gy = (flags & TALLY_KL_TARGET_LOGITS) ? gen_logit : (flags & TALLY_KL_LOG_TARGET) ? gen_normal : gen_prob;
+        dual in = d_data(extent(k->in, 1), seed + f, gx);
+        dual tg = d_data(extent(k->tg, 1), seed + 50 + f, gy);
+        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++) {
+            const shape o = red == TALLY_REDUCTION_NONE ? k->out : column(1, 1, 1);
+            dual out = d_new(red == TALLY_REDUCTION_NONE ? extent(o, 2) : 3, NULL);
+            const char *what = LABEL("kl logits flags %u reduction %d on %lldx%lld (offsets %lld/%lld)", flags, red,
+                                     (long long)k->in.rows, (long long)k->in.cols, (long long)k->in.offset,
+                                     (long long)k->tg.offset);
+            BOTH(what, tally_kl_div(ctxs[s], dv(&in, s, TALLY_F32, k->in), dv(&tg, s, TALLY_F32, k->tg),
+                                    (tally_reduction)red, flags, dv(&out, s, TALLY_F32, o)));
+            d_check(&out, what);
+            d_free(&out);
+        }
+        d_free(&in);
+        d_free(&tg);
+    }
+}
+
 /* Dirichlet-multinomial counts: B rows of V at offset, row stride. */
 static const shape dm_shapes[] = {
     {1, 1, 0, 1},       {3, 5, 1, 5},         {7, 64, 0, 64}, {512, 256, 0, 256}, {5, 2049, 0, 2049},
@@ -594,6 +655,7 @@ static const bits_row rows[] = {
     {"reduce, cancelling", reduce_case, SHAPES(reduce_shapes), gen_cancel, 300, 1},
     {"kl", kl_case, SHAPES(kl_shapes), NULL, 1000, 10},
     {"kl, cancelling", kl_cancel_case, SHAPES(kl_shapes), gen_cancel, 1, 0},
+    {"kl from logits", kl_logits_case, SHAPES(kl_logits_shapes), NULL, 1500, 10},
     {"dirichlet-multinomial", dm_case, SHAPES(dm_shapes), gen_count, 3000, 10},
     {"dirichlet-multinomial, lgamma table", dm_case, SHAPES(dm_table_shapes), gen_count_table, 3500, 10},
     {"gmm", gmm_case, SHAPES(gmm_shapes), gen_normal, 5000, 10},
