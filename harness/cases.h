@@ -16,10 +16,13 @@
 /* Op families (bits): the reductions, KL (and its gradient), Dirichlet-
  * multinomial (and its gradient), categorical, the random fills, the
  * mixtures (rows = batch, cols = dim, components = K), the reductions'
- * special-value rows (NaN, infinities, signed zeros, subnormals), and
+ * special-value rows (NaN, infinities, signed zeros, subnormals),
  * tally-bench's workloads at scale 1 (label = the workload's name; bench
- * scales the rows, or a fill's or vector sum's element count). */
-#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH)
+ * scales the rows, or a fill's or vector sum's element count), and KL from
+ * logits (the GPU's fused rows, contiguous with cols a power of two in
+ * [1024, 16384] and rows * cols a multiple of 16384, labelled "fused", and
+ * the general ones; "1e4" rows offset their logits by +-1e4). */
+#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH) X(KL_LOGITS)
 
 enum {
 #define HARNESS__FAMILY_BIT(name) HARNESS__FAMILY_INDEX_##name,

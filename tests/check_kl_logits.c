@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cases.h"
 #include "reference.h"
 #include "testutil.h"
 
@@ -192,6 +193,35 @@ START_TEST(logits_shapes)
 }
 END_TEST
 
+/* The catalogue's KL-from-logits rows (harness/cases.h), which `tally
+ * crosscheck` runs too, here against float64: those of at most 65536
+ * elements at their quick size, strided ones at an offset with a padded
+ * stride, "1e4" ones offset, "odd" and "fused" ones masked. */
+START_TEST(logits_catalogue)
+{
+    size_t n_rows;
+    const harness_shape *all = harness_shapes(&n_rows);
+    int checked = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        const harness_shape sh = harness_shape_at(&all[i], 1);
+        const size_t n = (size_t)(sh.rows * sh.cols);
+        if (!(sh.families & HARNESS_FAMILY(KL_LOGITS)) || n > 65536) continue;
+        const gen_kind gen = strstr(sh.label, "1e4") != NULL ? GEN_LARGE
+                             : strncmp(sh.label, "odd", 3) == 0 || strncmp(sh.label, "fused", 5) == 0 ? GEN_MASKED
+                                                                                                      : GEN_PLAIN;
+        float *x = tt_alloc((n > 0 ? n : 1) * sizeof *x), *y = tt_alloc((n > 0 ? n : 1) * sizeof *y);
+        for (size_t f = 0; f < COUNT(flag_sets); f++) {
+            make_inputs(x, y, sh.rows, sh.cols, flag_sets[f], gen, 2000 + 10 * (uint64_t)i + f);
+            check_case(x, y, sh.rows, sh.cols, flag_sets[f], !sh.strided, sh.label);
+        }
+        free(x);
+        free(y);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 10); /* the catalogue's small logits rows are there */
+}
+END_TEST
+
 /* ---- Known answers --------------------------------------------------------------- */
 
 #define EC 8 /* columns of the edge matrix */
@@ -316,4 +346,5 @@ END_TEST
 
 TT_SUITE("kl_logits",
          {.name = "shapes", TT_FIXTURE, .tests = {logits_shapes}, .loops = (int)COUNT(shapes), .timeout = 600},
+         {.name = "catalogue", TT_FIXTURE, .tests = {logits_catalogue}, .timeout = 600},
          {.name = "known", TT_FIXTURE, .tests = {logits_edge_rows, logits_one_column}})
