@@ -94,3 +94,12 @@ harness_shape harness_shape_at(const harness_shape *s, int quick)
     r.quick_rows = r.quick_cols = 0;
     return r;
 }
+
+size_t harness_family_rows(unsigned family, int quick, harness_shape *out)
+{
+    size_t n_all, n = 0;
+    const harness_shape *all = harness_shapes(&n_all);
+    for (size_t i = 0; i < n_all && n < HARNESS_MAX_FAMILY_ROWS; i++)
+        if (all[i].families & family) out[n++] = harness_shape_at(&all[i], quick);
+    return n;
+}

@@ -47,4 +47,12 @@ const harness_shape *harness_shapes(size_t *n);
 /* The row at its quick (quick != 0) or full size: quick sizes folded in. */
 harness_shape harness_shape_at(const harness_shape *s, int quick);
 
+/* The most rows one family has. */
+#define HARNESS_MAX_FAMILY_ROWS 32
+
+/* The rows of the families `family` (HARNESS_FAMILY bits, any of them), in
+ * catalogue order, each at its quick or full size, into out (room for
+ * HARNESS_MAX_FAMILY_ROWS). Returns how many. */
+size_t harness_family_rows(unsigned family, int quick, harness_shape *out);
+
 #endif /* TALLY_HARNESS_CASES_H */

@@ -199,20 +199,19 @@ END_TEST
  * stride, "1e4" ones offset, "odd" and "fused" ones masked. */
 START_TEST(logits_catalogue)
 {
-    size_t n_rows;
-    const harness_shape *all = harness_shapes(&n_rows);
+    harness_shape rows[HARNESS_MAX_FAMILY_ROWS];
+    const size_t n_rows = harness_family_rows(HARNESS_FAMILY(KL_LOGITS), 1, rows);
     int checked = 0;
     for (size_t i = 0; i < n_rows; i++) {
-        const harness_shape sh = harness_shape_at(&all[i], 1);
-        const size_t n = (size_t)(sh.rows * sh.cols);
-        if (!(sh.families & HARNESS_FAMILY(KL_LOGITS)) || n > 65536) continue;
-        const gen_kind gen = strstr(sh.label, "1e4") != NULL ? GEN_LARGE
-                             : strncmp(sh.label, "odd", 3) == 0 || strncmp(sh.label, "fused", 5) == 0 ? GEN_MASKED
-                                                                                                      : GEN_PLAIN;
+        const harness_shape *sh = &rows[i];
+        const size_t n = (size_t)(sh->rows * sh->cols);
+        if (n > 65536) continue;
+        const int masked = strncmp(sh->label, "odd", 3) == 0 || strncmp(sh->label, "fused", 5) == 0;
+        const gen_kind gen = strstr(sh->label, "1e4") != NULL ? GEN_LARGE : masked ? GEN_MASKED : GEN_PLAIN;
         float *x = tt_alloc((n > 0 ? n : 1) * sizeof *x), *y = tt_alloc((n > 0 ? n : 1) * sizeof *y);
         for (size_t f = 0; f < COUNT(flag_sets); f++) {
-            make_inputs(x, y, sh.rows, sh.cols, flag_sets[f], gen, 2000 + 10 * (uint64_t)i + f);
-            check_case(x, y, sh.rows, sh.cols, flag_sets[f], !sh.strided, sh.label);
+            make_inputs(x, y, sh->rows, sh->cols, flag_sets[f], gen, 2000 + 10 * (uint64_t)i + f);
+            check_case(x, y, sh->rows, sh->cols, flag_sets[f], !sh->strided, sh->label);
         }
         free(x);
         free(y);

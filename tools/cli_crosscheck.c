@@ -811,18 +811,6 @@ static void run_case(xc_state *st, xc_case *c)
 
 /* ---- The catalogue of cases -------------------------------------------------- */
 
-/* The catalogue's rows of one family (harness/cases.h), in order, at the
- * run's size. Returns how many (at most HARNESS_MAX_FAMILY_ROWS). */
-#define HARNESS_MAX_FAMILY_ROWS 32
-static size_t family_rows(unsigned family, int quick, harness_shape *out)
-{
-    size_t n_all, n = 0;
-    const harness_shape *all = harness_shapes(&n_all);
-    for (size_t i = 0; i < n_all && n < HARNESS_MAX_FAMILY_ROWS; i++)
-        if (all[i].families & family) out[n++] = harness_shape_at(&all[i], quick);
-    return n;
-}
-
 static void shape_text(char *out, size_t size, int64_t rows, int64_t cols, int strided, const char *label)
 {
     snprintf(out, size, "%lldx%lld %s%s", (long long)rows, (long long)cols, label, strided ? " strided" : "");
@@ -985,7 +973,7 @@ static void catalogue(xc_state *st)
     size_t n_shapes;
 
     /* Reductions on both axes; the special-value row last. */
-    n_shapes = family_rows(HARNESS_FAMILY(REDUCE), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(REDUCE), q, shapes);
     for (size_t s = 0; s < n_shapes; s++) {
         const harness_shape sh = shapes[s];
         for (int o = HARNESS_OP_SUM; o <= HARNESS_OP_SUMSQ; o++)
@@ -1005,8 +993,8 @@ static void catalogue(xc_state *st)
      * and its gradient: shared / per-row alpha x (forward only) the
      * coefficient x reduction. The forwards run first, then the gradients. */
     harness_shape dm_shapes[HARNESS_MAX_FAMILY_ROWS];
-    n_shapes = family_rows(HARNESS_FAMILY(KL), q, shapes);
-    const size_t n_dm = family_rows(HARNESS_FAMILY(DM), q, dm_shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(KL), q, shapes);
+    const size_t n_dm = harness_family_rows(HARNESS_FAMILY(DM), q, dm_shapes);
     for (int backward = 0; backward < 2; backward++) {
         kl_cases(st, &seed, shapes, n_shapes, backward);
         dm_cases(st, &seed, dm_shapes, n_dm, backward);
@@ -1014,7 +1002,7 @@ static void catalogue(xc_state *st)
 
     /* Gaussian mixtures (rows = B, components = K, cols = D), each shape
      * through the forward and then its gradient. */
-    n_shapes = family_rows(HARNESS_FAMILY(GMM), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(GMM), q, shapes);
     for (int sample = 0; sample < 2; sample++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
@@ -1045,7 +1033,7 @@ static void catalogue(xc_state *st)
     /* Random fills. */
     static const tally_distribution dists[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
     static const char *const dist_names[] = {"raw", "uniform", "normal"};
-    n_shapes = family_rows(HARNESS_FAMILY(RNG), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(RNG), q, shapes);
     for (size_t d = 0; d < 3; d++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
@@ -1059,7 +1047,7 @@ static void catalogue(xc_state *st)
         }
 
     /* Categorical draws on weights and on logits. */
-    n_shapes = family_rows(HARNESS_FAMILY(CATEGORICAL), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(CATEGORICAL), q, shapes);
     for (int logits = 0; logits < 2; logits++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
@@ -1076,7 +1064,7 @@ static void catalogue(xc_state *st)
         }
 
     /* KL from logits, last, so that the cases above keep their seeds. */
-    n_shapes = family_rows(HARNESS_FAMILY(KL_LOGITS), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(KL_LOGITS), q, shapes);
     kl_logits_cases(st, &seed, shapes, n_shapes);
 }
 
