@@ -14,30 +14,19 @@
 # The timings (16384x16384 against one read of both inputs) are bench/'s.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-gpu_out_default=/tmp/tally-gpu-out
 . scripts/gpu_env.sh
 summary="$out/summary-kl-logits.txt"
-note() { echo "$*" | tee -a "$summary"; }
 
-gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || exit 1
-tally="$build/tools/tally"
-gpu_opencl_devices "$tally"
-note "opencl devices: nvidia=$cl_nvidia pocl=$cl_pocl"
+gpu_build_both || exit 1
 
-run() { # name, seconds, command...
-    local name=$1 secs=$2
-    shift 2
-    timeout "$secs" "$@" >"$logs/$name.log" 2>&1
-    note "$name: exit $? ($(grep -E 'Checks:|results in|All checks|FAILED' "$logs/$name.log" | tail -n 1))"
-}
-run kl-logits-cuda 120 env TALLY_TEST_BACKEND=cuda "$build/tests/check_kl_logits"
-run kl-logits-opencl-nvidia 120 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_nvidia" "$build/tests/check_kl_logits"
-[ "$cl_pocl" -ge 0 ] && run kl-logits-opencl-pocl 300 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_pocl" \
+gpu_run kl-logits-cuda 120 env TALLY_TEST_BACKEND=cuda "$build/tests/check_kl_logits"
+gpu_run kl-logits-opencl-nvidia 120 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_nvidia" "$build/tests/check_kl_logits"
+[ "$cl_pocl" -ge 0 ] && gpu_run kl-logits-opencl-pocl 300 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_pocl" \
     "$build/tests/check_kl_logits"
-run bits-cuda 300 env TALLY_TEST_BACKEND=cuda "$build/tests/check_bits"
-run bits-opencl-nvidia 300 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_nvidia" "$build/tests/check_bits"
-run crosscheck-kl 300 $tally crosscheck --ops kl_div --dtype all
+gpu_run bits-cuda 300 env TALLY_TEST_BACKEND=cuda "$build/tests/check_bits"
+gpu_run bits-opencl-nvidia 300 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_nvidia" "$build/tests/check_bits"
+gpu_run crosscheck-kl 300 $tally crosscheck --ops kl_div --dtype all
 tail -n 3 "$logs/crosscheck-kl.log" | tee -a "$summary"
 grep -E "FAIL" -A3 "$logs/crosscheck-kl.log" | head -n 20 | tee -a "$summary"
-run sanitizer-memcheck-kl-logits 300 env CK_FORK=no TALLY_TEST_BACKEND=cuda \
+gpu_run sanitizer-memcheck-kl-logits 300 env CK_FORK=no TALLY_TEST_BACKEND=cuda \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/check_kl_logits"

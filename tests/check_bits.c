@@ -422,19 +422,19 @@ static void kl_cancel_case(const void *p, uint64_t seed, gen_fn gen)
  * power of two in [1024, 16384], rows * cols a multiple of 16384) and, on
  * the same and other shapes with offsets, strides or odd widths, the
  * general one. */
+/* Input, target and output contiguous at offset 0. */
+#define KL_DENSE(r, c) {{r, c, 0, c}, {r, c, 0, c}, {r, c, 0, c}}
 static const kl_shape kl_logits_shapes[] = {
-    {{16, 1024, 0, 1024}, {16, 1024, 0, 1024}, {16, 1024, 0, 1024}},
-    {{32, 2048, 0, 2048}, {32, 2048, 0, 2048}, {32, 2048, 0, 2048}},
-    {{8, 16384, 0, 16384}, {8, 16384, 0, 16384}, {8, 16384, 0, 16384}},
-    {{4, 4096, 0, 4096}, {4, 4096, 0, 4096}, {4, 4096, 0, 4096}},
+    KL_DENSE(16, 1024), KL_DENSE(32, 2048), KL_DENSE(8, 16384), KL_DENSE(4, 4096),
     {{16, 1024, 3, 1029}, {16, 1024, 1, 1024}, {16, 1024, 2, 1031}},
-    {{7, 1000, 0, 1000}, {7, 1000, 0, 1000}, {7, 1000, 0, 1000}},
+    KL_DENSE(7, 1000),
     {{3, 20000, 1, 20003}, {3, 20000, 2, 20000}, {3, 20000, 0, 20000}},
     {{5, 3, 1, 5}, {5, 3, 2, 3}, {5, 3, 3, 4}},
-    {{1, 1, 0, 1}, {1, 1, 0, 1}, {1, 1, 0, 1}},
+    KL_DENSE(1, 1),
     {{2, 16387, 0, 16387}, {2, 16387, 4, 16387}, {2, 16387, 0, 16387}},
-    {{3, 0, 0, 0}, {3, 0, 0, 0}, {3, 0, 0, 0}},
+    KL_DENSE(3, 0),
 };
+#undef KL_DENSE
 
 /* Every flag set with a logits flag (the sides without one get the
  * generators of kl_case) and every reduction. */
