@@ -302,8 +302,28 @@ static double host_uniform(uint64_t *state)
 typedef struct kl_state {
     tally_buffer *p, *t, *out;
     int64_t rows, cols, sets;
-    unsigned flags; /* TALLY_KL_INPUT_IS_PROB (p given) or 0 (log p given) */
+    unsigned flags; /* TALLY_KL_INPUT_IS_PROB (p given), 0 (log p given) or both logits flags */
 } kl_state;
+
+/* sum over one row of softmax(y) * (log_softmax(y) - log_softmax(x)), in
+ * float64 (the logits form's reference). */
+static double kl_logits_row64(const float *x, const float *y, int64_t cols)
+{
+    double mx = -INFINITY, my = -INFINITY, sx = 0.0, sy = 0.0, kl = 0.0;
+    for (int64_t c = 0; c < cols; c++) {
+        mx = fmax(mx, (double)x[c]);
+        my = fmax(my, (double)y[c]);
+    }
+    for (int64_t c = 0; c < cols; c++) {
+        sx += exp((double)x[c] - mx);
+        sy += exp((double)y[c] - my);
+    }
+    for (int64_t c = 0; c < cols; c++) {
+        const double lt = (double)y[c] - my - log(sy), lq = (double)x[c] - mx - log(sx);
+        kl += exp(lt) * (lt - lq);
+    }
+    return kl;
+}
 
 static int kl_call(bench *b, void *arg, int64_t i)
 {
@@ -327,8 +347,10 @@ static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
      * the divergence is far from zero. The log-input form takes standard
      * normal inputs: any float is a valid log p for the formula. */
     const int prob = (s->flags & TALLY_KL_INPUT_IS_PROB) != 0;
+    /* The logits form: independent standard normal logits on both sides. */
+    const int logits = (s->flags & TALLY_KL_TARGET_LOGITS) != 0;
     if (fill_device(b, prob ? TALLY_DIST_UNIFORM : TALLY_DIST_NORMAL, 101, s->p, s->sets * n) ||
-        fill_device(b, TALLY_DIST_UNIFORM, 202, s->t, s->sets * n))
+        fill_device(b, logits ? TALLY_DIST_NORMAL : TALLY_DIST_UNIFORM, 202, s->t, s->sets * n))
         return 1;
     if (bench_measure(b, kl_call, s, 0, &r->t)) return 1;
 
@@ -342,7 +364,10 @@ static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
          tally_kl_div(b->ctx, tally_view_f32(s->p, 0, s->rows, s->cols), tally_view_f32(s->t, 0, s->rows, s->cols),
                       TALLY_REDUCTION_BATCHMEAN, s->flags, tally_view_f32(s->out, slot, 1, 1)));
     if (read_scalar(b, s->out, slot, &v)) return 1;
-    double expect = (prob ? 0.25 : -0.25) * (double)s->cols;
+    /* The logits form: with t = softmax(y) ~ e^y / (cols e^(1/2)), a row's
+     * sum of t (y - x) has mean E[y e^y] / e^(1/2) = 1 (the normalisers
+     * nearly cancel over 16384 columns). */
+    double expect = logits ? 1.0 : (prob ? 0.25 : -0.25) * (double)s->cols;
     int ok1 = isfinite(v) && fabs(v / expect - 1.0) < 0.02;
 
     /* Check 2: the first rows against a float64 host computation. */
@@ -359,8 +384,10 @@ static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
     }
     if (rc == 0) rc = read_scalar(b, s->out, slot, &v_sub);
     double ref = 0.0;
-    for (int64_t i = 0; i < m && rc == 0; i++)
+    for (int64_t i = 0; i < m && rc == 0 && !logits; i++)
         ref += (double)t[i] * (log((double)t[i]) - (prob ? log((double)p[i]) : (double)p[i]));
+    for (int64_t row = 0; row < sub && rc == 0 && logits; row++)
+        ref += kl_logits_row64(p + row * s->cols, t + row * s->cols, s->cols);
     free(p);
     if (rc) return 1;
     ref /= (double)sub;
@@ -368,7 +395,7 @@ static int kl_body(bench *b, result *r, void *state, wl_bufs *bufs)
     r->value = v;
     r->ok = ok1 && ok2;
     snprintf(r->check, sizeof r->check,
-             "%s: batchmean %.6g vs expected ~%.6g (+-cols/4); first %lld rows %.8g vs float64 %.8g", r->ok ? "ok" : "WRONG",
+             "%s: batchmean %.6g vs expected ~%.6g (2%%); first %lld rows %.8g vs float64 %.8g", r->ok ? "ok" : "WRONG",
              (double)v, expect, (long long)sub, (double)v_sub, ref);
     return 0;
 }
@@ -388,6 +415,10 @@ static int run_kl_form(bench *b, result *r, unsigned flags)
 
 static int run_kl(bench *b, result *r) { return run_kl_form(b, r, TALLY_KL_INPUT_IS_PROB); }
 static int run_kl_log(bench *b, result *r) { return run_kl_form(b, r, 0); }
+static int run_kl_logits(bench *b, result *r)
+{
+    return run_kl_form(b, r, TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS);
+}
 
 /* ------------------------------------------------------------------------
  * gmm_small / gmm_large: fused mixture sample + log density.
@@ -1304,6 +1335,7 @@ static const workload workloads[] = {
     {.name = "dm_large_row", .run = run_dm_large_row},
     {.name = "kl", .run = run_kl},
     {.name = "kl_log", .run = run_kl_log},
+    {.name = "kl_logits", .run = run_kl_logits},
     {.name = "sum_n1", .run = run_sum_n1},
     {.name = "sum_1n", .run = run_sum_1n},
     {.name = "sum_rc", .run = run_sum_rc},
@@ -1335,7 +1367,7 @@ static void usage(FILE *f)
             "  --device N                  device index (see --list); default: CUDA 0, first OpenCL GPU\n"
             "  --json PATH                 write JSON lines (one record per ceiling / workload)\n"
             "  --only A,B,...              workloads: uniform_fill raw_fill normal_fill categorical gmm_small\n"
-            "                              gmm_large dm_small dm_large dm_large_row kl kl_log sum_n1 sum_1n sum_rc\n"
+            "                              gmm_large dm_small dm_large dm_large_row kl kl_log kl_logits sum_n1 sum_1n sum_rc\n"
             "                              kl_bf16 dm_large_bf16 sum_rows_bf16 sum_rows_f32\n"
             "                              kl_bw dm_bw gmm_bw\n"
             "  --no-ceilings               skip the ceiling measurements\n"

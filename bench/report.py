@@ -39,6 +39,7 @@ WORKLOADS = [
     ("dm_large_row", "Dirichlet-multinomial 65536x1024, per-row alpha", "copy"),
     ("kl", "KL batchmean 16384^2, input_is_prob", "read"),
     ("kl_log", "KL batchmean 16384^2, log input", "read"),
+    ("kl_logits", "KL batchmean 16384^2 from logits (both sides)", "read"),
     ("sum_n1", "sum of 4 GiB as [2^30, 1]", "read"),
     ("sum_1n", "sum of 4 GiB as [1, 2^30]", "read"),
     ("sum_rc", "sum of 4 GiB as [32768, 32768]", "read"),
@@ -209,6 +210,8 @@ def target(run, name, impl):
         return limit("<= 160 us", 160.0)
     if name in ("kl", "kl_log"):
         return limit(">= 95% of read ceiling", floor / 0.95 if floor else None)
+    if name == "kl_logits":
+        return limit("<= 1.5x one read of both inputs", 1.5 * floor if floor else None)
     if name.startswith("sum_"):
         base = judged_us(run.get(impl, "sum_1n", 1.0))
         if base is None or us is None:

@@ -18,6 +18,7 @@ workload names match bench/bench_ops.c:
   kl           F.kl_div(torch.log(p), t, reduction='batchmean'), p, t softmaxed [16384, 16384]
                (tally's input_is_prob form: the logarithm is part of the work)
   kl_log       F.kl_div(x, t, reduction='batchmean') with x = log p given (tally's log-input form)
+  kl_logits    F.kl_div(F.log_softmax(x, -1), F.softmax(y, -1), reduction='batchmean') on raw logits
   sum_n1, sum_1n, sum_rc  torch.sum over 2^30 floats viewed as [n, 1], [1, n], [32768, 32768]
   ceil_read    torch.sum over 2^30 floats, 4 GiB (the read ceiling)
   kl_bw        autograd of kl's loss w.r.t. p and t (forward + backward: torch needs the forward's
@@ -48,7 +49,7 @@ LOG_2PI = math.log(2.0 * math.pi)
 GIB = 1024.0 ** 3
 CEILINGS = ["ceil_write", "ceil_read", "ceil_copy"]
 WORKLOADS = ["uniform_fill", "raw_fill", "normal_fill", "categorical", "gmm_small", "gmm_large",
-             "dm_small", "dm_large", "dm_large_row", "kl", "kl_log", "sum_n1", "sum_1n", "sum_rc",
+             "dm_small", "dm_large", "dm_large_row", "kl", "kl_log", "kl_logits", "sum_n1", "sum_1n", "sum_rc",
              "kl_bf16", "dm_large_bf16", "sum_rows_bf16", "sum_rows_f32", "kl_bw", "dm_bw", "gmm_bw"]
 
 
@@ -61,6 +62,10 @@ def kl_fn(p, t):
 
 def kl_log_fn(x, t):
     return F.kl_div(x, t, reduction="batchmean")
+
+
+def kl_logits_fn(x, y):
+    return F.kl_div(F.log_softmax(x, -1), F.softmax(y, -1), reduction="batchmean")
 
 
 def gmm_sample_fn(mu, log_var, logits):
@@ -219,14 +224,18 @@ def run_variants(ctx, name, shape, fn, call, bytes_read, bytes_written, latency_
         yield rec
 
 
-def w_kl(ctx, name="kl", fn=kl_fn, log_input=False):
+def w_kl(ctx, name="kl", fn=kl_fn, log_input=False, logits=False):
     args, dev = ctx["args"], ctx["device"]
     R, C = scaled(args, 16384), 16384
     sets = rotation_sets(args, 2.0 * R * C * 4)
     g = torch.Generator(device=dev).manual_seed(1)
     make = torch.log_softmax if log_input else torch.softmax
+    if logits:
+        # Both sides raw N(0, 1) logits: the op normalises them itself.
+        make = lambda v, dim: v  # noqa: E731
     ps = [make(torch.randn(R, C, device=dev, generator=g), dim=-1) for _ in range(sets)]
-    ts = [torch.softmax(torch.randn(R, C, device=dev, generator=g), dim=-1) for _ in range(sets)]
+    tmake = (lambda v, dim: v) if logits else torch.softmax
+    ts = [tmake(torch.randn(R, C, device=dev, generator=g), dim=-1) for _ in range(sets)]
     ref = fn(ps[0].double(), ts[0].double()).item()
     ctx["clock"].sync()
 
@@ -563,6 +572,7 @@ RUNNERS = {
     "dm_large_row": lambda ctx: w_dm(ctx, "dm_large_row", 65536, 1024, False, per_row=True),
     "kl": w_kl,
     "kl_log": lambda ctx: w_kl(ctx, "kl_log", kl_log_fn, log_input=True),
+    "kl_logits": lambda ctx: w_kl(ctx, "kl_logits", kl_logits_fn, logits=True),
     "sum_n1": lambda ctx: w_sum(ctx, "sum_n1"),
     "sum_1n": lambda ctx: w_sum(ctx, "sum_1n"),
     "sum_rc": lambda ctx: w_sum(ctx, "sum_rc"),

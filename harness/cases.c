@@ -68,6 +68,7 @@ static const harness_shape rows[] = {
     {.families = B, .rows = 65536, .cols = 1024, .label = "dm_large_row"},
     {.families = B, .rows = 16384, .cols = 16384, .label = "kl"},
     {.families = B, .rows = 16384, .cols = 16384, .label = "kl_log"},
+    {.families = B, .rows = 16384, .cols = 16384, .label = "kl_logits"},
     {.families = B, .rows = 1 << 30, .cols = 1, .label = "sum_n1"},
     {.families = B, .rows = 1, .cols = 1 << 30, .label = "sum_1n"},
     {.families = B, .rows = 32768, .cols = 32768, .label = "sum_rc"},

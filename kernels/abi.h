@@ -33,6 +33,15 @@
 #define TALLY_K_FINISH_DIVIDE 1u /* tally_divf(value, divisor) */
 #define TALLY_K_FINISH_LSE 2u    /* tally_lse_finish(shift[vector], value) */
 
+/* The statistics array of the KL from logits (kernels/kl_logits.h): plane k
+ * holds one value per row, at offset k * rows. */
+#define TALLY_K_KLL_MX 0u /* input's maximum m_x (0 unless INPUT_LOGITS) */
+#define TALLY_K_KLL_LX 1u /* its L_x (the shifted sum until tally_k_kl_logits_stats) */
+#define TALLY_K_KLL_MY 2u /* target's maximum m_y (0 unless TARGET_LOGITS) */
+#define TALLY_K_KLL_LY 3u /* its L_y (the shifted sum until tally_k_kl_logits_stats) */
+#define TALLY_K_KLL_RY 4u /* its r_y */
+#define TALLY_K_KLL_PLANES 5u
+
 /* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */
 #define TALLY_K_DM_ALPHA_LOCAL 1u    /* shared alpha; each group tabulates it in local memory */

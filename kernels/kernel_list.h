@@ -34,7 +34,8 @@
     K(math_eval, math_eval) K(dm_rows_table, dm_rows_table) K(widen, widen)                                     \
     K(reduce_tiles_half, reduce_tiles) K(kl_tiles_half, kl_tiles) K(kl_backward, kl_backward)                   \
     K(dm_bw_rows, dm_bw_rows) K(dm_bw_elements, dm_bw_elements) K(dm_bw_scale, dm_bw_scale)                     \
-    K(gmm_bw_rows, gmm_bw_rows)
+    K(gmm_bw_rows, gmm_bw_rows) K(kl_logits_stats, kl_logits_stats) K(kl_logits_tiles, kl_logits_tiles)         \
+    K(kl_logits_pointwise, kl_logits_pointwise) K(kl_logits_rows, kl_logits_rows)
 
 /* ---- kernels/reduce.h ---- */
 
@@ -63,6 +64,30 @@
     BUF(x, x_off, IN, f32) _ VAL(u64, x_stride) _ BUF(t, t_off, IN, f32) _ VAL(u64, t_stride) _                 \
     BUF(o, o_off, OUT, f32) _ VAL(u64, o_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, mode) _            \
     VAL(u32, flags) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)
+
+/* ---- kernels/kl_logits.h ---- */
+
+/* The rows' softmax statistics completed in place (planes TALLY_K_KLL_*). */
+#define TALLY_K_ARGS_kl_logits_stats(BUF, VAL, _) BUF(st, st_off, RW, f32) _ VAL(u64, rows) _ VAL(u32, flags)
+
+/* Level 0 of the KL tree from logits, with the statistics st. */
+#define TALLY_K_ARGS_kl_logits_tiles(BUF, VAL, _)                                                               \
+    BUF(x, x_off, IN, f32) _ VAL(u64, x_stride) _ BUF(t, t_off, IN, f32) _ VAL(u64, t_stride) _ VAL(u64, cols) _ \
+    VAL(u32, mode) _ VAL(u64, n) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, flags) _         \
+    VAL(u32, finish) _ VAL(f32, divisor) _ BUF(st, st_off, IN, f32) _ VAL(u64, rows) _                           \
+    BUF(out, out_off, OUT, f32) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)
+
+/* The pointwise loss from logits. */
+#define TALLY_K_ARGS_kl_logits_pointwise(BUF, VAL, _)                                                           \
+    BUF(x, x_off, IN, f32) _ VAL(u64, x_stride) _ BUF(t, t_off, IN, f32) _ VAL(u64, t_stride) _                 \
+    BUF(o, o_off, OUT, f32) _ VAL(u64, o_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, flags) _           \
+    BUF(st, st_off, IN, f32) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)
+
+/* Level 0 with each tile's rows' statistics taken in registers (contiguous,
+ * 16-byte aligned inputs; cols a power of two, 1024 .. 16384). */
+#define TALLY_K_ARGS_kl_logits_rows(BUF, VAL, _)                                                                \
+    BUF(x, x_off, IN, f32) _ BUF(t, t_off, IN, f32) _ VAL(u64, cols) _ VAL(u64, tiles) _ VAL(u32, flags) _       \
+    VAL(u32, finish) _ VAL(f32, divisor) _ BUF(out, out_off, OUT, f32) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)
 
 /* ---- kernels/dm.h ---- */
 

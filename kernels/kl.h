@@ -281,4 +281,7 @@ TALLY_KERNEL void tally_k_kl_pointwise(TALLY_K_PARAMS(kl_pointwise))
             tally_kl_term(tally_k_ld(xs.p, xs.h, x_dtype, k), tally_k_ld(ts.p, ts.h, t_dtype, k), flags));
 }
 
+/* The forms from logits (TALLY_KL_INPUT_LOGITS, TALLY_KL_TARGET_LOGITS). */
+#include "kl_logits.h"
+
 #endif /* TALLY_KERNELS_KL_H */

@@ -200,6 +200,33 @@ END_TEST
 START_TEST(test_log_core_high) { check_log_core_range(0x40000000u, 0x7f7fffffu); }
 END_TEST
 
+/* tally_pm_expf_normal against tally_expf over its whole domain [-87, 88]:
+ * one bit pattern in 8 of each sign (the low three bits rotating, as
+ * above), about 2.7e8 floats, or all of them with TALLY_TERMS_EXHAUSTIVE=1.
+ * Its ends are checked exactly. */
+static void check_exp_normal_sign(uint32_t sign, float limit)
+{
+    const char *env = getenv("TALLY_TERMS_EXHAUSTIVE");
+    const uint32_t step = env != NULL && env[0] == '1' ? 1u : 8u;
+    const uint32_t hi = fbits(limit);
+    fails_t fl = { 0, "" };
+    for (uint32_t base = 0;; base += step) {
+        uint32_t b = step == 1u ? base : base + ((base >> 3) & 7u);
+        if (b > hi) b = hi;
+        float x = ffrom(sign | b);
+        NOTE_MISMATCH(&fl, tally_pm_expf_normal(x), tally_expf(x), "expf_normal(0x%08x)", sign | b);
+        if (hi - base < step) break;
+    }
+    ASSERT_NO_MISMATCH(&fl);
+    ck_assert_uint_eq(fbits(tally_pm_expf_normal(-87.0f)), fbits(tally_expf(-87.0f)));
+    ck_assert_uint_eq(fbits(tally_pm_expf_normal(88.0f)), fbits(tally_expf(88.0f)));
+}
+
+START_TEST(test_exp_normal_neg) { check_exp_normal_sign(0x80000000u, 87.0f); }
+END_TEST
+START_TEST(test_exp_normal_pos) { check_exp_normal_sign(0u, 88.0f); }
+END_TEST
+
 /* ---- Normal pair. ---- */
 
 /* Every value (float)x takes for a uint32 x: every integer below 2^24 and
@@ -326,6 +353,7 @@ END_TEST
 TT_SUITE("terms",
          {.name = "terms", .case_per_test = 1, .timeout = 240,
           .tests = {test_kl_edges, test_kl_random_plain, test_kl_random_log_target, test_kl_random_prob,
-                    test_kl_random_prob_log_target, test_log_core_low, test_log_core_high, test_normal_pairs,
+                    test_kl_random_prob_log_target, test_log_core_low, test_log_core_high, test_exp_normal_neg,
+                    test_exp_normal_pos, test_normal_pairs,
                     test_general_functions}},
          {.name = "normal_walks", .timeout = 240, .tests = {test_normal_walk}, .loops = (int)(sizeof walks / sizeof walks[0])})

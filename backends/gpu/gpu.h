@@ -106,6 +106,12 @@ typedef struct tally__gpu_context {
     /* Multiprocessors (CUDA) or compute units (OpenCL), set by the backend
      * at context creation; 0 when unknown. Only sizes grids (never results). */
     uint32_t compute_units;
+    /* 1 when the device is a GPU, set by the backend at context creation.
+     * Picks kernel variants only (never results): kernels that hold a
+     * tile's data in private memory across barriers (kernels/kl_logits.h's
+     * fused path) run only on GPUs, where that memory is registers; PoCL 3.1
+     * on a CPU, with more than one thread, gave wrong sums from them. */
+    int is_gpu;
 } tally__gpu_context;
 
 /* The shared op implementations, tally__gpu_<op> for every row of

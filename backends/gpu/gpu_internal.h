@@ -129,6 +129,9 @@ tally_status tally__gpu_fill(tally_context *ctx, const tally_buffer *buf, uint64
  * and produce the host's empty value. */
 tally__tree_level tally__gpu_level0(const tally__tree_plan *plan);
 
+/* ---- KL divergence from logits (gpu_kl_logits.c), for tally__gpu_kl_div. ---- */
+tally_status tally__gpu_kl_div_logits(tally_context *ctx, const tally__kl_job *job);
+
 /* ---- The mixture's launches that its forward (gpu_gmm.c) and backward
  * (gpu_backward.c) share; B is the number of rows. ---- */
 

@@ -126,6 +126,7 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
 
 tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
+    if (job->flags & (TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS)) return tally__gpu_kl_div_logits(ctx, job);
     const tally__array *x = &job->input, *t = &job->target;
     const uint64_t rows = x->rows, cols = x->cols, n = rows * cols;
     if (job->reduction == TALLY_REDUCTION_NONE) {

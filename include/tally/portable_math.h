@@ -143,6 +143,28 @@ TALLY_FN float tally_expf(float x)
     return (x == x) ? res : x;
 }
 
+/* tally_expf(x) for -87 <= x <= 88, where k = rint(x / ln 2) lies in
+ * [-126, 127] so that 2^k is a normal float: one multiplication by 2^k
+ * instead of two. Same bits: both ways round the exact product p 2^k once
+ * (tally_expf's first scaling is exact), and inside this range the clamp
+ * and the NaN select change nothing. Callers test the range first (the
+ * softmax statistics of kernels/kl_logits.h, whose shifted arguments are
+ * <= 0 and rarely below -87). */
+TALLY_FN float tally_pm_expf_normal(float x)
+{
+    float kf = tally_rint(x * TALLY_PM_LOG2E);
+    float r = tally_fma(kf, -TALLY_PM_LN2_HI, x);
+    r = tally_fma(kf, -TALLY_PM_LN2_LO, r);
+    float p = 0x1.6a5232p-10f;
+    p = tally_fma(p, r, 0x1.12396cp-7f);
+    p = tally_fma(p, r, 0x1.5558aap-5f);
+    p = tally_fma(p, r, 0x1.555492p-3f);
+    p = tally_fma(p, r, 0x1.fffffcp-2f);
+    p = tally_fma(p, r, 1.0f);
+    p = tally_fma(p, r, 1.0f);
+    return p * tally_pm_pow2i((tally_i32)kf);
+}
+
 /* ---------------------------------------------------------------------
  * log (shared core)
  * ------------------------------------------------------------------- */

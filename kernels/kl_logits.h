@@ -1,0 +1,311 @@
+/*
+ * kernels/kl_logits.h - KL divergence from logits (TALLY_KL_INPUT_LOGITS,
+ * TALLY_KL_TARGET_LOGITS): each row's softmax statistics, then the terms of
+ * tally_kl_logits_term (tally/terms.h) in the reduction's tree.
+ *
+ * The general path (any shape and placement, backends/gpu/gpu_kl_logits.c):
+ * the row trees of tally_k_reduce_tiles write the maximum and the shifted
+ * sum of every row of each logits side to a statistics array, which
+ * tally_k_kl_logits_stats completes with L and r; tally_k_kl_logits_tiles
+ * (level 0 of the reduction's tree) or tally_k_kl_logits_pointwise then
+ * computes the terms, each with its row's statistics.
+ *
+ * The fused path, tally_k_kl_logits_rows: when the reduction's tiles of
+ * 16384 elements are whole rows (contiguous 16-byte aligned inputs, cols a
+ * power of two from 1024 to 16384, rows * cols a multiple of 16384), a
+ * group keeps its tile's quads in registers, takes each of its rows'
+ * statistics there (the row plan's lanes are the tile's lanes: lane j of a
+ * row of cols elements folds quads j + 256 q', which are its own quads
+ * q = rho Q + q' of the tile, Q = cols / 1024) and then the tile's terms, so
+ * the inputs are read from memory once.
+ */
+#ifndef TALLY_KERNELS_KL_LOGITS_H
+#define TALLY_KERNELS_KL_LOGITS_H
+
+#include "tree.h"
+
+/* The term of element (x, y) of row r under the statistics array st. */
+TALLY_FN float tally_k_kll_term(TALLY_GLOBAL const float *st, tally_u64 rows, tally_u64 r, float x, float y,
+                                tally_u32 flags)
+{
+    return tally_kl_logits_term(x, y, st[TALLY_K_KLL_MX * rows + r], st[TALLY_K_KLL_LX * rows + r],
+                                st[TALLY_K_KLL_MY * rows + r], st[TALLY_K_KLL_LY * rows + r],
+                                st[TALLY_K_KLL_RY * rows + r], flags);
+}
+
+/* The row trees left m and s in the planes of each logits side: s becomes
+ * L (and r for the target); the planes of a side that is not logits become
+ * 0, the value tally_kl_logits_term expects there. */
+TALLY_KERNEL void tally_k_kl_logits_stats(TALLY_K_PARAMS(kl_logits_stats))
+{
+    TALLY_GLOBAL float *p = st + st_off;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 r = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); r < rows; r += step) {
+        if (flags & TALLY_KL_INPUT_LOGITS) {
+            const float m = p[TALLY_K_KLL_MX * rows + r], s = p[TALLY_K_KLL_LX * rows + r];
+            p[TALLY_K_KLL_LX * rows + r] = tally_softmax_log_norm(m, s);
+        } else {
+            p[TALLY_K_KLL_MX * rows + r] = 0.0f;
+            p[TALLY_K_KLL_LX * rows + r] = 0.0f;
+        }
+        if (flags & TALLY_KL_TARGET_LOGITS) {
+            const float m = p[TALLY_K_KLL_MY * rows + r], s = p[TALLY_K_KLL_LY * rows + r];
+            p[TALLY_K_KLL_LY * rows + r] = tally_softmax_log_norm(m, s);
+            p[TALLY_K_KLL_RY * rows + r] = tally_softmax_recip_norm(m, s);
+        } else {
+            p[TALLY_K_KLL_MY * rows + r] = 0.0f;
+            p[TALLY_K_KLL_LY * rows + r] = 0.0f;
+            p[TALLY_K_KLL_RY * rows + r] = 0.0f;
+        }
+    }
+}
+
+/* Level 0 of the reduction's tree over the row-major walk of n = rows *
+ * cols elements, as tally_k_kl_tiles but quad by quad (any placement, any
+ * dtype); each element's row is found once per quad and then followed. */
+TALLY_KERNEL void tally_k_kl_logits_tiles(TALLY_K_PARAMS(kl_logits_tiles))
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 j = lid & (lanes - 1u);
+    const tally_u64 quads = tally_k_quads(n);
+    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
+    const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
+    TALLY_GLOBAL const float *sp = st + st_off;
+    /* A plan narrower than a group has a single tile: segment 0 runs it. */
+    const int in_segment = lid < lanes;
+    for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
+        const tally_u64 base = tile * tile_quads;
+        const tally_u64 active = in_segment ? tally_k_active(quads, base, lanes) : 0u;
+        if ((tally_u64)j < active) {
+            float acc = 0.0f;
+            int first_term = 1;
+            for (tally_u32 q = 0; q < qpl; q++) {
+                const tally_u64 g = base + (tally_u64)q * lanes + j;
+                if (g >= quads) break;
+                float ex[4], et[4];
+                const tally_u32 count = tally_k_load_quad(&xs, n, g, ex);
+                tally_k_load_quad(&ts, n, g, et);
+                tally_u64 r = (g << 2) / cols;
+                tally_u64 c = (g << 2) - r * cols;
+                for (tally_u32 i = 0; i < 4u; i++) {
+                    if (i < count) {
+                        const float term = tally_k_kll_term(sp, rows, r, ex[i], et[i], flags);
+                        acc = first_term ? term : acc + term;
+                        first_term = 0;
+                        if (++c == cols) {
+                            c = 0;
+                            r++;
+                        }
+                    }
+                }
+            }
+            v[lid] = acc;
+        }
+        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
+        if (in_segment && j == 0u) {
+            float res = v[lid];
+            if (finish == TALLY_K_FINISH_DIVIDE) res = tally_divf(res, divisor);
+            out[out_off + tile] = tally_canonical(res);
+        }
+    }
+}
+
+/* The pointwise loss: groups walk the rows, work-items a row's columns. */
+TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise))
+{
+    const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, TALLY_K_LOAD_STRIDED);
+    const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, TALLY_K_LOAD_STRIDED);
+    TALLY_GLOBAL const float *sp = st + st_off;
+    for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT()) {
+        TALLY_GLOBAL float *orow = o + o_off + r * o_stride;
+        for (tally_u64 c = TALLY_LID(); c < cols; c += TALLY_K_GROUP_SIZE) {
+            const float xv = tally_k_ld(xs.p, xs.h, x_dtype, r * x_stride + c);
+            const float yv = tally_k_ld(ts.p, ts.h, t_dtype, r * t_stride + c);
+            orow[c] = tally_canonical(tally_k_kll_term(sp, rows, r, xv, yv, flags));
+        }
+    }
+}
+
+/* ---- The fused path. ---- */
+
+/* M(q) for the sixteen quads of a lane, with q a constant, so that the
+ * quads stay in registers. */
+#define TALLY_K_KLL_EACH(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) M(15)
+
+/* The in-group tree of two full tiles (256 active lanes) side by side; a
+ * and b must not be written again before every work-item has read the
+ * results, which the callers ensure by using fresh arrays for each tree. */
+TALLY_FN void tally_k_kll_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 kind)
+{
+    for (tally_u32 s = TALLY_K_GROUP_SIZE >> 1; s > 0u; s >>= 1) {
+        TALLY_BARRIER();
+        if (lid < s) {
+            a[lid] = tally_combine((int)kind, a[lid], a[lid + s]);
+            b[lid] = tally_combine((int)kind, b[lid], b[lid + s]);
+        }
+    }
+    TALLY_BARRIER();
+}
+
+/* A lane's maximum over a quad, continuing m (or starting it with the
+ * quad's first element). Without NaNs this is tally_max_nan's fold; a NaN
+ * in a row makes its shifted sum NaN and so, through L and r, every value
+ * of the row NaN, which is what the plan's NaN-propagating maximum gives
+ * too: the bits of every result are the same either way. */
+#define TALLY_K_KLL_MAX4(m, q4, first)                   \
+    do {                                                 \
+        m = (first) ? (q4).x : ((q4).x > m ? (q4).x : m); \
+        m = (q4).y > m ? (q4).y : m;                     \
+        m = (q4).z > m ? (q4).z : m;                     \
+        m = (q4).w > m ? (q4).w : m;                     \
+    } while (0)
+
+/* tally_expf of a shifted logit d <= 0: the short form while d >= -87. */
+TALLY_FN float tally_k_kll_exp(float d)
+{
+    return d >= -87.0f ? tally_pm_expf_normal(d) : tally_expf(d);
+}
+
+/* Element c of pass B: the shifted sums and what pass C needs. dx: the
+ * input side (d_x), y: the target element. With TARGET_LOGITS, a becomes
+ * delta = d_y - d_x and b becomes e = tally_expf(d_y); where e == 0 the
+ * term is 0 or NaN whatever delta is, so delta is replaced by 0, or NaN
+ * where d_x is NaN: pass C's test of delta + (c_x - L_y) for NaN is then
+ * exactly tally_kl_softmax_term's test of log q = d_x - c_x (a t == 0 with
+ * e != 0 has a finite d_y, and the c_x - L_y of a row with t == 0 is NaN
+ * exactly when c_x is). Without it a becomes d_x. */
+#define TALLY_K_KLL_B1(a, b, xl, yl, flags, mx, my, sx, sy, first)                        \
+    do {                                                                                  \
+        float dx_ = (a);                                                                  \
+        if (xl) {                                                                         \
+            dx_ = dx_ - (mx);                                                             \
+            const float ex_ = tally_k_kll_exp(dx_);                                       \
+            sx = (first) ? ex_ : sx + ex_;                                                \
+        } else if ((flags) & TALLY_KL_INPUT_IS_PROB) {                                    \
+            dx_ = tally_logf(dx_);                                                        \
+        }                                                                                 \
+        if (yl) {                                                                         \
+            const float dy_ = (b) - (my);                                                 \
+            const float ey_ = tally_k_kll_exp(dy_);                                       \
+            sy = (first) ? ey_ : sy + ey_;                                                \
+            (a) = ey_ == 0.0f ? (dx_ == dx_ ? 0.0f : dx_) : dy_ - dx_;                    \
+            (b) = ey_;                                                                    \
+        } else {                                                                          \
+            (a) = dx_;                                                                    \
+        }                                                                                 \
+    } while (0)
+
+/* Element c of pass C: the term, folded into acc (first: the tile's first
+ * term starts it). */
+#define TALLY_K_KLL_C1(acc, a, b, yl, flags, Lx, ry, cxy, first)                          \
+    do {                                                                                  \
+        float term_;                                                                      \
+        if (yl) {                                                                         \
+            const float t_ = (b) * (ry);                                                  \
+            const float w_ = (a) + (cxy);                                                 \
+            term_ = t_ == 0.0f ? (w_ == w_ ? 0.0f : w_) : t_ * w_;                        \
+        } else {                                                                          \
+            term_ = tally_kl_term((a) - (Lx), (b), (flags) & TALLY_KL_LOG_TARGET);        \
+        }                                                                                 \
+        acc = (first) ? term_ : acc + term_;                                              \
+    } while (0)
+
+TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
+                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve,
+                                         TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+                                         TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u32 qrow,
+                                         tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
+                                         TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
+                                         tally_u32 x_dtype, tally_u32 t_dtype)
+{
+    const tally_u32 lid = TALLY_LID();
+    const tally_u64 L = TALLY_K_GROUP_SIZE;
+    const int xl = (flags & TALLY_KL_INPUT_LOGITS) != 0u, yl = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
+    const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, 0u, 0u, TALLY_K_LOAD_VEC4);
+    const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, 0u, 0u, TALLY_K_LOAD_VEC4);
+    for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
+        const tally_u64 g0 = tile * (L * TALLY_TREE_QUADS_PER_LANE) + lid;
+        tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
+#define TALLY_K_KLL_LOAD(q)                      \
+    a[q] = tally_k_quad4(&xs, g0 + (q) * L);     \
+    b[q] = tally_k_quad4(&ts, g0 + (q) * L);
+        TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD)
+#undef TALLY_K_KLL_LOAD
+        float acc = 0.0f;
+        for (tally_u32 lo = 0; lo < TALLY_TREE_QUADS_PER_LANE; lo += qrow) {
+            const tally_u32 hi = lo + qrow;
+            /* Pass A: the row's maxima. */
+            float mx = 0.0f, my = 0.0f;
+#define TALLY_K_KLL_A(q)                                         \
+    if ((q) >= lo && (q) < hi) {                                 \
+        if (xl) TALLY_K_KLL_MAX4(mx, a[q], (q) == lo);           \
+        if (yl) TALLY_K_KLL_MAX4(my, b[q], (q) == lo);           \
+    }
+            TALLY_K_KLL_EACH(TALLY_K_KLL_A)
+#undef TALLY_K_KLL_A
+            va[lid] = mx;
+            vb[lid] = my;
+            tally_k_kll_tree2(va, vb, lid, TALLY_COMBINE_MAX);
+            mx = va[0];
+            my = vb[0];
+            /* Pass B: the shifted sums; a and b become what pass C reads. */
+            float sx = 0.0f, sy = 0.0f;
+#define TALLY_K_KLL_B(q)                                                              \
+    if ((q) >= lo && (q) < hi) {                                                      \
+        TALLY_K_KLL_B1(a[q].x, b[q].x, xl, yl, flags, mx, my, sx, sy, (q) == lo);     \
+        TALLY_K_KLL_B1(a[q].y, b[q].y, xl, yl, flags, mx, my, sx, sy, 0);             \
+        TALLY_K_KLL_B1(a[q].z, b[q].z, xl, yl, flags, mx, my, sx, sy, 0);             \
+        TALLY_K_KLL_B1(a[q].w, b[q].w, xl, yl, flags, mx, my, sx, sy, 0);             \
+    }
+            TALLY_K_KLL_EACH(TALLY_K_KLL_B)
+#undef TALLY_K_KLL_B
+            vc[lid] = sx;
+            vd[lid] = sy;
+            tally_k_kll_tree2(vc, vd, lid, TALLY_COMBINE_SUM);
+            const float Lx = xl ? tally_softmax_log_norm(mx, vc[0]) : 0.0f;
+            const float Ly = yl ? tally_softmax_log_norm(my, vd[0]) : 0.0f;
+            const float ry = yl ? tally_softmax_recip_norm(my, vd[0]) : 0.0f;
+            const float cxy = (xl ? Lx : 0.0f) - Ly;
+            /* Pass C: the terms, continuing the lane's fold of the tile. */
+#define TALLY_K_KLL_C(q)                                                              \
+    if ((q) >= lo && (q) < hi) {                                                      \
+        TALLY_K_KLL_C1(acc, a[q].x, b[q].x, yl, flags, Lx, ry, cxy, (q) == 0);        \
+        TALLY_K_KLL_C1(acc, a[q].y, b[q].y, yl, flags, Lx, ry, cxy, 0);               \
+        TALLY_K_KLL_C1(acc, a[q].z, b[q].z, yl, flags, Lx, ry, cxy, 0);               \
+        TALLY_K_KLL_C1(acc, a[q].w, b[q].w, yl, flags, Lx, ry, cxy, 0);               \
+    }
+            TALLY_K_KLL_EACH(TALLY_K_KLL_C)
+#undef TALLY_K_KLL_C
+        }
+        ve[lid] = acc;
+        tally_k_tree(ve, lid, TALLY_K_GROUP_SIZE, TALLY_K_GROUP_SIZE, TALLY_COMBINE_SUM);
+        if (lid == 0u) {
+            float r = ve[0];
+            if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
+            out[out_off + tile] = tally_canonical(r);
+        }
+    }
+}
+
+/* cols / 1024 quads per lane per row. The common form (both sides logits,
+ * rows of 16384, fp32) runs a copy with those arguments as constants. */
+TALLY_KERNEL void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
+{
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vb, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vc, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vd, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
+    const tally_u32 qrow = (tally_u32)(cols >> 10);
+    const tally_u32 both = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS;
+    if (flags == both && qrow == TALLY_TREE_QUADS_PER_LANE && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, x, x_off, t, t_off, TALLY_TREE_QUADS_PER_LANE, tiles, both,
+                                   finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
+    else
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, x, x_off, t, t_off, qrow, tiles, flags, finish, divisor, out,
+                                   out_off, x_dtype, t_dtype);
+}
+
+#endif /* TALLY_KERNELS_KL_LOGITS_H */
