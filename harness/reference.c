@@ -413,7 +413,7 @@ static double row_err(const softmax_row *r, double depth)
 }
 
 /* The input side: log q and the budget of the float's d_x (the shifted or
- * logged input; for logits its row constant L_x separately in *err_c). */
+ * logged input) and of its row constant c = L_x (logits only). */
 typedef struct kl_input_side {
     double lq, d, c; /* log q = d - c */
     double err_d, err_c;
