@@ -13,24 +13,36 @@
 #define M HARNESS_FAMILY(GMM)
 #define S HARNESS_FAMILY(SPECIALS)
 #define B HARNESS_FAMILY(BENCH)
+#define L HARNESS_FAMILY(KL_LOGITS)
 
 static const harness_shape rows[] = {
     /* Matrices: tiny, odd (rows and cols not multiples of 4), strided,
      * two-level trees and large. */
-    {.families = R | D | C | G, .rows = 1, .cols = 1, .label = "tiny"},
-    {.families = R | K | D | C, .rows = 2, .cols = 3, .label = "tiny"},
-    {.families = R | K | D | C, .rows = 7, .cols = 1001, .label = "odd"},
+    {.families = R | D | C | G | L, .rows = 1, .cols = 1, .label = "tiny"},
+    {.families = R | K | D | C | L, .rows = 2, .cols = 3, .label = "tiny"},
+    {.families = R | K | D | C | L, .rows = 7, .cols = 1001, .label = "odd"},
     {.families = R | K, .rows = 5, .cols = 4099, .label = "odd"},
-    {.families = R | K | D | C, .rows = 33, .cols = 517, .strided = 1, .label = "odd"},
+    {.families = R | K | D | C | L, .rows = 33, .cols = 517, .strided = 1, .label = "odd"},
     {.families = D, .rows = 512, .cols = 256, .label = "founding"},
-    {.families = R | K | D, .rows = 3, .cols = 20001, .label = "2-level rows"},
-    {.families = R | K, .rows = 2, .cols = 16387, .strided = 1, .label = "2-level rows"},
-    {.families = R | K, .rows = 4096, .cols = 4096, .quick_rows = 1024, .quick_cols = 1024, .label = "large"},
+    {.families = R | K | D | L, .rows = 3, .cols = 20001, .label = "2-level rows"},
+    {.families = R | K | L, .rows = 2, .cols = 16387, .strided = 1, .label = "2-level rows"},
+    {.families = R | K | L, .rows = 4096, .cols = 4096, .quick_rows = 1024, .quick_cols = 1024, .label = "large"},
     {.families = R, .rows = 1, .cols = 1000003, .quick_cols = 70001, .label = "2-level vector"},
     {.families = D, .rows = 40000, .cols = 5, .quick_rows = 17000, .label = "2-level batch"},
     {.families = C, .rows = 20001, .cols = 5, .quick_rows = 4000, .label = "many rows"},
     {.families = C, .rows = 65536, .cols = 64, .quick_rows = 4096, .label = "large"},
     {.families = R | S, .rows = 5, .cols = 37, .label = "specials"},
+    /* KL from logits beyond the matrices above: the GPU's fused rows (also
+     * strided, which takes the general path), odd widths, +-1e4 offsets and
+     * rows without columns. */
+    {.families = L, .rows = 16, .cols = 1024, .label = "fused"},
+    {.families = L, .rows = 32, .cols = 2048, .label = "fused 1e4"},
+    {.families = L, .rows = 8, .cols = 16384, .label = "fused"},
+    {.families = L, .rows = 16, .cols = 1024, .strided = 1, .label = "fused shape"},
+    {.families = L, .rows = 5, .cols = 3, .label = "odd"},
+    {.families = L, .rows = 7, .cols = 1000, .label = "odd 1e4"},
+    {.families = L, .rows = 3, .cols = 20000, .strided = 1, .label = "2-level rows"},
+    {.families = L, .rows = 3, .cols = 0, .label = "empty rows"},
     /* Random fills: one row of draws, or a strided block. */
     {.families = G, .rows = 1, .cols = 3, .label = "tiny"},
     {.families = G, .rows = 1, .cols = 7, .label = "odd"},
@@ -82,4 +94,13 @@ harness_shape harness_shape_at(const harness_shape *s, int quick)
     if (quick && s->quick_cols > 0) r.cols = s->quick_cols;
     r.quick_rows = r.quick_cols = 0;
     return r;
+}
+
+size_t harness_family_rows(unsigned family, int quick, harness_shape *out)
+{
+    size_t n_all, n = 0;
+    const harness_shape *all = harness_shapes(&n_all);
+    for (size_t i = 0; i < n_all && n < HARNESS_MAX_FAMILY_ROWS; i++)
+        if (all[i].families & family) out[n++] = harness_shape_at(&all[i], quick);
+    return n;
 }

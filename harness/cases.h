@@ -16,10 +16,13 @@
 /* Op families (bits): the reductions, KL (and its gradient), Dirichlet-
  * multinomial (and its gradient), categorical, the random fills, the
  * mixtures (rows = batch, cols = dim, components = K), the reductions'
- * special-value rows (NaN, infinities, signed zeros, subnormals), and
+ * special-value rows (NaN, infinities, signed zeros, subnormals),
  * tally-bench's workloads at scale 1 (label = the workload's name; bench
- * scales the rows, or a fill's or vector sum's element count). */
-#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH)
+ * scales the rows, or a fill's or vector sum's element count), and KL from
+ * logits (the GPU's fused rows, contiguous with cols a power of two in
+ * [1024, 16384] and rows * cols a multiple of 16384, labelled "fused", and
+ * the general ones; "1e4" rows offset their logits by +-1e4). */
+#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH) X(KL_LOGITS)
 
 enum {
 #define HARNESS__FAMILY_BIT(name) HARNESS__FAMILY_INDEX_##name,
@@ -43,5 +46,13 @@ const harness_shape *harness_shapes(size_t *n);
 
 /* The row at its quick (quick != 0) or full size: quick sizes folded in. */
 harness_shape harness_shape_at(const harness_shape *s, int quick);
+
+/* The most rows one family has. */
+#define HARNESS_MAX_FAMILY_ROWS 32
+
+/* The rows of the families `family` (HARNESS_FAMILY bits, any of them), in
+ * catalogue order, each at its quick or full size, into out (room for
+ * HARNESS_MAX_FAMILY_ROWS). Returns how many. */
+size_t harness_family_rows(unsigned family, int quick, harness_shape *out);
 
 #endif /* TALLY_HARNESS_CASES_H */

@@ -366,20 +366,147 @@ double tally_ref_kl_term(float input, float target, unsigned flags, double *mag)
     return v;
 }
 
+/* ---- KL divergence from logits ---------------------------------------------- */
+
+/* A row of logits in double: its maximum m, L = log s and the sum
+ * s = sum exp(z - m); w = sum exp(z - m) |z - m| / s, the relative change of
+ * s when every z - m moves by one unit roundoff of itself. */
+typedef struct softmax_row {
+    int finite; /* m is finite; otherwise the row's every value is NaN */
+    double m, log_s, w;
+} softmax_row;
+
+static softmax_row softmax_row_of(const float *z, int64_t n)
+{
+    softmax_row r = {.finite = 0, .m = -INFINITY, .log_s = NAN, .w = 0.0};
+    for (int64_t k = 0; k < n; k++) r.m = k == 0 ? (double)z[0] : nan_max(r.m, (double)z[k]);
+    r.finite = isfinite(r.m);
+    if (!r.finite) return r;
+    ksum s = {0, 0}, w = {0, 0};
+    for (int64_t k = 0; k < n; k++) {
+        double d = (double)z[k] - r.m, e = exp(d);
+        ksum_add(&s, e);
+        if (e != 0.0) ksum_add(&w, e * fabs(d)); /* exp(-inf) * inf would be NaN */
+    }
+    double sum = ksum_value(&s); /* >= 1: the maximum's own term */
+    r.log_s = log(sum);
+    r.w = ksum_value(&w) / sum;
+    return r;
+}
+
+/*
+ * The float evaluation's error budget, in units of u = 2^-24 (each line is
+ * one rounding or one propagated error, to first order; tally_expf and
+ * tally_logf are within 1 ulp, 2u relative, tally_recipf correctly rounded):
+ * - d = z - m: u |d|.
+ * - the row's sum tree of tally_expf(d): each term relatively (|d| + 2) u,
+ *   the tree depth(cols) u, so s relatively (depth + w + 2) u;
+ *   L = tally_logf(s) then absolutely (depth + w + 2) u + 2u |L| (row_err);
+ *   1/s relatively (depth + w + 3) u.
+ * - a target t = tally_expf(d_y) * (1/s): relatively (|d_y| + depth + w + 7) u
+ *   (t_rel), and absolutely 2^-149 (1 + 1/s) more when it is subnormal or
+ *   flushes to 0 (a floor added to every such term, negligible elsewhere).
+ */
+static double row_err(const softmax_row *r, double depth)
+{
+    return depth + r->w + 2.0 + 2.0 * fabs(r->log_s);
+}
+
+/* The input side: log q and the budget of the float's d_x (the shifted or
+ * logged input) and of its row constant c = L_x (logits only). */
+typedef struct kl_input_side {
+    double lq, d, c; /* log q = d - c */
+    double err_d, err_c;
+} kl_input_side;
+
+static kl_input_side kl_input_of(double x, const softmax_row *rx, unsigned flags, double depth)
+{
+    kl_input_side s = {.lq = x, .d = x, .c = 0.0, .err_d = 0.0, .err_c = 0.0};
+    if (flags & TALLY_REF_KL_INPUT_LOGITS) {
+        if (!rx->finite) {
+            s.lq = s.d = s.c = NAN;
+            return s;
+        }
+        s.d = x - rx->m;
+        s.c = rx->log_s;
+        s.lq = s.d - s.c;
+        s.err_d = fabs(s.d);
+        s.err_c = row_err(rx, depth);
+    } else if (flags & TALLY_REF_KL_INPUT_IS_PROB) {
+        s.lq = s.d = log(x);
+        s.err_d = 2.0 * fabs(s.d);
+    }
+    return s;
+}
+
+static double kl_logits_term(double x, double y, const softmax_row *rx, const softmax_row *ry, unsigned flags,
+                             double depth, double *mag)
+{
+    const kl_input_side q = kl_input_of(x, rx, flags, depth);
+    double v, scale = 0.0;
+    if (flags & TALLY_REF_KL_TARGET_LOGITS) {
+        if (!ry->finite) {
+            *mag = 0.0;
+            return NAN;
+        }
+        const double d_y = y - ry->m, lt = d_y - ry->log_s, t = exp(lt);
+        if (t == 0.0) {
+            v = isnan(q.lq) ? q.lq : 0.0;
+        } else {
+            /* The float regrouping (d_y - d_x) + (c_x - L_y): A and B. */
+            const double S = lt - q.lq, A = d_y - q.d, B = q.c - ry->log_s;
+            const double t_rel = fabs(d_y) + depth + ry->w + 7.0;
+            const double err_S = fabs(d_y) + q.err_d + fabs(A) + q.err_c + row_err(ry, depth) + fabs(B) + fabs(S);
+            v = t * S;
+            scale = t * (fabs(S) * t_rel + err_S) + fabs(v);
+            /* The subnormal floor: 2^-149 (1 + 1/s) (|S| + 1), over u. */
+            scale += ldexp(1.0, -125) * (1.0 + exp(-ry->log_s)) * (fabs(S) + 1.0);
+        }
+    } else {
+        /* INPUT_LOGITS alone: log q against the target as given. */
+        const double err_lq = q.err_d + q.err_c + fabs(q.lq);
+        if (flags & TALLY_REF_KL_LOG_TARGET) {
+            const double e = exp(y);
+            v = e * (y - q.lq);
+            scale = e * (2.0 * fabs(y - q.lq) + fabs(y) + fabs(q.lq) + err_lq) + fabs(v);
+        } else if (y > 0.0) {
+            const double lt = log(y);
+            v = y * (lt - q.lq);
+            scale = y * (3.0 * fabs(lt) + fabs(q.lq) + err_lq) + fabs(v);
+        } else if (y == 0.0) {
+            v = isnan(q.lq) ? q.lq : 0.0;
+        } else {
+            v = NAN; /* y < 0 or NaN */
+        }
+    }
+    *mag = isfinite(v) ? scale : 0.0;
+    return v;
+}
+
+#define KL_LOGITS (TALLY_REF_KL_INPUT_LOGITS | TALLY_REF_KL_TARGET_LOGITS)
+
 int tally_ref_kl_div(tally_ref_mat input, tally_ref_mat target, int reduction, unsigned flags, double *out,
                      double *mag)
 {
     if (input.rows != target.rows || input.cols != target.cols || input.rows < 0 || input.cols < 0) return -1;
     if (reduction < TALLY_REF_REDUCTION_NONE || reduction > TALLY_REF_REDUCTION_BATCHMEAN) return -1;
+    if ((flags & TALLY_REF_KL_INPUT_LOGITS) && (flags & TALLY_REF_KL_INPUT_IS_PROB)) return -1;
+    if ((flags & TALLY_REF_KL_TARGET_LOGITS) && (flags & TALLY_REF_KL_LOG_TARGET)) return -1;
     uint64_t n = (uint64_t)input.rows * (uint64_t)input.cols;
     if (reduction == TALLY_REF_REDUCTION_MEAN && n == 0) return -1;
     if (reduction == TALLY_REF_REDUCTION_BATCHMEAN && input.rows == 0) return -1;
     loss_sums l = {.reduce = reduction != TALLY_REF_REDUCTION_NONE, .out = out, .mag = mag};
+    const double depth = tally_ref_tree_depth((uint64_t)input.cols);
     uint64_t k = 0;
     for (int64_t r = 0; r < input.rows; r++) {
+        const float *x = row_ptr(input, r), *y = row_ptr(target, r);
+        softmax_row rx = {0}, ry = {0};
+        if (flags & TALLY_REF_KL_INPUT_LOGITS) rx = softmax_row_of(x, input.cols);
+        if (flags & TALLY_REF_KL_TARGET_LOGITS) ry = softmax_row_of(y, input.cols);
         for (int64_t c = 0; c < input.cols; c++, k++) {
             double m;
-            double v = tally_ref_kl_term(row_ptr(input, r)[c], row_ptr(target, r)[c], flags, &m);
+            double v = (flags & KL_LOGITS) ? kl_logits_term(x[c], y[c], &rx, &ry, flags, depth, &m)
+                                           : tally_ref_kl_term(x[c], y[c], flags, &m);
             loss_add(&l, k, v, m);
         }
     }

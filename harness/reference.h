@@ -52,6 +52,8 @@ enum {
 };
 #define TALLY_REF_KL_LOG_TARGET 1u
 #define TALLY_REF_KL_INPUT_IS_PROB 2u
+#define TALLY_REF_KL_INPUT_LOGITS 4u
+#define TALLY_REF_KL_TARGET_LOGITS 8u
 #define TALLY_REF_DM_WITH_COEFFICIENT 1u
 #define TALLY_REF_CATEGORICAL_INVALID (-1)
 
@@ -120,9 +122,31 @@ int tally_ref_reduce(int op, int axis, tally_ref_mat x, double *out, double *mag
  * (NaN if x is NaN), NaN for t < 0 or NaN.
  */
 double tally_ref_kl_term(float input, float target, unsigned flags, double *mag);
-/* reduction NONE writes rows*cols values in row-major order; SUM, MEAN
+/*
+ * reduction NONE writes rows*cols values in row-major order; SUM, MEAN
  * (over rows*cols) and BATCHMEAN (over rows) write 1. Empty MEAN or
- * BATCHMEAN returns -1. */
+ * BATCHMEAN returns -1.
+ *
+ * The logits flags (torch's kl_div(log_softmax(input, -1),
+ * softmax(target, -1)), either side as flagged): per row of logits z, in
+ * double, m = max z, log_softmax(z) = (z - m) - log(sum exp(z - m)) and
+ * softmax(z) = exp(log_softmax(z)). A row whose maximum is not finite (a
+ * NaN, a +inf, or only -inf) is NaN throughout. With KL_TARGET_LOGITS the
+ * term is t * (log t - log q) with log t the target row's log-softmax, 0
+ * where t == 0 unless log q is NaN; with KL_INPUT_LOGITS alone it is
+ * tally_ref_kl_term's of log q against the target as given (LOG_TARGET as
+ * flagged). INPUT_LOGITS with INPUT_IS_PROB, or TARGET_LOGITS with
+ * LOG_TARGET, returns -1 (the library refuses them).
+ *
+ * mag for the logits forms also carries the rounding of each row's float
+ * statistics (its max shift, its sum tree of exponentials, whose depth
+ * over cols is folded in, its log and reciprocal), so the element
+ * tolerance stays tally_ref_tolerance(mag, 1, extra) and a reduction's
+ * tally_ref_tolerance(mag, rows*cols, extra), as without them.
+ * Note: a float target exp(z - m) underflows to 0 for z - m below about
+ * -104 where the double one does not; at such an element with log q =
+ * -inf the float term is 0 and the double one +inf (callers avoid it).
+ */
 int tally_ref_kl_div(tally_ref_mat input, tally_ref_mat target, int reduction, unsigned flags, double *out,
                      double *mag);
 

@@ -14,32 +14,22 @@ cd "$(dirname "$0")/.." || exit 1
 gpu_out_default=/tmp/tally-gpu-out
 . scripts/gpu_env.sh
 summary="$out/summary-backward.txt"
-note() { echo "$*" | tee -a "$summary"; }
 
-gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || exit 1
-tally="$build/tools/tally"
-gpu_opencl_devices "$tally"
-note "opencl devices: nvidia=$cl_nvidia pocl=$cl_pocl"
+gpu_build_both || exit 1
 
-run() { # name, seconds, command...
-    local name=$1 secs=$2
-    shift 2
-    timeout "$secs" "$@" >"$logs/$name.log" 2>&1
-    note "$name: exit $? ($(grep -E 'Checks:|results in|All checks|FAILED' "$logs/$name.log" | tail -n 1))"
-}
-run backward-cuda 120 env TALLY_TEST_BACKEND=cuda "$build/tests/check_backward"
-run backward-opencl-nvidia 120 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_nvidia" "$build/tests/check_backward"
-[ "$cl_pocl" -ge 0 ] && run backward-opencl-pocl 300 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_pocl" "$build/tests/check_backward"
-run digamma-device-cuda 120 env TALLY_TEST_BACKEND=cuda "$build/tests/check_math_device"
-run crosscheck-backward 300 $tally crosscheck \
+gpu_run backward-cuda 120 env TALLY_TEST_BACKEND=cuda "$build/tests/check_backward"
+gpu_run backward-opencl-nvidia 120 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_nvidia" "$build/tests/check_backward"
+[ "$cl_pocl" -ge 0 ] && gpu_run backward-opencl-pocl 300 env TALLY_TEST_BACKEND=opencl TALLY_DEVICE="$cl_pocl" "$build/tests/check_backward"
+gpu_run digamma-device-cuda 120 env TALLY_TEST_BACKEND=cuda "$build/tests/check_math_device"
+gpu_run crosscheck-backward 300 $tally crosscheck \
     --ops kl_div_backward,dirichlet_multinomial_backward,gmm_log_prob_backward,gmm_sample_backward
 tail -n 3 "$logs/crosscheck-backward.log" | tee -a "$summary"
-run sanitizer-memcheck-backward 300 env CK_FORK=no TALLY_TEST_BACKEND=cuda \
+gpu_run sanitizer-memcheck-backward 300 env CK_FORK=no TALLY_TEST_BACKEND=cuda \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/check_backward"
-run bench-backward-cuda 200 "$build/bench/tally-bench" --backend cuda --only kl_bw,dm_bw,gmm_bw \
+gpu_run bench-backward-cuda 200 "$build/bench/tally-bench" --backend cuda --only kl_bw,dm_bw,gmm_bw \
     --json "$out/tally-backward-cuda.jsonl"
 tail -n 8 "$logs/bench-backward-cuda.log" | tee -a "$summary"
-run bench-backward-opencl 200 "$build/bench/tally-bench" --backend opencl --device "$cl_nvidia" \
+gpu_run bench-backward-opencl 200 "$build/bench/tally-bench" --backend opencl --device "$cl_nvidia" \
     --only kl_bw,dm_bw,gmm_bw --json "$out/tally-backward-opencl.jsonl"
-run torch-backward 300 python3 bench/torch_baseline.py --only kl_bw,dm_bw,gmm_bw --json "$out/torch-backward.jsonl"
+gpu_run torch-backward 300 python3 bench/torch_baseline.py --only kl_bw,dm_bw,gmm_bw --json "$out/torch-backward.jsonl"
 tail -n 10 "$logs/torch-backward.log" | tee -a "$summary"

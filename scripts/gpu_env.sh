@@ -6,6 +6,8 @@
 #   . scripts/gpu_env.sh                          # PATH, prefix, PKG_CONFIG_PATH, LD_LIBRARY_PATH
 #   gpu_build BUILD_DIR LOG_DIR [meson options]   # configure (once) and build; 1 on failure
 #   gpu_opencl_devices TALLY_CLI                  # cl_nvidia, cl_pocl: OpenCL device indices
+#   gpu_note TEXT; gpu_run NAME SECONDS COMMAND... # a line of $summary; a step logged in $logs
+#   gpu_build_both                                # gpu_build with CUDA and OpenCL, tally, the devices
 #
 # Sourcing also sets out (OUT, else gpu_out_default, else /tmp/tally-gpu-out),
 # logs ($out/logs, created) and build (TALLY_BUILD_DIR, else build-gpu).
@@ -52,6 +54,18 @@ gpu_build() {
         { grep -B2 -A10 -E "error|FAILED" "$logs/build.log" | head -60; return 1; }
 }
 
+# gpu_note TEXT: prints TEXT and appends it to $summary (the caller's file).
+gpu_note() { echo "$*" | tee -a "$summary"; }
+
+# gpu_run NAME SECONDS COMMAND...: runs COMMAND within SECONDS, its output in
+# $logs/NAME.log, and notes its exit status with the log's last result line.
+gpu_run() {
+    local name=$1 secs=$2
+    shift 2
+    timeout "$secs" "$@" >"$logs/$name.log" 2>&1
+    gpu_note "$name: exit $? ($(grep -E 'Checks:|results in|All checks|FAILED' "$logs/$name.log" | tail -n 1))"
+}
+
 # gpu_opencl_devices TALLY_CLI: cl_nvidia and cl_pocl, the OpenCL indices of
 # the first GPU device (NVIDIA's) and the first CPU device (PoCL's), -1 when
 # there is none, from `tally info --json`.
@@ -63,4 +77,13 @@ devs = [d for b in info.get("backends", []) if b.get("name") == "opencl" for d i
 gpu = [d["index"] for d in devs if d.get("gpu")]
 cpu = [d["index"] for d in devs if not d.get("gpu")]
 print(gpu[0] if gpu else -1, cpu[0] if cpu else -1)')"
+}
+
+# gpu_build_both: gpu_build of $build with CUDA and OpenCL, then tally (its
+# CLI) and cl_nvidia, cl_pocl (gpu_opencl_devices), noted in $summary.
+gpu_build_both() {
+    gpu_build "$build" "$logs" -Dcuda=enabled -Dopencl=enabled || return 1
+    tally="$build/tools/tally"
+    gpu_opencl_devices "$tally"
+    gpu_note "opencl devices: nvidia=$cl_nvidia pocl=$cl_pocl"
 }

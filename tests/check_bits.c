@@ -247,6 +247,17 @@ static float gen_prob(tt_rand *r, size_t i, size_t n)
     return (float)tt_rand_unit(r);
 }
 
+/* Logits: normal * 3 with about 1% -inf (masked elements), runs of 997
+ * offset by 1e4, and a NaN and a +inf at rare fixed positions (each makes
+ * its row NaN, so most rows stay finite). */
+static float gen_logit(tt_rand *r, size_t i, size_t n)
+{
+    if (i % 65537 == 5003) return NAN;
+    if (i % 80021 == 777) return INFINITY;
+    if (tt_rand_below(r, 100) == 0) return -INFINITY;
+    return gen_normal(r, i, n) * 3.0f + ((i / 997) % 5 == 4 ? 1.0e4f : 0.0f);
+}
+
 /* Counts 0..9 with many zeros, rare negative and fractional ones, 255 (the
  * last count in the kernels' lgamma(n + 1) table), 256 (the first one past
  * it) and a huge one. */
@@ -347,18 +358,21 @@ static const kl_shape kl_shapes[] = {
     {{3, 0, 0, 0}, {3, 0, 0, 0}, {3, 0, 0, 0}},
 };
 
-/* Every flag set and reduction; the generators follow the flags (log inputs
- * are normal, probabilities from gen_prob). */
-static void kl_case(const void *p, uint64_t seed, gen_fn gen)
+/* Every flag set of `flag_sets` and every reduction; the generators follow
+ * the flags (log inputs are normal, probabilities from gen_prob, logits from
+ * gen_logit below). */
+static void kl_flag_sets_case(const kl_shape *k, uint64_t seed, const unsigned *flag_sets, size_t n_sets)
 {
-    static const unsigned flag_sets[] = {0, TALLY_KL_LOG_TARGET, TALLY_KL_INPUT_IS_PROB,
-                                         TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB};
-    const kl_shape *k = p;
-    (void)gen;
-    for (size_t f = 0; f < COUNT(flag_sets); f++) {
-        unsigned flags = flag_sets[f];
-        dual in = d_data(extent(k->in, 1), seed + f, (flags & TALLY_KL_INPUT_IS_PROB) ? gen_prob : gen_normal);
-        dual tg = d_data(extent(k->tg, 1), seed + 50 + f, (flags & TALLY_KL_LOG_TARGET) ? gen_normal : gen_prob);
+    for (size_t f = 0; f < n_sets; f++) {
+        const unsigned flags = flag_sets[f];
+        const gen_fn gx = (flags & TALLY_KL_INPUT_LOGITS)    ? gen_logit
+                          : (flags & TALLY_KL_INPUT_IS_PROB) ? gen_prob
+                                                             : gen_normal;
+        const gen_fn gy = (flags & TALLY_KL_TARGET_LOGITS) ? gen_logit
+                          : (flags & TALLY_KL_LOG_TARGET)  ? gen_normal
+                                                           : gen_prob;
+        dual in = d_data(extent(k->in, 1), seed + f, gx);
+        dual tg = d_data(extent(k->tg, 1), seed + 50 + f, gy);
         for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++) {
             const shape o = red == TALLY_REDUCTION_NONE ? k->out : column(1, 1, 1);
             dual out = d_new(red == TALLY_REDUCTION_NONE ? extent(o, 2) : 3, NULL);
@@ -373,6 +387,14 @@ static void kl_case(const void *p, uint64_t seed, gen_fn gen)
         d_free(&in);
         d_free(&tg);
     }
+}
+
+static void kl_case(const void *p, uint64_t seed, gen_fn gen)
+{
+    static const unsigned flag_sets[] = {0, TALLY_KL_LOG_TARGET, TALLY_KL_INPUT_IS_PROB,
+                                         TALLY_KL_LOG_TARGET | TALLY_KL_INPUT_IS_PROB};
+    (void)gen;
+    kl_flag_sets_case(p, seed, flag_sets, COUNT(flag_sets));
 }
 
 /* With a log-target of 0 every term is exactly -input, so a nearly
@@ -394,6 +416,36 @@ static void kl_cancel_case(const void *p, uint64_t seed, gen_fn gen)
     }
     d_free(&in);
     d_free(&tg);
+}
+
+/* KL from logits: the GPU's fused path (contiguous rows whose width is a
+ * power of two in [1024, 16384], rows * cols a multiple of 16384) and, on
+ * the same and other shapes with offsets, strides or odd widths, the
+ * general one. */
+/* Input, target and output contiguous at offset 0. */
+#define KL_DENSE(r, c) {{r, c, 0, c}, {r, c, 0, c}, {r, c, 0, c}}
+static const kl_shape kl_logits_shapes[] = {
+    KL_DENSE(16, 1024), KL_DENSE(32, 2048), KL_DENSE(8, 16384), KL_DENSE(4, 4096),
+    {{16, 1024, 3, 1029}, {16, 1024, 1, 1024}, {16, 1024, 2, 1031}},
+    KL_DENSE(7, 1000),
+    {{3, 20000, 1, 20003}, {3, 20000, 2, 20000}, {3, 20000, 0, 20000}},
+    {{5, 3, 1, 5}, {5, 3, 2, 3}, {5, 3, 3, 4}},
+    KL_DENSE(1, 1),
+    {{2, 16387, 0, 16387}, {2, 16387, 4, 16387}, {2, 16387, 0, 16387}},
+    KL_DENSE(3, 0),
+};
+#undef KL_DENSE
+
+/* Every flag set with a logits flag (the sides without one get the
+ * generators of kl_case) and every reduction. */
+static void kl_logits_case(const void *p, uint64_t seed, gen_fn gen)
+{
+    static const unsigned flag_sets[] = {
+        TALLY_KL_INPUT_LOGITS, TALLY_KL_TARGET_LOGITS, TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS,
+        TALLY_KL_INPUT_LOGITS | TALLY_KL_LOG_TARGET, TALLY_KL_INPUT_IS_PROB | TALLY_KL_TARGET_LOGITS,
+    };
+    (void)gen;
+    kl_flag_sets_case(p, seed, flag_sets, COUNT(flag_sets));
 }
 
 /* Dirichlet-multinomial counts: B rows of V at offset, row stride. */
@@ -594,6 +646,7 @@ static const bits_row rows[] = {
     {"reduce, cancelling", reduce_case, SHAPES(reduce_shapes), gen_cancel, 300, 1},
     {"kl", kl_case, SHAPES(kl_shapes), NULL, 1000, 10},
     {"kl, cancelling", kl_cancel_case, SHAPES(kl_shapes), gen_cancel, 1, 0},
+    {"kl from logits", kl_logits_case, SHAPES(kl_logits_shapes), NULL, 1500, 10},
     {"dirichlet-multinomial", dm_case, SHAPES(dm_shapes), gen_count, 3000, 10},
     {"dirichlet-multinomial, lgamma table", dm_case, SHAPES(dm_table_shapes), gen_count_table, 3500, 10},
     {"gmm", gmm_case, SHAPES(gmm_shapes), gen_normal, 5000, 10},

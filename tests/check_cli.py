@@ -205,6 +205,44 @@ def main():
     got = read_f32(y_path) if rc == 0 else []
     check(rc == 0 and len(got) == 6 and all(abs(a - b) < 1e-6 for a, b in zip(got, terms)), "kl_div none --out",
           repr(got))
+    # From logits: kl_div(log_softmax(x), softmax(y)) per row, and each side alone.
+    xl, yl = [0.5, -1.0, 2.0, 3.0, 3.0, -2.0], [1.0, 0.0, -1.0, -0.5, 2.5, 0.25]
+    xl_path, yl_path = os.path.join(tmp, "xl.f32"), os.path.join(tmp, "yl.f32")
+    write_f32(xl_path, xl)
+    write_f32(yl_path, yl)
+
+    def log_softmax(v):
+        out = []
+        for r in range(2):
+            row = v[3 * r:3 * r + 3]
+            m = max(row)
+            lse = m + math.log(sum(math.exp(z - m) for z in row))
+            out += [z - lse for z in row]
+        return out
+
+    lq, lt = log_softmax(xl), log_softmax(yl)
+    for opts, q_side, t_side in ((["--input-logits", "--target-logits"], lq, lt), (["--input-logits"], lq, None),
+                                 (["--target-logits"], xl, lt)):
+        # A side without its flag is read as given: target probabilities yl would be negative, so the
+        # input-logits case takes softmax(yl) as its target file.
+        t_probs = [math.exp(v) for v in lt]
+        tfile = yl_path if t_side is not None else os.path.join(tmp, "tp.f32")
+        if t_side is None:
+            write_f32(tfile, t_probs)
+        tvals = [f32(v) for v in t_probs] if t_side is None else t_probs
+        tlogs = [math.log(v) for v in tvals]
+        want = sum(t * (l - q) for t, l, q in zip(tvals, tlogs, q_side)) / 2
+        rc, out, err = run(["run", "kl_div", "--in", "input=" + xl_path, "--in", "target=" + tfile, "--rows", "2",
+                            "--cols", "3", "--reduction", "batchmean"] + opts)
+        got = parse_lines(out).get("y")
+        check(rc == 0 and got is not None and abs(float(got) - want) < 1e-5 * max(1.0, abs(want)),
+              "kl_div batchmean " + " ".join(opts), "%r vs %r (%s)" % (got, want, err))
+    rc, out, err = run(["run", "kl_div", "--in", "input=" + xl_path, "--in", "target=" + yl_path, "--rows", "2",
+                        "--cols", "3", "--target-logits", "--log-target"])
+    check(rc == 1 and "TALLY_KL_TARGET_LOGITS" in err, "kl_div --target-logits --log-target is refused", err)
+    rc, out, err = run(["run", "kl_div_backward", "--in", "input=" + xl_path, "--in", "target=" + yl_path, "--rows",
+                        "2", "--cols", "3", "--input-logits"])
+    check(rc == 2 and "--input-logits does not apply" in err, "kl_div_backward takes no --input-logits", err)
 
     # ---- rng: raw draws equal an independent Philox ----
     seed, sub, off = 42, 7, 3

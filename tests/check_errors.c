@@ -180,7 +180,20 @@ START_TEST(kl_errors)
     EXPECT(tally_kl_div(NULL, a, b, TALLY_REDUCTION_SUM, 0, out1), TALLY_INVALID_ARGUMENT, NULL, "ctx");
     EXPECT(tally_kl_div(ctx, a, b, (tally_reduction)-1, 0, out1), TALLY_INVALID_ARGUMENT, ctx, "reduction");
     EXPECT(tally_kl_div(ctx, a, b, (tally_reduction)4, 0, out1), TALLY_INVALID_ARGUMENT, ctx, "reduction");
-    EXPECT(tally_kl_div(ctx, a, b, TALLY_REDUCTION_SUM, 4u, out1), TALLY_INVALID_ARGUMENT, ctx, "flags");
+    EXPECT(tally_kl_div(ctx, a, b, TALLY_REDUCTION_SUM, 16u, out1), TALLY_INVALID_ARGUMENT, ctx, "flags");
+    /* Each side is described once: logits exclude probabilities (input) and
+     * log-probabilities (target). */
+    EXPECT(tally_kl_div(ctx, a, b, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_LOGITS | TALLY_KL_INPUT_IS_PROB, out1),
+           TALLY_INVALID_ARGUMENT, ctx, "TALLY_KL_INPUT_LOGITS and TALLY_KL_INPUT_IS_PROB");
+    EXPECT(tally_kl_div(ctx, a, b, TALLY_REDUCTION_NONE, TALLY_KL_TARGET_LOGITS | TALLY_KL_LOG_TARGET,
+                        f32(w.out, 0, 4, 8)),
+           TALLY_INVALID_ARGUMENT, ctx, "TALLY_KL_TARGET_LOGITS and TALLY_KL_LOG_TARGET");
+    /* The logits forms have no gradient yet: the backward names the flags. */
+    tally_view g1 = f32(w.in, 0, 1, 1), gx = f32(w.out, 0, 4, 8);
+    EXPECT(tally_kl_div_backward(ctx, a, b, g1, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_LOGITS, gx, f32(NULL, 0, 0, 0)),
+           TALLY_INVALID_ARGUMENT, ctx, "TALLY_KL_INPUT_LOGITS");
+    EXPECT(tally_kl_div_backward(ctx, a, b, g1, TALLY_REDUCTION_MEAN, TALLY_KL_TARGET_LOGITS, gx, f32(NULL, 0, 0, 0)),
+           TALLY_INVALID_ARGUMENT, ctx, "TALLY_KL_TARGET_LOGITS");
     EXPECT(tally_kl_div(ctx, f32(NULL, 0, 4, 8), b, TALLY_REDUCTION_SUM, 0, out1), TALLY_INVALID_ARGUMENT, ctx,
            "input");
     EXPECT(tally_kl_div(ctx, a, f32(NULL, 0, 4, 8), TALLY_REDUCTION_SUM, 0, out1), TALLY_INVALID_ARGUMENT, ctx,

@@ -239,7 +239,7 @@ static int unknown_flag(tt_rand *r, call *c, vd *v)
 {
     (void)v;
     switch (c->op) {
-    case OP_KL: c->flags |= 1u << rnd(r, 2, 31); return 1;
+    case OP_KL: c->flags |= 1u << rnd(r, 4, 31); return 1; /* bits 0-3 are flags (tally/flags.h) */
     case OP_DM: c->flags |= 1u << rnd(r, 1, 31); return 1;
     case OP_CAT: c->flags |= 1u << rnd(r, 1, 31); return 1;
     default: return 0;

@@ -139,6 +139,85 @@ START_TEST(kl)
 }
 END_TEST
 
+/* The logits forms against log_softmax / softmax written out by hand for a
+ * 2 x 3 matrix (no max shift needed at these sizes), the zero-target and
+ * NaN-row rules, and the refused flag combinations. */
+START_TEST(kl_logits)
+{
+    const float x[6] = {1, 2, 3, 0, -INFINITY, 0.5f}, y[6] = {3, 2, 1, -INFINITY, -INFINITY, 2};
+    const tally_ref_mat mx = tally_ref_mat_make(x, 2, 3, 3), my = tally_ref_mat_make(y, 2, 3, 3);
+    double lq[6], lt[6], p[6], out[6], mag[6];
+    for (int r = 0; r < 2; r++) {
+        double sx = 0, sy = 0;
+        for (int c = 0; c < 3; c++) {
+            sx += exp((double)x[3 * r + c]);
+            sy += exp((double)y[3 * r + c]);
+        }
+        for (int c = 0; c < 3; c++) {
+            lq[3 * r + c] = (double)x[3 * r + c] - log(sx);
+            lt[3 * r + c] = (double)y[3 * r + c] - log(sy);
+            p[3 * r + c] = exp(lt[3 * r + c]);
+        }
+    }
+    const unsigned both = TALLY_REF_KL_INPUT_LOGITS | TALLY_REF_KL_TARGET_LOGITS;
+    ck_assert_int_eq(tally_ref_kl_div(mx, my, TALLY_REF_REDUCTION_NONE, both, out, mag), 6);
+    for (int i = 0; i < 6; i++) {
+        /* Masked target elements (-inf) give 0, also where log q = -inf. */
+        double want = i == 3 || i == 4 ? 0.0 : p[i] * (lt[i] - lq[i]);
+        ck_assert_msg(fabs(out[i] - want) < 1e-14, "both, element %d: %.17g vs %.17g", i, out[i], want);
+        ck_assert(mag[i] >= fabs(out[i]));
+    }
+    ck_assert_int_eq(tally_ref_kl_div(mx, my, TALLY_REF_REDUCTION_NONE, TALLY_REF_KL_TARGET_LOGITS, out, mag), 6);
+    for (int i = 0; i < 6; i++) {
+        double want = i == 3 || i == 4 ? 0.0 : p[i] * (lt[i] - (double)x[i]);
+        ck_assert_msg(fabs(out[i] - want) < 1e-14, "target logits, element %d", i);
+    }
+    /* INPUT_LOGITS against probabilities and against log-probabilities. */
+    const float t[6] = {0.25f, 0.5f, 0.25f, 0.0f, 0.0f, 1.0f};
+    ck_assert_int_eq(tally_ref_kl_div(mx, tally_ref_mat_make(t, 2, 3, 3), TALLY_REF_REDUCTION_NONE,
+                                      TALLY_REF_KL_INPUT_LOGITS, out, mag),
+                     6);
+    for (int i = 0; i < 6; i++) {
+        double want = t[i] == 0.0f ? 0.0 : (double)t[i] * (log((double)t[i]) - lq[i]);
+        ck_assert_msg(fabs(out[i] - want) < 1e-14, "input logits, element %d", i);
+    }
+    ck_assert_int_eq(tally_ref_kl_div(mx, tally_ref_mat_make(x, 2, 3, 3), TALLY_REF_REDUCTION_NONE,
+                                      TALLY_REF_KL_INPUT_LOGITS | TALLY_REF_KL_LOG_TARGET, out, mag),
+                     6);
+    ck_assert(fabs(out[0] - exp(1.0) * (1.0 - lq[0])) < 1e-14);
+    ck_assert(isnan(out[4])); /* exp(-inf) * (-inf - log q): 0 * -inf */
+    /* A row with a NaN or +inf logit, or only -inf, is NaN throughout. */
+    const float bad[6] = {1, NAN, 0, INFINITY, 1, 2}, minf[3] = {-INFINITY, -INFINITY, -INFINITY};
+    ck_assert_int_eq(tally_ref_kl_div(tally_ref_mat_make(bad, 2, 3, 3), my, TALLY_REF_REDUCTION_NONE, both, out, mag), 6);
+    for (int i = 0; i < 6; i++) ck_assert_msg(isnan(out[i]) && mag[i] == 0.0, "NaN row, element %d", i);
+    ck_assert_int_eq(tally_ref_kl_div(mx, tally_ref_mat_make(bad, 2, 3, 3), TALLY_REF_REDUCTION_NONE, both, out, mag), 6);
+    for (int i = 0; i < 6; i++) ck_assert_msg(isnan(out[i]), "NaN target row, element %d", i);
+    ck_assert_int_eq(tally_ref_kl_div(tally_ref_mat_make(minf, 1, 3, 3), tally_ref_mat_make(y, 1, 3, 3),
+                                      TALLY_REF_REDUCTION_SUM, both, out, mag),
+                     1);
+    ck_assert(isnan(out[0]));
+    /* Identical rows: exactly 0; one column: exactly 0. */
+    ck_assert_int_eq(tally_ref_kl_div(mx, mx, TALLY_REF_REDUCTION_SUM, both, out, mag), 1);
+    ck_assert(out[0] == 0.0);
+    ck_assert_int_eq(tally_ref_kl_div(tally_ref_mat_make(x, 6, 1, 1), tally_ref_mat_make(y, 6, 1, 1),
+                                      TALLY_REF_REDUCTION_NONE, both, out, mag),
+                     6);
+    ck_assert(out[0] == 0.0 && out[1] == 0.0 && out[5] == 0.0 && isnan(out[3]) && isnan(out[4]));
+    /* batchmean divides the sum by rows. */
+    double sum, bm;
+    ck_assert_int_eq(tally_ref_kl_div(mx, my, TALLY_REF_REDUCTION_SUM, both, &sum, NULL), 1);
+    ck_assert_int_eq(tally_ref_kl_div(mx, my, TALLY_REF_REDUCTION_BATCHMEAN, both, &bm, NULL), 1);
+    ck_assert(fabs(bm - sum / 2) < 1e-15);
+    /* The combinations the library refuses. */
+    ck_assert_int_eq(tally_ref_kl_div(mx, my, TALLY_REF_REDUCTION_SUM,
+                                      TALLY_REF_KL_INPUT_LOGITS | TALLY_REF_KL_INPUT_IS_PROB, out, mag),
+                     -1);
+    ck_assert_int_eq(tally_ref_kl_div(mx, my, TALLY_REF_REDUCTION_SUM,
+                                      TALLY_REF_KL_TARGET_LOGITS | TALLY_REF_KL_LOG_TARGET, out, mag),
+                     -1);
+}
+END_TEST
+
 /* DM with integer alphas: pmf as a ratio of factorials. alpha = 1 for all V
  * categories gives 1 / C(N + V - 1, V - 1). */
 START_TEST(dirichlet_multinomial)
@@ -265,5 +344,5 @@ END_TEST
 
 TT_SUITE("reference",
          {.name = "reference",
-          .tests = {error_measures, tree_depth_and_tolerance, reductions, kl, dirichlet_multinomial, gmm, categorical,
+          .tests = {error_measures, tree_depth_and_tolerance, reductions, kl, kl_logits, dirichlet_multinomial, gmm, categorical,
                     normal_reference}})

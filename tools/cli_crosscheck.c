@@ -23,7 +23,9 @@ const char cli_crosscheck_usage[] =
     "usage: tally crosscheck [--backends LIST] [--ops LIST] [--quick] [--json]\n"
     "\n"
     "Runs every op - each reduction on both axes, kl_div with every reduction and\n"
-    "flag combination, dirichlet_multinomial with shared and per-row alpha, with\n"
+    "flag combination (from logits too: --input-logits, --target-logits, both, and\n"
+    "each with the other side as probabilities or log-probabilities, on the GPU's\n"
+    "fused row widths and others), dirichlet_multinomial with shared and per-row alpha, with\n"
     "and without the coefficient, under each reduction, gmm_log_prob, gmm_sample,\n"
     "rng raw/uniform/normal, categorical on weights and on logits, and the\n"
     "gradients kl_div_backward (every reduction and flag) and\n"
@@ -240,6 +242,33 @@ static void gen_categorical(const xc_case *c, float *w, harness_rand *r)
     }
 }
 
+/* KL from logits: logits N(0, 2^2) (input) and N(0.5, 2^2) (target), +-1e4
+ * on the "1e4" rows; with `zeros`, about 10% of the target logits are -inf
+ * (masked; never a row's first) and a third of those have q = 0 in the
+ * input too (a -inf logit, or p = 0: a zero term). A side without its logits
+ * flag gets rows of probabilities (all positive for the input, about 20%
+ * zeros for the target), or of log-probabilities for LOG_TARGET. */
+static void gen_kl_logits(const xc_case *c, float *x, float *y, harness_rand *r)
+{
+    const cli_job *job = &c->job;
+    const uint64_t n = (uint64_t)(job->rows * job->cols);
+    const unsigned flags = job->flags;
+    const int in_logits = (flags & TALLY_KL_INPUT_LOGITS) != 0, tg_logits = (flags & TALLY_KL_TARGET_LOGITS) != 0;
+    const float shift = strstr(c->shape, "1e4") != NULL ? 1.0e4f : 0.0f;
+    if (in_logits) harness_fill_normal(x, n, r, 0.0, 2.0);
+    else harness_fill_softmax_rows(x, job->rows, job->cols, r, 1.0, 0.0, !(flags & TALLY_KL_INPUT_IS_PROB), NULL, 0);
+    if (tg_logits) harness_fill_normal(y, n, r, 0.5, 2.0);
+    else harness_fill_softmax_rows(y, job->rows, job->cols, r, 1.0, (flags & TALLY_KL_LOG_TARGET) ? 0.0 : 0.2,
+                                   (flags & TALLY_KL_LOG_TARGET) != 0, NULL, 0);
+    for (uint64_t i = 0; i < n; i++) {
+        if (in_logits) x[i] += shift;
+        if (tg_logits) y[i] -= shift;
+        if (!c->zeros || !tg_logits || i % (uint64_t)job->cols == 0 || harness_rand_unit(r) >= 0.1) continue;
+        y[i] = -INFINITY;
+        if (harness_rand_unit(r) < 1.0 / 3.0) x[i] = in_logits ? -INFINITY : 0.0f; /* q = 0 where t = 0 */
+    }
+}
+
 /* Allocates and fills the inputs of a case. Returns 0, or -1 when out of memory. */
 static int gen_inputs(xc_case *c)
 {
@@ -252,6 +281,11 @@ static int gen_inputs(xc_case *c)
     switch (job->kind) {
     case CLI_OP_REDUCE: gen_reduce(c, job->in[0].data, &r); break;
     case CLI_OP_KL:
+        if (job->flags & (TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS)) {
+            gen_kl_logits(c, job->in[0].data, job->in[1].data, &r);
+            break;
+        }
+        /* fall through */
     case CLI_OP_KL_BACKWARD: {
         int prob = (job->flags & TALLY_KL_INPUT_IS_PROB) != 0, logt = (job->flags & TALLY_KL_LOG_TARGET) != 0;
         unsigned char *mask = NULL;
@@ -777,18 +811,6 @@ static void run_case(xc_state *st, xc_case *c)
 
 /* ---- The catalogue of cases -------------------------------------------------- */
 
-/* The catalogue's rows of one family (harness/cases.h), in order, at the
- * run's size. Returns how many (at most HARNESS_MAX_FAMILY_ROWS). */
-#define HARNESS_MAX_FAMILY_ROWS 32
-static size_t family_rows(unsigned family, int quick, harness_shape *out)
-{
-    size_t n_all, n = 0;
-    const harness_shape *all = harness_shapes(&n_all);
-    for (size_t i = 0; i < n_all && n < HARNESS_MAX_FAMILY_ROWS; i++)
-        if (all[i].families & family) out[n++] = harness_shape_at(&all[i], quick);
-    return n;
-}
-
 static void shape_text(char *out, size_t size, int64_t rows, int64_t cols, int strided, const char *label)
 {
     snprintf(out, size, "%lldx%lld %s%s", (long long)rows, (long long)cols, label, strided ? " strided" : "");
@@ -874,6 +896,50 @@ static void kl_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, 
     }
 }
 
+/* KL from logits over the given shapes: every flag set with a logits flag x
+ * every reduction; the large shape runs one set per reduction. Masked
+ * (-inf) target logits on the "odd" and "fused" rows. */
+static void kl_logits_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, size_t n_shapes)
+{
+    static const unsigned flag_sets[] = {
+        TALLY_KL_INPUT_LOGITS, TALLY_KL_TARGET_LOGITS, TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS,
+        TALLY_KL_INPUT_IS_PROB | TALLY_KL_TARGET_LOGITS, TALLY_KL_INPUT_LOGITS | TALLY_KL_LOG_TARGET,
+    };
+    /* Both logits twice: the founding form of the op. */
+    static const unsigned large_flags[] = {
+        [TALLY_REDUCTION_NONE] = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS,
+        [TALLY_REDUCTION_SUM] = TALLY_KL_TARGET_LOGITS,
+        [TALLY_REDUCTION_MEAN] = TALLY_KL_INPUT_LOGITS,
+        [TALLY_REDUCTION_BATCHMEAN] = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS,
+    };
+    for (size_t s = 0; s < n_shapes; s++) {
+        const harness_shape sh = shapes[s];
+        const int large = strcmp(sh.label, "large") == 0;
+        for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++)
+            for (size_t f = 0; f < sizeof flag_sets / sizeof flag_sets[0]; f++) {
+                const unsigned flags = flag_sets[f];
+                if (large && flags != large_flags[red]) continue;
+                /* An empty mean is TALLY_EMPTY_INPUT (tests/check_kl_logits.c), not a value. */
+                if ((red == TALLY_REDUCTION_MEAN && sh.rows * sh.cols == 0) ||
+                    (red == TALLY_REDUCTION_BATCHMEAN && sh.rows == 0))
+                    continue;
+                xc_case c = matrix_case("kl_div", CLI_OP_KL, &sh);
+                c.job.reduction = (tally_reduction)red;
+                c.job.flags = flags;
+                c.zeros = strncmp(sh.label, "odd", 3) == 0 || strncmp(sh.label, "fused", 5) == 0;
+                c.data_seed = (*seed)++;
+                snprintf(c.variant, sizeof c.variant, "%s%s%s%s%s", reduction_name((tally_reduction)red),
+                         (flags & TALLY_KL_INPUT_LOGITS) ? " x-logits" : "",
+                         (flags & TALLY_KL_INPUT_IS_PROB) ? " prob" : "",
+                         (flags & TALLY_KL_TARGET_LOGITS) ? " t-logits" : "",
+                         (flags & TALLY_KL_LOG_TARGET) ? " logt" : "");
+                if (c.zeros && (flags & TALLY_KL_TARGET_LOGITS))
+                    strncat(c.shape, " masked", sizeof c.shape - strlen(c.shape) - 1);
+                run_case(st, &c);
+            }
+    }
+}
+
 /* Dirichlet-multinomial cases (backward: its gradient, which takes no
  * coefficient flag): shared / per-row alpha x coefficient x reduction. */
 static void dm_cases(xc_state *st, uint64_t *seed, const harness_shape *shapes, size_t n_shapes, int backward)
@@ -907,7 +973,7 @@ static void catalogue(xc_state *st)
     size_t n_shapes;
 
     /* Reductions on both axes; the special-value row last. */
-    n_shapes = family_rows(HARNESS_FAMILY(REDUCE), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(REDUCE), q, shapes);
     for (size_t s = 0; s < n_shapes; s++) {
         const harness_shape sh = shapes[s];
         for (int o = HARNESS_OP_SUM; o <= HARNESS_OP_SUMSQ; o++)
@@ -927,8 +993,8 @@ static void catalogue(xc_state *st)
      * and its gradient: shared / per-row alpha x (forward only) the
      * coefficient x reduction. The forwards run first, then the gradients. */
     harness_shape dm_shapes[HARNESS_MAX_FAMILY_ROWS];
-    n_shapes = family_rows(HARNESS_FAMILY(KL), q, shapes);
-    const size_t n_dm = family_rows(HARNESS_FAMILY(DM), q, dm_shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(KL), q, shapes);
+    const size_t n_dm = harness_family_rows(HARNESS_FAMILY(DM), q, dm_shapes);
     for (int backward = 0; backward < 2; backward++) {
         kl_cases(st, &seed, shapes, n_shapes, backward);
         dm_cases(st, &seed, dm_shapes, n_dm, backward);
@@ -936,7 +1002,7 @@ static void catalogue(xc_state *st)
 
     /* Gaussian mixtures (rows = B, components = K, cols = D), each shape
      * through the forward and then its gradient. */
-    n_shapes = family_rows(HARNESS_FAMILY(GMM), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(GMM), q, shapes);
     for (int sample = 0; sample < 2; sample++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
@@ -967,7 +1033,7 @@ static void catalogue(xc_state *st)
     /* Random fills. */
     static const tally_distribution dists[] = {TALLY_DIST_RAW, TALLY_DIST_UNIFORM, TALLY_DIST_NORMAL};
     static const char *const dist_names[] = {"raw", "uniform", "normal"};
-    n_shapes = family_rows(HARNESS_FAMILY(RNG), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(RNG), q, shapes);
     for (size_t d = 0; d < 3; d++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
@@ -981,7 +1047,7 @@ static void catalogue(xc_state *st)
         }
 
     /* Categorical draws on weights and on logits. */
-    n_shapes = family_rows(HARNESS_FAMILY(CATEGORICAL), q, shapes);
+    n_shapes = harness_family_rows(HARNESS_FAMILY(CATEGORICAL), q, shapes);
     for (int logits = 0; logits < 2; logits++)
         for (size_t s = 0; s < n_shapes; s++) {
             const harness_shape sh = shapes[s];
@@ -996,6 +1062,10 @@ static void catalogue(xc_state *st)
             if (c.zeros) strncat(c.shape, " invalid-row", sizeof c.shape - strlen(c.shape) - 1);
             run_case(st, &c);
         }
+
+    /* KL from logits, last, so that the cases above keep their seeds. */
+    n_shapes = harness_family_rows(HARNESS_FAMILY(KL_LOGITS), q, shapes);
+    kl_logits_cases(st, &seed, shapes, n_shapes);
 }
 
 /* ---- Output -------------------------------------------------------------------- */

@@ -115,6 +115,8 @@ int cli_job_option(cli_job *job, int id, const char *value, int64_t *count)
         return c < 0 ? -1 : 0;
     case CLI_JOB_OPT_INPUT_IS_PROB: job->flags |= TALLY_KL_INPUT_IS_PROB; return 0;
     case CLI_JOB_OPT_LOG_TARGET: job->flags |= TALLY_KL_LOG_TARGET; return 0;
+    case CLI_JOB_OPT_INPUT_LOGITS: job->flags |= TALLY_KL_INPUT_LOGITS; return 0;
+    case CLI_JOB_OPT_TARGET_LOGITS: job->flags |= TALLY_KL_TARGET_LOGITS; return 0;
     case CLI_JOB_OPT_WITH_COEFFICIENT: job->flags |= TALLY_DM_WITH_COEFFICIENT; return 0;
     case CLI_JOB_OPT_PER_ROW_ALPHA: job->per_row_alpha = 1; return 0;
     case CLI_JOB_OPT_LOGITS: job->flags |= TALLY_CATEGORICAL_LOGITS; return 0;

@@ -98,6 +98,8 @@ int cli_job_start(cli_job *job, const char *name);
     X(REDUCTION, "reduction", 1)             \
     X(INPUT_IS_PROB, "input-is-prob", 0)     \
     X(LOG_TARGET, "log-target", 0)           \
+    X(INPUT_LOGITS, "input-logits", 0)       \
+    X(TARGET_LOGITS, "target-logits", 0)     \
     X(WITH_COEFFICIENT, "with-coefficient", 0) \
     X(PER_ROW_ALPHA, "per-row-alpha", 0)     \
     X(BATCH, "batch", 1)                     \

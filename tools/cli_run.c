@@ -28,6 +28,8 @@ const char cli_run_usage[] =
     "                                              [--reduction none|sum|mean|      or 1 value\n"
     "                                               batchmean] (default mean)\n"
     "                                              [--input-is-prob] [--log-target]\n"
+    "                                              [--input-logits] [--target-logits]\n"
+    "                    (logits: each row's log-softmax / softmax is taken)\n"
     "  dirichlet_multinomial                       --rows B --cols V             y: B values (none)\n"
     "                    counts [B,V],             [--reduction none|sum|mean]      or 1 value\n"
     "                    log_alpha [V]              (default none)\n"
@@ -106,8 +108,11 @@ typedef struct run_op_desc {
 } run_op_desc;
 
 #define REDUCE_OPTIONS {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_AXIS), .required = SHAPE_RC}
-#define KL_OPTIONS \
-    {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_INPUT_IS_PROB) | BIT(CLI_JOB_OPT_LOG_TARGET), .required = SHAPE_RC}
+#define KL_FLAGS (BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_INPUT_IS_PROB) | BIT(CLI_JOB_OPT_LOG_TARGET))
+#define KL_OPTIONS {.allowed = SHAPE_RC | KL_FLAGS, .required = SHAPE_RC}
+/* The logits forms have no gradient (yet): the forward alone takes them. */
+#define KL_LOGITS_OPTIONS \
+    {.allowed = SHAPE_RC | KL_FLAGS | BIT(CLI_JOB_OPT_INPUT_LOGITS) | BIT(CLI_JOB_OPT_TARGET_LOGITS), .required = SHAPE_RC}
 #define DM_OPTIONS                                                                                          \
     {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_WITH_COEFFICIENT) | BIT(CLI_JOB_OPT_PER_ROW_ALPHA), \
      .required = SHAPE_RC}
@@ -119,7 +124,7 @@ static const run_op_desc ops[HARNESS_N_OPS] = {
     [HARNESS_OP_MAX] = REDUCE_OPTIONS,
     [HARNESS_OP_LOGSUMEXP] = REDUCE_OPTIONS,
     [HARNESS_OP_SUMSQ] = REDUCE_OPTIONS,
-    [HARNESS_OP_KL_DIV] = KL_OPTIONS,
+    [HARNESS_OP_KL_DIV] = KL_LOGITS_OPTIONS,
     [HARNESS_OP_DIRICHLET_MULTINOMIAL] = DM_OPTIONS,
     [HARNESS_OP_GMM_LOG_PROB] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
     [HARNESS_OP_GMM_SAMPLE] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},

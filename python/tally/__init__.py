@@ -58,18 +58,26 @@ def _via_torch(ctx, *arrays):
     return all(a is None or isinstance(a, _TorchTensor) for a in arrays)
 
 
-def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, *, ctx=None):
+def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, *, input_logits=False,
+           target_logits=False, ctx=None):
     """KL divergence with torch.nn.functional.kl_div's semantics.
 
     input holds log q (or q with input_is_prob=True), target p (or log p with
     log_target=True). reduction: "none" (the input's shape), "sum", "mean"
     (over all elements) or "batchmean" (over rows). 1-D or 2-D float32 arrays.
+    From logits: input_logits=True takes each row's log_softmax of input,
+    target_logits=True each row's softmax of target, inside the op, so
+    kl_div(x, y, input_logits=True, target_logits=True) is
+    F.kl_div(F.log_softmax(x, -1), F.softmax(y, -1)). input_logits excludes
+    input_is_prob and target_logits log_target (TallyError); the logits
+    forms have no gradient yet.
     """
     if _via_torch(ctx, input, target):
         _ops._choice("reduction", reduction, _ops.REDUCTIONS)
         _ops._flag("log_target", log_target), _ops._flag("input_is_prob", input_is_prob)
-        return _tops.kl_div(input, target, reduction, log_target, input_is_prob)
-    return _ops.kl_div(input, target, reduction, log_target, input_is_prob, ctx)
+        _ops._flag("input_logits", input_logits), _ops._flag("target_logits", target_logits)
+        return _tops.kl_div(input, target, reduction, log_target, input_is_prob, input_logits, target_logits)
+    return _ops.kl_div(input, target, reduction, log_target, input_is_prob, ctx, input_logits, target_logits)
 
 
 def dirichlet_multinomial(counts, log_alpha, reduction="none", with_coefficient=False, *, ctx=None):

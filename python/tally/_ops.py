@@ -68,9 +68,12 @@ def _rows(op):
     return 1 if len(op.shape) == 1 else op.shape[0]
 
 
-def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, ctx=None):
+def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, ctx=None, input_logits=False,
+           target_logits=False):
     red = _choice("reduction", reduction, REDUCTIONS)
     flags = (1 if _flag("log_target", log_target) else 0) | (2 if _flag("input_is_prob", input_is_prob) else 0)
+    # TALLY_KL_INPUT_LOGITS and TALLY_KL_TARGET_LOGITS (tally/flags.h).
+    flags |= (4 if _flag("input_logits", input_logits) else 0) | (8 if _flag("target_logits", target_logits) else 0)
     a = _core._operand("input", input)
     b = _core._operand("target", target)
     with _core.call(ctx, [a, b]) as c:

@@ -37,12 +37,12 @@ def _rows(x):
 
 @torch.library.custom_op("tally::kl_div", mutates_args=())
 def _kl_div(input: Tensor, target: Tensor, reduction: str, log_target: bool,
-            input_is_prob: bool) -> Tensor:
-    return _ops.kl_div(input, target, reduction, log_target, input_is_prob)
+            input_is_prob: bool, input_logits: bool = False, target_logits: bool = False) -> Tensor:
+    return _ops.kl_div(input, target, reduction, log_target, input_is_prob, None, input_logits, target_logits)
 
 
 @_kl_div.register_fake
-def _(input, target, reduction, log_target, input_is_prob):
+def _(input, target, reduction, log_target, input_is_prob, input_logits=False, target_logits=False):
     return input.new_empty(input.shape if reduction == "none" else ())
 
 
@@ -69,18 +69,26 @@ def _(input, target, grad, reduction, log_target, input_is_prob, need_input, nee
 
 
 def _kl_setup(ctx, inputs, output):
-    input, target, reduction, log_target, input_is_prob = inputs
+    input, target, reduction, log_target, input_is_prob = inputs[:5]
+    logits = tuple(inputs[5:7]) + (False,) * (7 - len(inputs))
     ctx.save_for_backward(input, target)
-    ctx.opts = (reduction, log_target, input_is_prob)
+    ctx.opts = (reduction, log_target, input_is_prob) + logits
 
 
 def _kl_grad(ctx, grad):
     input, target = ctx.saved_tensors
-    reduction, log_target, input_is_prob = ctx.opts
+    reduction, log_target, input_is_prob, input_logits, target_logits = ctx.opts
     need_i, need_t = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    if input_logits or target_logits:
+        # tally_kl_div_backward refuses the logits flags (docs/ops.md).
+        raise RuntimeError("tally.kl_div: input_logits and target_logits have no gradient yet; "
+                           "differentiate kl_div of torch.log_softmax / torch.softmax instead")
     gi, gt = _kl_div_backward(input.float(), target.float(), grad.float().contiguous(), reduction, log_target,
                               input_is_prob, need_i, need_t)
-    return (gi.to(input.dtype) if need_i else None, gt.to(target.dtype) if need_t else None, None, None, None)
+    # One gradient per input the forward got (torch passes the logits flags
+    # only when they differ from their defaults in some versions).
+    return (gi.to(input.dtype) if need_i else None, gt.to(target.dtype) if need_t else None) + \
+        (None,) * (len(ctx.needs_input_grad) - 2)
 
 
 @torch.library.custom_op("tally::dirichlet_multinomial_backward", mutates_args=())
