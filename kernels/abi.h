@@ -41,6 +41,13 @@
 #define TALLY_K_KLL_LY 3u /* its L_y (the shifted sum until tally_k_kl_logits_stats) */
 #define TALLY_K_KLL_RY 4u /* its r_y */
 #define TALLY_K_KLL_PLANES 5u
+/* Groups of tally_k_kl_logits_rows per multiprocessor, for CUDA's register
+ * budget: 1 lets one group hold its tile (128 floats a work-item) in
+ * registers; 2 caps a work-item at 128 registers and spills the rest to
+ * L1, which measured slower on the H200. */
+#ifndef TALLY_K_KLL_GROUPS_PER_CU
+#define TALLY_K_KLL_GROUPS_PER_CU 1
+#endif
 
 /* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */

@@ -345,7 +345,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 
 /* cols / 1024 quads per lane per row. The common form (both sides logits,
  * rows of 16384, fp32) runs a copy with those arguments as constants. */
-TALLY_KERNEL void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vb, TALLY_K_GROUP_SIZE);

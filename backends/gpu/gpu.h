@@ -106,12 +106,15 @@ typedef struct tally__gpu_context {
     /* Multiprocessors (CUDA) or compute units (OpenCL), set by the backend
      * at context creation; 0 when unknown. Only sizes grids (never results). */
     uint32_t compute_units;
-    /* 1 when the device is a GPU, set by the backend at context creation.
-     * Picks kernel variants only (never results): kernels that hold a
-     * tile's data in private memory across barriers (kernels/kl_logits.h's
-     * fused path) run only on GPUs, where that memory is registers; PoCL 3.1
-     * on a CPU, with more than one thread, gave wrong sums from them. */
-    int is_gpu;
+    /* 1 when the backend's kernels keep a work-item's constant-indexed
+     * private arrays in registers across barriers, set by the backend at
+     * context creation. Picks kernel variants only (never results): the
+     * fused path of kernels/kl_logits.h holds a whole tile that way and
+     * runs only where this is 1. nvcc does (CUDA: 1); on the H200 NVIDIA's
+     * OpenCL compiler made that kernel 2.2x slower than the general path,
+     * and PoCL 3.1 on a CPU, with more than one thread, gave wrong sums
+     * from it (OpenCL: 0). */
+    int register_tiles;
 } tally__gpu_context;
 
 /* The shared op implementations, tally__gpu_<op> for every row of

@@ -6,7 +6,9 @@
  * Fused (tally_k_kl_logits_rows, one launch plus the tree's upper levels):
  * reduced forms whose level-0 tiles are whole rows (both inputs contiguous
  * and 16-byte aligned, cols a power of two from 1024 to 16384, rows * cols a
- * multiple of 16384): the inputs are read once. Everything else takes the
+ * multiple of 16384), where the backend keeps private arrays in registers
+ * (tally__gpu_context's register_tiles: CUDA): the inputs are read once.
+ * Everything else takes the
  * general path: per logits side a max tree and a shifted-exp sum tree over
  * the rows (the row reductions' own launches), tally_k_kl_logits_stats, and
  * tally_k_kl_logits_tiles with the upper levels, or the pointwise kernel.
@@ -42,7 +44,7 @@ static int fused_shape(tally_context *ctx, const tally__kl_job *job)
     const uint64_t cols = job->input.cols, n = job->input.rows * cols;
     const tally__tree_level *lv = &job->plan.level[0];
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    return g->is_gpu && job->reduction != TALLY_REDUCTION_NONE && cols >= FUSED_MIN_COLS && cols <= FUSED_MAX_COLS &&
+    return g->register_tiles && job->reduction != TALLY_REDUCTION_NONE && cols >= FUSED_MIN_COLS && cols <= FUSED_MAX_COLS &&
            (cols & (cols - 1u)) == 0 && n % TALLY_TREE_TILE == 0 && contiguous(&job->input) &&
            contiguous(&job->target) && rows_aligned16(ctx, &job->input) && rows_aligned16(ctx, &job->target) &&
            lv->lanes == TALLY_TREE_LANES && lv->quads_per_lane == TALLY_TREE_QUADS_PER_LANE;
@@ -106,11 +108,12 @@ tally_status tally__gpu_kl_div_logits(tally_context *ctx, const tally__kl_job *j
             .x = tally__gpu_at_view(x), .t = tally__gpu_at_view(t), .cols = cols, .tiles = lv->tiles,
             .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
             .out = level0_out, .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
-        /* One group per multiprocessor, looping over tiles: a group's tile
-         * fills the registers of one, and each group loads its next tile
-         * while it finishes the current one (kernels/kl_logits.h). */
+        /* TALLY_K_KLL_GROUPS_PER_CU groups per multiprocessor, looping over
+         * tiles: a group's tile fills most of the registers of one, and each
+         * group loads its next tile while it finishes the current one
+         * (kernels/kl_logits.h). */
         const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-        const uint64_t units = g->compute_units != 0 ? g->compute_units : 128u;
+        const uint64_t units = (g->compute_units != 0 ? g->compute_units : 128u) * TALLY_K_KLL_GROUPS_PER_CU;
         st = tally__gpu_launch_kl_logits_rows(ctx, lv->tiles < units ? lv->tiles : units, &a);
     } else {
         if (job->flags & TALLY_KL_INPUT_LOGITS)

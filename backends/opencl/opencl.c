@@ -214,7 +214,7 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     if (err != CL_SUCCESS) return tally__cl_error(ctx, err, "clGetDeviceInfo");
     cc->base_align = align_bits / 8u;
     cc->gpu.compute_units = units;
-    cc->gpu.is_gpu = is_gpu(d);
+    cc->gpu.register_tiles = 0; /* see tally__gpu_context */
     /* Deprecated by OpenCL 2.0 but still answered; a device that does not
      * answer is taken not to share memory, so wrap_host is refused. */
     cl_bool unified = CL_FALSE;

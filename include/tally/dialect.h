@@ -89,6 +89,7 @@ typedef uint64_t tally_u64;
 /* ---- Kernel vocabulary (device code only). ---- */
 #if TALLY_TARGET_OPENCL
 #  define TALLY_KERNEL __kernel
+#  define TALLY_KERNEL_GROUPS_PER_CU(n) __kernel
 #  define TALLY_GLOBAL __global
 #  define TALLY_LOCAL __local
 #  define TALLY_LOCAL_ARRAY(type, name, n) __local type name[n]
@@ -99,6 +100,10 @@ typedef uint64_t tally_u64;
 #  define TALLY_RESTRICT restrict
 #elif TALLY_TARGET_CUDA
 #  define TALLY_KERNEL extern "C" __global__
+/* A kernel whose groups of TALLY_K_GROUP_SIZE work-items should fit n to a
+ * multiprocessor (nvcc then caps the registers per thread). Placement only:
+ * it never changes a result. */
+#  define TALLY_KERNEL_GROUPS_PER_CU(n) extern "C" __global__ __launch_bounds__(256, n)
 #  define TALLY_GLOBAL
 #  define TALLY_LOCAL
 #  define TALLY_LOCAL_ARRAY(type, name, n) __shared__ type name[n]

@@ -152,7 +152,16 @@ TALLY_FN float tally_expf(float x)
  * <= 0 and rarely below -87). */
 TALLY_FN float tally_pm_expf_normal(float x)
 {
-    float kf = tally_rint(x * TALLY_PM_LOG2E);
+    /* rint without a rounding or conversion instruction (quarter-rate on
+     * GPUs): adding 1.5 * 2^23 to |v| <= 130 rounds v to an integer, to
+     * nearest even as rint does, and leaves it in the low mantissa bits of
+     * a float of exponent 23, so the same addition gives k as an integer
+     * too. Exact: 1.5 * 2^23 + v is a float of that exponent for every
+     * |v| < 2^22, and subtracting 1.5 * 2^23 back is exact. */
+    const float magic = 0x1.8p23f;
+    const float shifted = x * TALLY_PM_LOG2E + magic;
+    const float kf = shifted - magic;
+    const tally_i32 k = (tally_i32)(tally_as_u32(shifted) - tally_as_u32(magic));
     float r = tally_fma(kf, -TALLY_PM_LN2_HI, x);
     r = tally_fma(kf, -TALLY_PM_LN2_LO, r);
     float p = 0x1.6a5232p-10f;
@@ -162,7 +171,7 @@ TALLY_FN float tally_pm_expf_normal(float x)
     p = tally_fma(p, r, 0x1.fffffcp-2f);
     p = tally_fma(p, r, 1.0f);
     p = tally_fma(p, r, 1.0f);
-    return p * tally_pm_pow2i((tally_i32)kf);
+    return p * tally_pm_pow2i(k);
 }
 
 /* ---------------------------------------------------------------------
