@@ -92,6 +92,47 @@ TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f
 }
 
 /*
+ * One lane's fold of a tile, quad by quad (any placement and dtype): the
+ * lane's quads base + q * lanes + j, q < qpl, each term by tally_kl_term, or
+ * with st (the statistics array of kernels/kl_logits.h, `rows` per plane;
+ * the logits flags) by tally_kl_logits_term with its row's statistics, the
+ * row found once per quad and then followed.
+ */
+TALLY_FN float tally_k_kl_lane(const tally_k_src *xs, const tally_k_src *ts, tally_u64 n, tally_u64 base,
+                               tally_u32 lanes, tally_u32 j, tally_u32 qpl, tally_u32 flags,
+                               TALLY_GLOBAL const float *st, tally_u64 rows, tally_u64 cols)
+{
+    const tally_u64 quads = tally_k_quads(n);
+    float acc = 0.0f;
+    int first_term = 1;
+    for (tally_u32 q = 0; q < qpl; q++) {
+        const tally_u64 g = base + (tally_u64)q * lanes + j;
+        if (g >= quads) break;
+        float ex[4], et[4];
+        const tally_u32 count = tally_k_load_quad(xs, n, g, ex);
+        tally_k_load_quad(ts, n, g, et);
+        tally_u64 r = st != 0 ? (g << 2) / cols : 0u;
+        tally_u64 c = (g << 2) - r * cols;
+        for (tally_u32 i = 0; i < 4u; i++) {
+            if (i < count) {
+                const float term =
+                    st == 0 ? tally_kl_term(ex[i], et[i], flags)
+                            : tally_kl_logits_term(ex[i], et[i], st[TALLY_K_KLL_MX * rows + r],
+                                                   st[TALLY_K_KLL_LX * rows + r], st[TALLY_K_KLL_MY * rows + r],
+                                                   st[TALLY_K_KLL_LY * rows + r], st[TALLY_K_KLL_RY * rows + r], flags);
+                acc = first_term ? term : acc + term;
+                first_term = 0;
+                if (++c == cols) {
+                    c = 0;
+                    r++;
+                }
+            }
+        }
+    }
+    return acc;
+}
+
+/*
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
  * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
  * when finish is DIVIDE and this is the only level (mean, batchmean).
@@ -173,31 +214,11 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
                                  : tally_k_kl_batch(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
                 }
             } else {
-                acc = 0.0f;
-                int first_term = 1;
-                for (tally_u32 q = 0; q < qpl; q++) {
-                    const tally_u64 g = base + (tally_u64)q * lanes + j;
-                    if (g >= quads) break;
-                    float ex[4], et[4];
-                    const tally_u32 count = tally_k_load_quad(&xs, n, g, ex);
-                    tally_k_load_quad(&ts, n, g, et);
-                    for (tally_u32 c = 0; c < 4u; c++) {
-                        if (c < count) {
-                            const float term = tally_kl_term(ex[c], et[c], flags);
-                            acc = first_term ? term : acc + term;
-                            first_term = 0;
-                        }
-                    }
-                }
+                acc = tally_k_kl_lane(&xs, &ts, n, base, lanes, j, qpl, flags, 0, 0u, 0u);
             }
             v[lid] = acc;
         }
-        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-        if (in_segment && j == 0u) {
-            float r = v[lid];
-            if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
-            out[out_off + tile] = tally_canonical(r);
-        }
+        tally_k_tile_sum_store(v, lid, lanes, active, in_segment && j == 0u, finish, divisor, out + out_off + tile);
     }
 }
 

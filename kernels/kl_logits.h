@@ -79,36 +79,10 @@ TALLY_KERNEL void tally_k_kl_logits_tiles(TALLY_K_PARAMS(kl_logits_tiles))
         const tally_u64 base = tile * tile_quads;
         const tally_u64 active = in_segment ? tally_k_active(quads, base, lanes) : 0u;
         if ((tally_u64)j < active) {
-            float acc = 0.0f;
-            int first_term = 1;
-            for (tally_u32 q = 0; q < qpl; q++) {
-                const tally_u64 g = base + (tally_u64)q * lanes + j;
-                if (g >= quads) break;
-                float ex[4], et[4];
-                const tally_u32 count = tally_k_load_quad(&xs, n, g, ex);
-                tally_k_load_quad(&ts, n, g, et);
-                tally_u64 r = (g << 2) / cols;
-                tally_u64 c = (g << 2) - r * cols;
-                for (tally_u32 i = 0; i < 4u; i++) {
-                    if (i < count) {
-                        const float term = tally_k_kll_term(sp, rows, r, ex[i], et[i], flags);
-                        acc = first_term ? term : acc + term;
-                        first_term = 0;
-                        if (++c == cols) {
-                            c = 0;
-                            r++;
-                        }
-                    }
-                }
-            }
+            const float acc = tally_k_kl_lane(&xs, &ts, n, base, lanes, j, qpl, flags, sp, rows, cols);
             v[lid] = acc;
         }
-        tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-        if (in_segment && j == 0u) {
-            float res = v[lid];
-            if (finish == TALLY_K_FINISH_DIVIDE) res = tally_divf(res, divisor);
-            out[out_off + tile] = tally_canonical(res);
-        }
+        tally_k_tile_sum_store(v, lid, lanes, active, in_segment && j == 0u, finish, divisor, out + out_off + tile);
     }
 }
 
@@ -334,12 +308,8 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_C
         }
         ve[lid] = acc;
-        tally_k_tree(ve, lid, TALLY_K_GROUP_SIZE, TALLY_K_GROUP_SIZE, TALLY_COMBINE_SUM);
-        if (lid == 0u) {
-            float r = ve[0];
-            if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
-            out[out_off + tile] = tally_canonical(r);
-        }
+        tally_k_tile_sum_store(ve, lid, TALLY_K_GROUP_SIZE, TALLY_K_GROUP_SIZE, lid == 0u, finish, divisor,
+                               out + out_off + tile);
     }
 }
 

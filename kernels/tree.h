@@ -186,6 +186,20 @@ TALLY_FN void tally_k_tree(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes,
     TALLY_BARRIER();
 }
 
+/* A sum tile's end: the tree, then its lane 0 (`store`) writes the tile's
+ * value to *dst, divided by `divisor` under TALLY_K_FINISH_DIVIDE, stored
+ * canonical. */
+TALLY_FN void tally_k_tile_sum_store(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes, tally_u64 active,
+                                     int store, tally_u32 finish, float divisor, TALLY_GLOBAL float *dst)
+{
+    tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
+    if (store) {
+        float r = v[lid];
+        if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
+        *dst = tally_canonical(r);
+    }
+}
+
 /* The same tree over three arrays summed side by side (Dirichlet-
  * multinomial's A, N and S share one plan), with one barrier per step. */
 TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c,

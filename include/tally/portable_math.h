@@ -109,19 +109,13 @@ TALLY_FN float tally_pm_pow2i(tally_i32 n)
  * Cost (nvcc -arch=sm_90 PTX, constants folded): 25 instructions: 8 fma,
  * 3 mul, 1 rint, 1 float->int conversion, 8 integer add/sub/shift, and
  * min, max, compare, select for the clamp and NaN. */
-TALLY_FN float tally_expf(float x)
+/* e^r for x = k ln2 + r, given k as the float kf: the reduction of x and
+ * the polynomial, shared by tally_expf and tally_pm_expf_normal. */
+TALLY_FN float tally_pm_exp_reduced(float x, float kf)
 {
-    /* Clamp so that k stays in [-150, 129]: e^-104 < 2^-150 rounds to 0 and
-     * e^89 > 2^128 rounds to +inf, so the clamp changes no result, and it
-     * keeps the float->int conversion defined (a NaN also lands on -104 and
-     * is put back at the end). */
-    float xc = (x > -104.0f) ? x : -104.0f;
-    xc = (xc < 89.0f) ? xc : 89.0f;
-
-    float kf = tally_rint(xc * TALLY_PM_LOG2E);
-    /* xc - k*LN2_HI is exact (k*LN2_HI has <= 23 bits and is within a
-     * factor 2 of xc when k != 0); only the LN2_LO step rounds. */
-    float r = tally_fma(kf, -TALLY_PM_LN2_HI, xc);
+    /* x - k*LN2_HI is exact (k*LN2_HI has <= 23 bits and is within a
+     * factor 2 of x when k != 0); only the LN2_LO step rounds. */
+    float r = tally_fma(kf, -TALLY_PM_LN2_HI, x);
     r = tally_fma(kf, -TALLY_PM_LN2_LO, r);
 
     /* P(r) ~ (e^r - 1)/r on |r| <= 0.3466: gen_math_coeffs.py fit_exp,
@@ -132,7 +126,20 @@ TALLY_FN float tally_expf(float x)
     p = tally_fma(p, r, 0x1.555492p-3f);
     p = tally_fma(p, r, 0x1.fffffcp-2f);
     p = tally_fma(p, r, 1.0f);
-    p = tally_fma(p, r, 1.0f);
+    return tally_fma(p, r, 1.0f);
+}
+
+TALLY_FN float tally_expf(float x)
+{
+    /* Clamp so that k stays in [-150, 129]: e^-104 < 2^-150 rounds to 0 and
+     * e^89 > 2^128 rounds to +inf, so the clamp changes no result, and it
+     * keeps the float->int conversion defined (a NaN also lands on -104 and
+     * is put back at the end). */
+    float xc = (x > -104.0f) ? x : -104.0f;
+    xc = (xc < 89.0f) ? xc : 89.0f;
+
+    float kf = tally_rint(xc * TALLY_PM_LOG2E);
+    const float p = tally_pm_exp_reduced(xc, kf);
 
     /* k1 = floor(k/2) through an unsigned shift (k + 256 > 0), avoiding the
      * implementation-defined right shift of a negative int. */
@@ -162,16 +169,7 @@ TALLY_FN float tally_pm_expf_normal(float x)
     const float shifted = x * TALLY_PM_LOG2E + magic;
     const float kf = shifted - magic;
     const tally_i32 k = (tally_i32)(tally_as_u32(shifted) - tally_as_u32(magic));
-    float r = tally_fma(kf, -TALLY_PM_LN2_HI, x);
-    r = tally_fma(kf, -TALLY_PM_LN2_LO, r);
-    float p = 0x1.6a5232p-10f;
-    p = tally_fma(p, r, 0x1.12396cp-7f);
-    p = tally_fma(p, r, 0x1.5558aap-5f);
-    p = tally_fma(p, r, 0x1.555492p-3f);
-    p = tally_fma(p, r, 0x1.fffffcp-2f);
-    p = tally_fma(p, r, 1.0f);
-    p = tally_fma(p, r, 1.0f);
-    return p * tally_pm_pow2i(k);
+    return tally_pm_exp_reduced(x, kf) * tally_pm_pow2i(k);
 }
 
 /* ---------------------------------------------------------------------
