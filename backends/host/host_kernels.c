@@ -80,6 +80,42 @@ DEFINE_KL_MAP(1, 1u)
 DEFINE_KL_MAP(2, 2u)
 DEFINE_KL_MAP(3, 3u)
 
+/* The KL term from logits over one row's run of elements, its statistics
+ * and flags constants in each copy (the five forms the front end accepts),
+ * so that the loop is straight-line code the compiler can vectorise. */
+#define DEFINE_KL_LOGITS_MAP(suffix, FLAGS)                                                              \
+    static void map_kl_logits_##suffix(const float *restrict x, const float *restrict y, uint64_t n,     \
+                                       const float *st, float *restrict out)                             \
+    {                                                                                                    \
+        const float mx = st[0], lx = st[1], my = st[2], ly = st[3], ry = st[4];                          \
+        for (uint64_t i = 0; i < n; i++) out[i] = tally_kl_logits_term(x[i], y[i], mx, lx, my, ly, ry, (FLAGS)); \
+    }
+DEFINE_KL_LOGITS_MAP(4, 4u)
+DEFINE_KL_LOGITS_MAP(5, 5u)
+DEFINE_KL_LOGITS_MAP(8, 8u)
+DEFINE_KL_LOGITS_MAP(10, 10u)
+DEFINE_KL_LOGITS_MAP(12, 12u)
+
+/* The terms of elements k0 .. k0 + n - 1 of src (KL_LOGITS), row by row. */
+static void map_kl_logits(const float *x, const float *y, const tally__host_src *src, uint64_t k0, uint64_t n,
+                          float *out)
+{
+    const uint64_t cols = src->in[0].cols;
+    uint64_t row = k0 / cols, c = k0 % cols;
+    for (uint64_t i = 0; i < n; row++, c = 0) {
+        const uint64_t len = cols - c < n - i ? cols - c : n - i;
+        const float *st = src->stats + row * 5u;
+        switch (src->flags) {
+        case 4u: map_kl_logits_4(x + i, y + i, len, st, out + i); break;
+        case 5u: map_kl_logits_5(x + i, y + i, len, st, out + i); break;
+        case 8u: map_kl_logits_8(x + i, y + i, len, st, out + i); break;
+        case 10u: map_kl_logits_10(x + i, y + i, len, st, out + i); break;
+        default: map_kl_logits_12(x + i, y + i, len, st, out + i); break;
+        }
+        i += len;
+    }
+}
+
 static void map_kl(const float *x, const float *t, uint32_t flags, uint64_t n, float *out)
 {
     switch (flags & 3u) {
@@ -198,6 +234,7 @@ static const float *terms_of(const tally__host_src *src, uint64_t k0, uint64_t n
     case TALLY__HOST_TERM_GAUSS:
         map_gauss(a, vec_chunk(&src->in[1], k0, n, g1), vec_chunk(&src->in[2], k0, n, g2), n, out);
         break;
+    case TALLY__HOST_TERM_KL_LOGITS: map_kl_logits(a, vec_chunk(&src->in[1], k0, n, g1), src, k0, n, out); break;
     }
     return out;
 }

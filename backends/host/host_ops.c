@@ -245,12 +245,28 @@ static float term_kl_logits(const void *arg, uint64_t k)
     return kl_logits_at(s, k / cols, k % cols);
 }
 
+/* The vector kernels' view of the terms (host_simd.h's KL_LOGITS). */
+static tally__host_src kl_logits_src(const kl_logits_state *s)
+{
+    tally__host_src src = {.term = TALLY__HOST_TERM_KL_LOGITS, .flags = s->job->flags, .stats = s->stats,
+                           .in = {{.p = s->input.p, .cols = s->input.cols, .stride = s->input.stride},
+                                  {.p = s->target.p, .cols = s->target.cols, .stride = s->target.stride}}};
+    return src;
+}
+
 static void kl_logits_rows(void *arg, uint64_t begin, uint64_t end)
 {
     const kl_logits_state *s = arg;
-    for (uint64_t row = begin; row < end; row++)
-        for (uint64_t c = 0; c < s->input.cols; c++)
-            s->out.p[row * s->out.stride + c] = tally_canonical(kl_logits_at(s, row, c));
+    const tally__host_src src = kl_logits_src(s);
+    for (uint64_t row = begin; row < end; row++) {
+        float *o = s->out.p + row * s->out.stride;
+        if (s->k != NULL) {
+            s->k->terms(&src, row * s->input.cols, s->input.cols, o);
+            for (uint64_t c = 0; c < s->input.cols; c++) o[c] = tally_canonical(o[c]);
+            continue;
+        }
+        for (uint64_t c = 0; c < s->input.cols; c++) o[c] = tally_canonical(kl_logits_at(s, row, c));
+    }
 }
 
 static tally_status kl_div_logits(tally_context *ctx, const tally__kl_job *job)
@@ -267,7 +283,10 @@ static tally_status kl_div_logits(tally_context *ctx, const tally__kl_job *job)
     float sum = 0.0f;
     if (st == TALLY_OK && job->reduction == TALLY_REDUCTION_NONE)
         tally__host_parallel_for(rows, cols * 40 + 1, kl_logits_rows, &s);
-    else if (st == TALLY_OK)
+    else if (st == TALLY_OK && s.k != NULL) {
+        const tally__host_src src = kl_logits_src(&s);
+        st = tally__host_tree_reduce_k(&job->plan, TALLY_COMBINE_SUM, s.k, &src, 1, 0.0f, &sum);
+    } else if (st == TALLY_OK)
         st = tally__host_tree_reduce(&job->plan, TALLY_COMBINE_SUM, term_kl_logits, &s, 1, 0.0f, &sum);
     free(s.stats);
     if (st != TALLY_OK) return tally__error(ctx, st, "host kl_div: out of memory for partial sums");

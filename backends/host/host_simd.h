@@ -34,7 +34,8 @@
     X(KL, 2)           /* tally_kl_term(a[k], b[k], flags) */                  \
     X(DM, 2)           /* tally_dm_term(a[k], tally_expf(b[k]), flags) */      \
     X(GAUSS, 3)        /* tally_gauss_term(a[k], b[k], c[k]) */                \
-    X(DM_TABLE, 2)     /* DM with a shared alpha through src->table */
+    X(DM_TABLE, 2)     /* DM with a shared alpha through src->table */       \
+    X(KL_LOGITS, 2)    /* tally_kl_logits_term(a[k], b[k], its row's src->stats, flags) */
 
 typedef enum tally__host_term {
 #define TALLY__HOST_TERM_ENUM(name, inputs) TALLY__HOST_TERM_##name,
@@ -58,6 +59,9 @@ typedef struct tally__host_src {
     uint32_t flags; /* KL, DM */
     /* DM_TABLE: the dm_table() of the row's log_alpha (b). */
     const float *table;
+    /* KL_LOGITS: five floats per row of in[0] (m_x, L_x, m_y, L_y, r_y;
+     * host_ops.c's kl_div_logits), element k's row being k / in[0].cols. */
+    const float *stats;
 } tally__host_src;
 
 /* Whole counts below this are looked up in a DM table. */
