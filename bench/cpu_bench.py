@@ -2,7 +2,7 @@
 """CPU benchmark: tally's host backend (and PoCL, when present) against
 NumPy/SciPy float32 on the same arrays, timed in the same process.
 
-The five workloads of issue 10 plus a memory-bandwidth probe (NumPy copy and
+The five workloads of issue 10, the KL from logits (issue 16), and a memory-bandwidth probe (NumPy copy and
 fill). Each time is the best of --repeat runs, in milliseconds; tally's time
 covers the op call (synchronous on the host; followed by tally_sync on
 OpenCL) and nothing else: inputs are uploaded once beforehand.
@@ -30,6 +30,7 @@ SUM, LOGSUMEXP = 1, 5
 AXIS_ALL, AXIS_ROW = 1, 2
 RED_NONE, RED_SUM, RED_MEAN, RED_BATCHMEAN = 0, 1, 2, 3
 KL_INPUT_IS_PROB = 2
+KL_INPUT_LOGITS, KL_TARGET_LOGITS = 4, 8
 DIST_NORMAL = 3
 
 
@@ -122,6 +123,7 @@ def workloads(rng):
     t /= t.sum(axis=1, keepdims=True)
     x26 = rng.standard_normal(1 << 26, dtype=np.float32)
     xl = rng.standard_normal((R, V), dtype=np.float32)
+    yl = rng.standard_normal((R, V), dtype=np.float32)
     counts = rng.integers(0, 8, size=(4096, 1024)).astype(np.float32)
     log_alpha = rng.standard_normal((1, 1024), dtype=np.float32) * np.float32(0.5)
     gen = np.random.default_rng(1)
@@ -148,6 +150,19 @@ def workloads(rng):
 
     def normal_np():
         return gen.standard_normal(1 << 26, dtype=np.float32)
+
+    def kl_logits_np():
+        # F.kl_div(F.log_softmax(x), F.softmax(y)) written in NumPy float32.
+        lq = xl - xl.max(axis=1, keepdims=True)
+        lq -= np.log(np.exp(lq).sum(axis=1, keepdims=True))
+        lt = yl - yl.max(axis=1, keepdims=True)
+        lt -= np.log(np.exp(lt).sum(axis=1, keepdims=True))
+        return np.float32(np.sum(np.exp(lt) * (lt - lq), dtype=np.float32) / R)
+
+    def kl_logits_t(T):
+        vi, vt, vo = T.array(xl), T.array(yl), T.array(np.zeros(1))
+        flags = KL_INPUT_LOGITS | KL_TARGET_LOGITS
+        return T.run(lambda: T.lib.tally_kl_div(T.ctx, vi, vt, RED_BATCHMEAN, flags, vo)), (vo, 1)
 
     def kl_t(T):
         vi, vt, vo = T.array(p), T.array(t), T.array(np.zeros(1))
@@ -177,6 +192,7 @@ def workloads(rng):
         ("row logsumexp 4096x16384", {"numpy": lse_np, "scipy logsumexp": lse_scipy}, lse_t, lse_np),
         ("Dirichlet-multinomial 4096x1024", {"scipy gammaln": dm_np}, dm_t, dm_np),
         ("normal fill 2^26", {"numpy.random": normal_np}, normal_t, None),
+        ("KL batchmean 4096x16384 from logits", {"numpy": kl_logits_np}, kl_logits_t, kl_logits_np),
     ]
 
 
