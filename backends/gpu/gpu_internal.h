@@ -54,6 +54,34 @@ uint64_t tally__gpu_ceil_div(uint64_t a, uint64_t b);
 /* 1 when the buffer's first byte is 16-byte aligned on the device. */
 int tally__gpu_buffer_aligned16(const tally_context *ctx, const tally_buffer *buf);
 
+/* ---- Views as the kernels read them (gpu_ops.c, gpu_kl_logits.c). ---- */
+
+/* 1 when a view's rows are one contiguous run of rows*cols elements. */
+static inline int tally__gpu_contiguous(const tally__array *a)
+{
+    return a->rows <= 1 || a->stride == a->cols;
+}
+
+/* A view's element type as the kernels take it: the tally_dtype of a half
+ * view, else TALLY_F32. */
+static inline uint32_t tally__gpu_kdtype(const tally__array *a)
+{
+    return a->dtype == TALLY_BF16 || a->dtype == TALLY_F16 ? (uint32_t)a->dtype : (uint32_t)TALLY_F32;
+}
+
+/* Elements of the view's dtype per 16 bytes: 4 fp32, 8 halves. */
+static inline uint64_t tally__gpu_per16(const tally__array *a)
+{
+    return tally__gpu_kdtype(a) == TALLY_F32 ? 4u : 8u;
+}
+
+/* 1 when every row of the view starts 16-byte aligned. */
+static inline int tally__gpu_rows_aligned16(tally_context *ctx, const tally__array *a)
+{
+    return a->offset % tally__gpu_per16(a) == 0 && (a->rows <= 1 || a->stride % tally__gpu_per16(a) == 0) &&
+           tally__gpu_buffer_aligned16(ctx, a->buffer);
+}
+
 /* ---- Scratch: an op first lays out every region it needs, then reserves
  * them all at once (growing the buffer drops its contents), then launches. */
 typedef struct tally__gpu_layout {

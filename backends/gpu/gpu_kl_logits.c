@@ -21,32 +21,14 @@
 #define FUSED_MIN_COLS 1024u
 #define FUSED_MAX_COLS 16384u
 
-static int contiguous(const tally__array *a)
-{
-    return a->rows <= 1 || a->stride == a->cols;
-}
-
-static uint32_t kdtype(const tally__array *a)
-{
-    return a->dtype == TALLY_BF16 || a->dtype == TALLY_F16 ? (uint32_t)a->dtype : (uint32_t)TALLY_F32;
-}
-
-/* 1 when every row of the view starts 16-byte aligned. */
-static int rows_aligned16(tally_context *ctx, const tally__array *a)
-{
-    const uint64_t per16 = kdtype(a) == TALLY_F32 ? 4u : 8u;
-    return a->offset % per16 == 0 && (a->rows <= 1 || a->stride % per16 == 0) &&
-           tally__gpu_buffer_aligned16(ctx, a->buffer);
-}
-
 static int fused_shape(tally_context *ctx, const tally__kl_job *job)
 {
     const uint64_t cols = job->input.cols, n = job->input.rows * cols;
     const tally__tree_level *lv = &job->plan.level[0];
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
     return g->register_tiles && job->reduction != TALLY_REDUCTION_NONE && cols >= FUSED_MIN_COLS && cols <= FUSED_MAX_COLS &&
-           (cols & (cols - 1u)) == 0 && n % TALLY_TREE_TILE == 0 && contiguous(&job->input) &&
-           contiguous(&job->target) && rows_aligned16(ctx, &job->input) && rows_aligned16(ctx, &job->target) &&
+           (cols & (cols - 1u)) == 0 && n % TALLY_TREE_TILE == 0 && tally__gpu_contiguous(&job->input) &&
+           tally__gpu_contiguous(&job->target) && tally__gpu_rows_aligned16(ctx, &job->input) && tally__gpu_rows_aligned16(ctx, &job->target) &&
            lv->lanes == TALLY_TREE_LANES && lv->quads_per_lane == TALLY_TREE_QUADS_PER_LANE;
 }
 
@@ -58,8 +40,8 @@ static tally_status side_stats(tally_context *ctx, const tally__kl_job *job, con
     const uint64_t rows = side->rows;
     const tally__gpu_vectors src = {.buf = side->buffer, .off = side->offset, .cols = side->cols,
                                     .stride = side->stride, .nvec = rows, .vec_stride = side->stride,
-                                    .mode = rows_aligned16(ctx, side) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS,
-                                    .dtype = kdtype(side)};
+                                    .mode = tally__gpu_rows_aligned16(ctx, side) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS,
+                                    .dtype = tally__gpu_kdtype(side)};
     const uint64_t m_off = st_off + m_plane * rows;
     const tally__gpu_result max_res = {.buf = scratch, .off = m_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
                                        .divisor = 0.0f, .shift = NULL, .shift_off = 0};
@@ -107,7 +89,7 @@ tally_status tally__gpu_kl_div_logits(tally_context *ctx, const tally__kl_job *j
         const tally__kargs_kl_logits_rows a = {
             .x = tally__gpu_at_view(x), .t = tally__gpu_at_view(t), .cols = cols, .tiles = lv->tiles,
             .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
-            .out = level0_out, .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
+            .out = level0_out, .x_dtype = tally__gpu_kdtype(x), .t_dtype = tally__gpu_kdtype(t)};
         /* TALLY_K_KLL_GROUPS_PER_CU groups per multiprocessor, looping over
          * tiles: a group's tile fills most of the registers of one, and each
          * group loads its next tile while it finishes the current one
@@ -129,18 +111,18 @@ tally_status tally__gpu_kl_div_logits(tally_context *ctx, const tally__kl_job *j
             const tally__kargs_kl_logits_pointwise a = {
                 .x = tally__gpu_at_view(x), .x_stride = x->stride, .t = tally__gpu_at_view(t),
                 .t_stride = t->stride, .o = tally__gpu_at_view(o), .o_stride = o->stride, .rows = rows,
-                .cols = cols, .flags = job->flags, .st = {scratch, st_off}, .x_dtype = kdtype(x),
-                .t_dtype = kdtype(t)};
+                .cols = cols, .flags = job->flags, .st = {scratch, st_off}, .x_dtype = tally__gpu_kdtype(x),
+                .t_dtype = tally__gpu_kdtype(t)};
             return tally__gpu_launch_kl_logits_pointwise(ctx, rows, &a);
         }
         uint32_t mode = TALLY_K_LOAD_STRIDED;
-        if (contiguous(x) && contiguous(t))
-            mode = rows_aligned16(ctx, x) && rows_aligned16(ctx, t) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+        if (tally__gpu_contiguous(x) && tally__gpu_contiguous(t))
+            mode = tally__gpu_rows_aligned16(ctx, x) && tally__gpu_rows_aligned16(ctx, t) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
         const tally__kargs_kl_logits_tiles a = {
             .x = tally__gpu_at_view(x), .x_stride = x->stride, .t = tally__gpu_at_view(t), .t_stride = t->stride,
             .cols = cols, .mode = mode, .n = n, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
             .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
-            .st = {scratch, st_off}, .rows = rows, .out = level0_out, .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
+            .st = {scratch, st_off}, .rows = rows, .out = level0_out, .x_dtype = tally__gpu_kdtype(x), .t_dtype = tally__gpu_kdtype(t)};
         st = tally__gpu_launch_kl_logits_tiles(ctx, lv->tiles, &a);
     }
     if (st != TALLY_OK || single) return st;

@@ -8,32 +8,6 @@
 #include "tally/half.h"
 #include "tally/terms.h"
 
-/* 1 when a view's rows are one contiguous run of rows*cols elements. */
-static int contiguous(const tally__array *a)
-{
-    return a->rows <= 1 || a->stride == a->cols;
-}
-
-/* A view's element type as the kernels take it: the tally_dtype of a half
- * view, else TALLY_F32. */
-static uint32_t kdtype(const tally__array *a)
-{
-    return a->dtype == TALLY_BF16 || a->dtype == TALLY_F16 ? (uint32_t)a->dtype : (uint32_t)TALLY_F32;
-}
-
-/* Elements of the view's dtype per 16 bytes: 4 fp32, 8 halves. */
-static uint64_t per16(const tally__array *a)
-{
-    return kdtype(a) == TALLY_F32 ? 4u : 8u;
-}
-
-/* 1 when every row of the view starts 16-byte aligned. */
-static int rows_aligned16(tally_context *ctx, const tally__array *a)
-{
-    return a->offset % per16(a) == 0 && (a->rows <= 1 || a->stride % per16(a) == 0) &&
-           tally__gpu_buffer_aligned16(ctx, a->buffer);
-}
-
 static uint32_t f32_bits(float f)
 {
     return tally_as_u32(f);
@@ -64,18 +38,18 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
      * of [1, n], which only the first element's alignment decides. The walk,
      * and so every term and its place in the tree, is the same. */
     tally__array x = job->x;
-    if (all && contiguous(&x)) {
+    if (all && tally__gpu_contiguous(&x)) {
         x.cols = x.rows * x.cols;
         x.stride = x.cols;
         x.rows = 1;
     }
     tally__gpu_vectors src = {.buf = x.buffer, .off = x.offset, .cols = x.cols, .stride = x.stride, .nvec = nvec,
-                              .vec_stride = 0, .dtype = kdtype(&x)};
-    if (all && !contiguous(&x)) {
+                              .vec_stride = 0, .dtype = tally__gpu_kdtype(&x)};
+    if (all && !tally__gpu_contiguous(&x)) {
         src.mode = TALLY_K_LOAD_STRIDED;
     } else {
         src.vec_stride = all ? 0 : x.stride;
-        src.mode = rows_aligned16(ctx, &x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
+        src.mode = tally__gpu_rows_aligned16(ctx, &x) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS;
     }
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
@@ -133,8 +107,8 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         const tally__array *o = &job->out;
         uint32_t mode = TALLY_K_LOAD_STRIDED;
         uint64_t groups = rows;
-        if (contiguous(x) && contiguous(t) && contiguous(o)) {
-            const int vec4 = x->offset % per16(x) == 0 && t->offset % per16(t) == 0 && o->offset % 4u == 0 &&
+        if (tally__gpu_contiguous(x) && tally__gpu_contiguous(t) && tally__gpu_contiguous(o)) {
+            const int vec4 = x->offset % tally__gpu_per16(x) == 0 && t->offset % tally__gpu_per16(t) == 0 && o->offset % 4u == 0 &&
                              tally__gpu_buffer_aligned16(ctx, x->buffer) &&
                              tally__gpu_buffer_aligned16(ctx, t->buffer) &&
                              tally__gpu_buffer_aligned16(ctx, o->buffer);
@@ -144,7 +118,7 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         const tally__kargs_kl_pointwise a = {
             .x = tally__gpu_at_view(x), .x_stride = x->stride, .t = tally__gpu_at_view(t), .t_stride = t->stride,
             .o = tally__gpu_at_view(o), .o_stride = o->stride, .rows = rows, .cols = cols, .mode = mode,
-            .flags = job->flags, .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
+            .flags = job->flags, .x_dtype = tally__gpu_kdtype(x), .t_dtype = tally__gpu_kdtype(t)};
         return tally__gpu_launch_kl_pointwise(ctx, groups, &a);
     }
 
@@ -158,8 +132,8 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         return tally__gpu_fill(ctx, job->out.buffer, job->out.offset, 1, 1, f32_bits(v));
     }
     uint32_t mode = TALLY_K_LOAD_STRIDED;
-    if (contiguous(x) && contiguous(t))
-        mode = x->offset % per16(x) == 0 && t->offset % per16(t) == 0 && tally__gpu_buffer_aligned16(ctx, x->buffer) &&
+    if (tally__gpu_contiguous(x) && tally__gpu_contiguous(t))
+        mode = x->offset % tally__gpu_per16(x) == 0 && t->offset % tally__gpu_per16(t) == 0 && tally__gpu_buffer_aligned16(ctx, x->buffer) &&
                        tally__gpu_buffer_aligned16(ctx, t->buffer)
                    ? TALLY_K_LOAD_VEC4
                    : TALLY_K_LOAD_CONTIGUOUS;
@@ -177,8 +151,8 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         .cols = cols, .mode = mode, .n = n, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
         .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
         .out = single ? tally__gpu_at_view(&job->out) : (tally__gpu_at){scratch, space.a_off},
-        .x_dtype = kdtype(x), .t_dtype = kdtype(t)};
-    if (kdtype(x) != TALLY_F32 || kdtype(t) != TALLY_F32)
+        .x_dtype = tally__gpu_kdtype(x), .t_dtype = tally__gpu_kdtype(t)};
+    if (tally__gpu_kdtype(x) != TALLY_F32 || tally__gpu_kdtype(t) != TALLY_F32)
         st = tally__gpu_launch_kl_tiles_half(ctx, lv->tiles, &a);
     else
         st = tally__gpu_launch_kl_tiles(ctx, lv->tiles, &a);
@@ -226,7 +200,7 @@ static tally_status dm_rows(tally_context *ctx, const tally__dm_job *job, const 
         .la_stride = job->per_row_alpha ? la->stride : 0, .pre = {pre, ea_off}, .lga_off = lga_off,
         .alpha_mode = alpha_mode, .B = B, .V = V, .lanes = lv->lanes, .qpl = lv->quads_per_lane,
         .tiles = lv->tiles, .flags = job->flags, .out = {out, out_at}, .out_stride = out_stride,
-        .c_dtype = kdtype(counts), .la_dtype = kdtype(la)};
+        .c_dtype = tally__gpu_kdtype(counts), .la_dtype = tally__gpu_kdtype(la)};
     uint64_t groups = tally__gpu_ceil_div(B * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
     /* Each group tabulates alpha once (as much work as one row of
      * V <= 2048): about 32 groups per compute unit fill the device and keep
@@ -249,9 +223,9 @@ static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, 
     if (groups > cap) groups = cap;
     const tally__kargs_dm_rows_table a = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
-        .vec4 = rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, ea_off}, .lga_off = lga_off,
+        .vec4 = tally__gpu_rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, ea_off}, .lga_off = lga_off,
         .B = counts->rows, .V = counts->cols, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .flags = job->flags,
-        .out = {out, out_at}, .out_stride = out_stride, .c_dtype = kdtype(counts)};
+        .out = {out, out_at}, .out_stride = out_stride, .c_dtype = tally__gpu_kdtype(counts)};
     return tally__gpu_launch_dm_rows_table(ctx, groups, &a);
 }
 
@@ -295,7 +269,7 @@ tally_status tally__gpu_dirichlet_multinomial(tally_context *ctx, const tally__d
 
     if (prepared) {
         const tally__kargs_dm_prep a = {.la = tally__gpu_at_view(la), .V = V, .pre = {scratch, ea_off},
-                                        .lga_off = lga_off, .rows = table_rows, .la_dtype = kdtype(la)};
+                                        .lga_off = lga_off, .rows = table_rows, .la_dtype = tally__gpu_kdtype(la)};
         st = tally__gpu_launch_dm_prep(ctx, tally__gpu_ceil_div(V * table_rows, TALLY_GPU_GROUP_SIZE), &a);
         if (st != TALLY_OK) return st;
     }
@@ -353,7 +327,7 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     const uint64_t n = o->rows * o->cols;
     const uint64_t off = job->rng.offset;
     const uint64_t blocks = ((off + (n - 1u)) >> 2) - (off >> 2) + 1u;
-    const int quads = contiguous(o) && (o->offset & 3u) == (off & 3u) && tally__gpu_buffer_aligned16(ctx, o->buffer);
+    const int quads = tally__gpu_contiguous(o) && (o->offset & 3u) == (off & 3u) && tally__gpu_buffer_aligned16(ctx, o->buffer);
     const tally__kargs_rng_fill a = {.out = tally__gpu_at_view(o), .stride = o->stride, .rows = o->rows,
                                      .cols = o->cols, .dist = (uint32_t)job->dist, .seed = job->rng.seed,
                                      .subsequence = job->rng.subsequence, .offset = off};
