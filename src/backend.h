@@ -210,28 +210,32 @@ typedef struct tally__gmm_backward_job {
  * the thread for calls without one).
  * ------------------------------------------------------------------------ */
 
-/* The ops that run a job, one X(p, name, job type) row each: the table's
- * entry `name` runs a `const job type *`. The forward ops are required; the
- * gradients (the last three) are optional: NULL makes the op return
- * TALLY_BACKEND_ERROR with a message naming the backend. The same rows
- * declare a backend's entry points (TALLY__DECLARE_OPS) and fill its table
- * (TALLY__OP_ENTRIES), so a new op is one row here. `p` is the prefix of
- * the entry points' names, passed through to X. */
+/* The ops that run a job, one X(p, name, job type, need) row each: the
+ * table's entry `name` runs a `const job type *`. need is required or
+ * optional: a backend whose table leaves a required entry NULL is refused
+ * at context creation (tally__backend_missing_op), and a NULL optional
+ * entry (the gradients) makes its op return TALLY_BACKEND_ERROR with a
+ * message naming the backend. The same rows declare a backend's entry
+ * points (TALLY__DECLARE_OPS) and fill its table (TALLY__OP_ENTRIES), so a
+ * new op is one row here. `p` is the prefix of the entry points' names,
+ * passed through to X. */
 #define TALLY__JOB_OPS(X, p)                                                   \
-    X(p, reduce, tally__reduce_job)                                            \
-    X(p, kl_div, tally__kl_job)                                                \
-    X(p, dirichlet_multinomial, tally__dm_job)                                 \
-    X(p, gmm_log_prob, tally__gmm_job)                                         \
-    X(p, gmm_sample, tally__gmm_job)                                           \
-    X(p, rng_fill, tally__rng_job)                                             \
-    X(p, categorical, tally__categorical_job)                                  \
-    X(p, kl_div_backward, tally__kl_backward_job)                              \
-    X(p, dirichlet_multinomial_backward, tally__dm_backward_job)               \
-    X(p, gmm_backward, tally__gmm_backward_job)
+    X(p, reduce, tally__reduce_job, required)                                  \
+    X(p, kl_div, tally__kl_job, required)                                      \
+    X(p, dirichlet_multinomial, tally__dm_job, required)                       \
+    X(p, gmm_log_prob, tally__gmm_job, required)                               \
+    X(p, gmm_sample, tally__gmm_job, required)                                 \
+    X(p, rng_fill, tally__rng_job, required)                                   \
+    X(p, categorical, tally__categorical_job, required)                        \
+    X(p, kl_div_backward, tally__kl_backward_job, optional)                    \
+    X(p, dirichlet_multinomial_backward, tally__dm_backward_job, optional)     \
+    X(p, gmm_backward, tally__gmm_backward_job, optional)
 
-#define TALLY__OP_FIELD(p, name, job_type) tally_status (*name)(tally_context *ctx, const job_type *job);
-#define TALLY__OP_DECLARE(p, name, job_type) tally_status p##name(tally_context *ctx, const job_type *job);
-#define TALLY__OP_ENTRY(p, name, job_type) .name = p##name,
+#define TALLY__OP_NEED_required 1
+#define TALLY__OP_NEED_optional 0
+#define TALLY__OP_FIELD(p, name, job_type, need) tally_status (*name)(tally_context *ctx, const job_type *job);
+#define TALLY__OP_DECLARE(p, name, job_type, need) tally_status p##name(tally_context *ctx, const job_type *job);
+#define TALLY__OP_ENTRY(p, name, job_type, need) .name = p##name,
 /* Declares p<op> for every op, e.g. TALLY__DECLARE_OPS(tally__gpu_). */
 #define TALLY__DECLARE_OPS(p) TALLY__JOB_OPS(TALLY__OP_DECLARE, p)
 /* Designated initializers .<op> = p<op> for every op, inside a table. */

@@ -17,3 +17,12 @@ const tally__backend_ops *tally__backend_table(tally_backend backend)
 #undef TALLY__BACKEND
     return NULL;
 }
+
+const char *tally__backend_missing_op(const tally__backend_ops *ops)
+{
+#define TALLY__OP_CHECK(p, name, job_type, need) \
+    if (TALLY__OP_NEED_##need && ops->name == NULL) return #name;
+    TALLY__JOB_OPS(TALLY__OP_CHECK, )
+#undef TALLY__OP_CHECK
+    return NULL;
+}

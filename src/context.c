@@ -94,14 +94,28 @@ static tally_status resolve_device(int device, int *out)
     return TALLY_OK;
 }
 
-static tally_status create_on(tally_backend backend, int device, tally_context **out)
+/* The table of a backend that can make contexts: compiled in, with every
+ * required op entry and, when wrap is set, a context_wrap entry. */
+static tally_status backend_for_context(tally_backend backend, int wrap, const tally__backend_ops **out)
 {
     const tally__backend_ops *ops = tally__backend_table(backend);
-    if (ops == NULL)
+    if (ops == NULL || (wrap && ops->context_wrap == NULL))
         return tally__error(NULL, TALLY_BACKEND_NOT_COMPILED,
                             "the %s backend was not compiled into this build of tally",
                             tally_backend_name(backend));
-    return ops->context_create(device, out);
+    const char *missing = tally__backend_missing_op(ops);
+    if (missing != NULL)
+        return tally__error(NULL, TALLY_BACKEND_ERROR, "the %s backend's ops table has no %s entry",
+                            tally_backend_name(backend), missing);
+    *out = ops;
+    return TALLY_OK;
+}
+
+static tally_status create_on(tally_backend backend, int device, tally_context **out)
+{
+    const tally__backend_ops *ops = NULL;
+    tally_status st = backend_for_context(backend, 0, &ops);
+    return st != TALLY_OK ? st : ops->context_create(device, out);
 }
 
 /* AUTO's order, one row per attempt, tried until one opens. A row of
@@ -205,10 +219,9 @@ tally_status tally_context_create_opencl(void *cl_context, void *cl_device_id,
         return tally__error(NULL, TALLY_INVALID_ARGUMENT,
                             "tally_context_create_opencl: cl_context, cl_device_id and "
                             "cl_command_queue are all required");
-    const tally__backend_ops *ops = tally__backend_table(TALLY_BACKEND_OPENCL);
-    if (ops == NULL || ops->context_wrap == NULL)
-        return tally__error(NULL, TALLY_BACKEND_NOT_COMPILED,
-                            "the opencl backend was not compiled into this build of tally");
+    const tally__backend_ops *ops = NULL;
+    tally_status st = backend_for_context(TALLY_BACKEND_OPENCL, 1, &ops);
+    if (st != TALLY_OK) return st;
     void *const handles[3] = {cl_context, cl_device_id, cl_command_queue};
     return ops->context_wrap(handles, out);
 }
@@ -221,10 +234,9 @@ tally_status tally_context_create_cuda(int device, void *stream, tally_context *
     if (device < 0)
         return tally__error(NULL, TALLY_INVALID_ARGUMENT,
                             "tally_context_create_cuda: device %d is negative", device);
-    const tally__backend_ops *ops = tally__backend_table(TALLY_BACKEND_CUDA);
-    if (ops == NULL || ops->context_wrap == NULL)
-        return tally__error(NULL, TALLY_BACKEND_NOT_COMPILED,
-                            "the cuda backend was not compiled into this build of tally");
+    const tally__backend_ops *ops = NULL;
+    tally_status st = backend_for_context(TALLY_BACKEND_CUDA, 1, &ops);
+    if (st != TALLY_OK) return st;
     void *const handles[3] = {(void *)(intptr_t)device, stream, NULL};
     return ops->context_wrap(handles, out);
 }

@@ -26,5 +26,8 @@ uint64_t tally__dtype_bytes(tally_dtype dtype);
 /* The tables of the compiled-in backends (src/backends.c, generated from the
  * build configuration); NULL when a backend is compiled out. */
 const tally__backend_ops *tally__backend_table(tally_backend backend);
+/* The name of the first required op entry (TALLY__JOB_OPS) that ops leaves
+ * NULL, or NULL when every required entry is there. */
+const char *tally__backend_missing_op(const tally__backend_ops *ops);
 
 #endif /* TALLY_INTERNAL_H */

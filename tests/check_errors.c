@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/internal.h"
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
@@ -584,6 +585,24 @@ START_TEST(backend_names)
 }
 END_TEST
 
+/* The backend's table has every required op entry; a copy missing one is
+ * named, and a missing optional entry (a gradient) is allowed. */
+START_TEST(backend_table)
+{
+    const tally__backend_ops *ops = tally__backend_table(tt_backend());
+    ck_assert_ptr_nonnull(ops);
+    ck_assert_ptr_null(tally__backend_missing_op(ops));
+    tally__backend_ops copy = *ops;
+    copy.kl_div_backward = NULL;
+    copy.gmm_backward = NULL;
+    ck_assert_ptr_null(tally__backend_missing_op(&copy));
+    copy.categorical = NULL;
+    ck_assert_str_eq(tally__backend_missing_op(&copy), "categorical");
+    copy.reduce = NULL;
+    ck_assert_str_eq(tally__backend_missing_op(&copy), "reduce");
+}
+END_TEST
+
 /* Names and strings come from the same table as the enum. */
 START_TEST(status_table)
 {
@@ -703,5 +722,5 @@ TT_SUITE("errors",
           .tests = {view_errors, reduce_errors, kl_errors, dm_errors, gmm_errors, rng_errors, buffer_errors,
                     last_error_lifetime}},
          {.name = "api", TT_FIXTURE, .timeout = 120,
-          .tests = {context_errors, environment_variables, backend_names, status_table, version,
+          .tests = {context_errors, environment_variables, backend_names, backend_table, status_table, version,
                     contexts_on_threads}})

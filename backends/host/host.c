@@ -60,7 +60,7 @@ static void host_context_release(tally_context *ctx)
 /* Each op runs with its context's pool current on the calling thread, so
  * that its parallel loops use the context's workers (host_parallel.h):
  * pooled_<op> wraps tally__host_<op> for every row of TALLY__JOB_OPS. */
-#define DEFINE_POOLED_OP(p, name, job_type)                                    \
+#define DEFINE_POOLED_OP(p, name, job_type, need)                              \
     static tally_status pooled_##name(tally_context *ctx, const job_type *job) \
     {                                                                          \
         tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool); \
