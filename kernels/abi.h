@@ -48,6 +48,15 @@
 #ifndef TALLY_K_KLL_GROUPS_PER_CU
 #define TALLY_K_KLL_GROUPS_PER_CU 1
 #endif
+/* Dynamic local memory of tally_k_kl_logits_rows_staged: the next tile's
+ * sixteen quads a work-item of both inputs, fp32 (128 KiB). */
+#define TALLY_K_KLL_STAGE_BYTES (2u * 16u * 256u * 16u)
+/* 1: the op layer takes tally_k_kl_logits_rows_staged where the backend
+ * grants the stage; 0: always tally_k_kl_logits_rows (a bench variant,
+ * BENCH_VARIANT in bench/gpu_bench.sh). Either gives the same bits. */
+#ifndef TALLY_K_KLL_STAGED
+#define TALLY_K_KLL_STAGED 1u
+#endif
 
 /* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */

@@ -17,7 +17,9 @@
  * statistics there (the row plan's lanes are the tile's lanes: lane j of a
  * row of cols elements folds quads j + 256 q', which are its own quads
  * q = rho Q + q' of the tile, Q = cols / 1024) and then the tile's terms, so
- * the inputs are read from memory once.
+ * the inputs are read from memory once. tally_k_kl_logits_rows_staged is
+ * the same with the next tile's loads in flight during the whole of the
+ * current tile's passes, through a stage in local memory (CUDA).
  */
 #ifndef TALLY_KERNELS_KL_LOGITS_H
 #define TALLY_KERNELS_KL_LOGITS_H
@@ -196,8 +198,10 @@ TALLY_FN void tally_k_kll_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tall
         acc = (first) ? term_ : acc + term_;                                              \
     } while (0)
 
+/* stage: 0, or TALLY_K_KLL_STAGE_BYTES of local memory for the next tile
+ * (fp32 inputs only). */
 TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
-                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve,
+                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_LOCAL tally_f4 *stage,
                                          TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                          TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u32 qrow,
                                          tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
@@ -209,13 +213,19 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
     const int xl = (flags & TALLY_KL_INPUT_LOGITS) != 0u, yl = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, 0u, 0u, TALLY_K_LOAD_VEC4);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, 0u, 0u, TALLY_K_LOAD_VEC4);
-    /* The group's first tile is loaded here; each later one quad by quad
-     * during the previous tile's pass C, into the registers that pass has
-     * just finished with, so its loads are in flight while the group still
-     * computes (one group fills a multiprocessor's registers, so no other
-     * group would hide them). */
+    /* The group's first tile is loaded here. One group fills a
+     * multiprocessor's registers, so no other group hides the loads of the
+     * next tile: they are started while the group still computes. Without a
+     * stage, quad by quad during pass C, into the registers that pass has
+     * just finished with. With one, during passes B and C as well: each
+     * row's quads are copied into the stage as soon as pass A has read
+     * them, and into the registers once the tile is done. Each work-item
+     * copies and reads back only its own quads. */
     tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
     const tally_u64 tile_quads = L * TALLY_TREE_QUADS_PER_LANE;
+    const tally_u64 y_stage = L * TALLY_TREE_QUADS_PER_LANE;
+    TALLY_GLOBAL const tally_f4 *xq = (TALLY_GLOBAL const tally_f4 *)xs.p;
+    TALLY_GLOBAL const tally_f4 *tq = (TALLY_GLOBAL const tally_f4 *)ts.p;
     if (TALLY_GROUP_ID() < tiles) {
         const tally_u64 g0 = TALLY_GROUP_ID() * tile_quads + lid;
 #define TALLY_K_KLL_LOAD(q)                      \
@@ -252,6 +262,15 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
             tally_k_kll_tree2(va, vb, lid, TALLY_COMBINE_MAX);
             mx = va[0];
             my = vb[0];
+            if (stage != 0 && prefetch) {
+#define TALLY_K_KLL_STAGE(q)                                                    \
+    if ((q) >= lo && (q) < hi) {                                                \
+        TALLY_STAGE_COPY(&stage[(q) * L + lid], xq + g_next + (q) * L);         \
+        TALLY_STAGE_COPY(&stage[y_stage + (q) * L + lid], tq + g_next + (q) * L); \
+    }
+                TALLY_K_KLL_EACH(TALLY_K_KLL_STAGE)
+#undef TALLY_K_KLL_STAGE
+            }
             /* z - m is monotonic in z, so the lane's smallest shifted logit
              * is its minimum's: when it is >= -87 every exponential of the
              * lane is the short form, as straight-line code whose elements
@@ -291,7 +310,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         TALLY_K_KLL_C1(acc, a[q].y, b[q].y, yl, flags, Lx, ry, cxy, 0, SHORT);        \
         TALLY_K_KLL_C1(acc, a[q].z, b[q].z, yl, flags, Lx, ry, cxy, 0, SHORT);        \
         TALLY_K_KLL_C1(acc, a[q].w, b[q].w, yl, flags, Lx, ry, cxy, 0, SHORT);        \
-        if (prefetch) {                                                               \
+        if (stage == 0 && prefetch) {                                                 \
             a[q] = tally_k_quad4(&xs, g_next + (q) * L);                              \
             b[q] = tally_k_quad4(&ts, g_next + (q) * L);                              \
         }                                                                             \
@@ -310,11 +329,37 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         ve[lid] = acc;
         tally_k_tile_sum_store(ve, lid, TALLY_K_GROUP_SIZE, TALLY_K_GROUP_SIZE, lid == 0u, finish, divisor,
                                out + out_off + tile);
+        if (stage != 0 && prefetch) {
+            TALLY_STAGE_WAIT();
+#define TALLY_K_KLL_UNSTAGE(q)             \
+    a[q] = stage[(q) * L + lid];           \
+    b[q] = stage[y_stage + (q) * L + lid];
+            TALLY_K_KLL_EACH(TALLY_K_KLL_UNSTAGE)
+#undef TALLY_K_KLL_UNSTAGE
+        }
     }
 }
 
 /* cols / 1024 quads per lane per row. The common form (both sides logits,
  * rows of 16384, fp32) runs a copy with those arguments as constants. */
+TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
+                                          TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_LOCAL tally_f4 *stage,
+                                          TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+                                          TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 cols,
+                                          tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
+                                          TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
+                                          tally_u32 x_dtype, tally_u32 t_dtype)
+{
+    const tally_u32 qrow = (tally_u32)(cols >> 10);
+    const tally_u32 both = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS;
+    if (flags == both && qrow == TALLY_TREE_QUADS_PER_LANE && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, stage, x, x_off, t, t_off, TALLY_TREE_QUADS_PER_LANE, tiles,
+                                   both, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
+    else
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, stage, x, x_off, t, t_off, qrow, tiles, flags, finish,
+                                   divisor, out, out_off, x_dtype, t_dtype);
+}
+
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
@@ -322,14 +367,29 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_row
     TALLY_LOCAL_ARRAY(float, vc, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vd, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
-    const tally_u32 qrow = (tally_u32)(cols >> 10);
-    const tally_u32 both = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS;
-    if (flags == both && qrow == TALLY_TREE_QUADS_PER_LANE && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
-        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, x, x_off, t, t_off, TALLY_TREE_QUADS_PER_LANE, tiles, both,
-                                   finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
-    else
-        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, x, x_off, t, t_off, qrow, tiles, flags, finish, divisor, out,
-                                   out_off, x_dtype, t_dtype);
+    tally_k_kl_logits_rows_pick(va, vb, vc, vd, ve, 0, x, x_off, t, t_off, cols, tiles, flags, finish, divisor, out,
+                                out_off, x_dtype, t_dtype);
+}
+
+/* The same for fp32 inputs with the next tile staged in local memory
+ * (TALLY_K_KLL_STAGE_BYTES), so that its loads are in flight during passes
+ * B and C too. Where TALLY_HAS_STAGE is 0 the kernel exists with an empty
+ * body (the OpenCL program must define every kernel of the list) and is
+ * never launched. */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows_staged(TALLY_K_PARAMS(kl_logits_rows))
+{
+#if TALLY_HAS_STAGE
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vb, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vc, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vd, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
+    TALLY_STAGE(stage);
+    (void)x_dtype;
+    (void)t_dtype;
+    tally_k_kl_logits_rows_pick(va, vb, vc, vd, ve, stage, x, x_off, t, t_off, cols, tiles, flags, finish, divisor,
+                                out, out_off, TALLY_F32, TALLY_F32);
+#endif
 }
 
 #endif /* TALLY_KERNELS_KL_LOGITS_H */

@@ -167,6 +167,20 @@ static tally_status load_kernels(tally__cuda_context *cc)
                                 "kernel %s runs at most %d threads per block on %s; tally needs %u",
                                 name, max_threads, cc->gpu.base.device_name, TALLY_GPU_GROUP_SIZE);
     }
+    /* A staging kernel needs more shared memory than a block gets without
+     * asking (48 KiB). Where the device refuses (before compute capability
+     * 8.0), stage_bytes stays 0 and the op layer never launches one. */
+    uint32_t stage = UINT32_MAX;
+    for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {
+        const uint32_t bytes = tally__gpu_kernel_stage_bytes((tally__kernel_id)k);
+        if (bytes == 0) continue;
+        if (tally__cu.cuFuncSetAttribute(cc->kernels[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         (int)bytes) != CUDA_SUCCESS)
+            stage = 0;
+        else if (bytes < stage)
+            stage = bytes;
+    }
+    cc->gpu.stage_bytes = stage == UINT32_MAX ? 0 : stage;
     return TALLY_OK;
 }
 
@@ -340,8 +354,8 @@ static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uin
 
     tally_status st = enter(ctx, cc);
     if (st != TALLY_OK) return st;
-    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
-                                          TALLY_GPU_GROUP_SIZE, 1, 1, 0, cc->stream, params, NULL);
+    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1, TALLY_GPU_GROUP_SIZE, 1, 1,
+                                          tally__gpu_kernel_stage_bytes(kernel), cc->stream, params, NULL);
     leave();
     if (r != CUDA_SUCCESS) {
         char what[160];

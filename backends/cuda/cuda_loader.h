@@ -55,6 +55,7 @@
     X(cuModuleUnload, (CUmodule module))                                                  \
     X(cuModuleGetFunction, (CUfunction *function, CUmodule module, const char *name))     \
     X(cuFuncGetAttribute, (int *value, CUfunction_attribute attribute, CUfunction function)) \
+    X(cuFuncSetAttribute, (CUfunction function, CUfunction_attribute attribute, int value)) \
     X(cuMemAlloc_v2, (CUdeviceptr *pointer, size_t bytes))                                \
     X(cuMemFree_v2, (CUdeviceptr pointer))                                                \
     X(cuMemGetAddressRange_v2, (CUdeviceptr *base, size_t *bytes, CUdeviceptr pointer))   \

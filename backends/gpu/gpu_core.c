@@ -22,6 +22,11 @@ const char *tally__gpu_kernel_name(tally__kernel_id id)
     return kernel_names[id];
 }
 
+uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
+{
+    return id == TALLY__K_kl_logits_rows_staged ? TALLY_K_KLL_STAGE_BYTES : 0u;
+}
+
 /* ---- Arguments and launches ----------------------------------------------
  * Everything here is generated from the tables of kernels/kernel_list.h, as
  * the kernels' signatures are, so the two cannot disagree. */

@@ -139,6 +139,35 @@ typedef float4 tally_f4;
 #  define TALLY_STORE_F4(p, i, value) (((TALLY_GLOBAL tally_f4 *)(p))[(i)] = (value))
 #endif
 
+/* Staging quads in local memory without passing them through registers.
+ * TALLY_HAS_STAGE is 1 where a kernel can declare TALLY_STAGE(name), an
+ * array of tally_f4 in dynamic local memory whose size the launch sets
+ * (CUDA: the kernel's stage bytes, backends/gpu/gpu_core.c); OpenCL C has
+ * no dynamic local memory outside kernel arguments, so there it is 0 and
+ * the op layer never launches a staging kernel (tally__gpu_context's
+ * stage_bytes is 0). TALLY_STAGE_COPY(dst, src) starts copying one quad
+ * from global to local memory (cp.async on sm_80 and later, which needs
+ * 16-byte aligned addresses; a plain copy elsewhere) and TALLY_STAGE_WAIT()
+ * waits for every copy the work-item started and makes them visible to it:
+ * a work-item that reads back only its own copies needs no barrier. They
+ * only move bits, so they never change a result. */
+#if TALLY_TARGET_CUDA
+#  define TALLY_HAS_STAGE 1
+#  define TALLY_STAGE(name) extern __shared__ tally_f4 name[]
+#else
+#  define TALLY_HAS_STAGE 0
+#endif
+#if TALLY_TARGET_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#  define TALLY_STAGE_COPY(dst, src)                                                                           \
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), \
+                   "l"(src)                                                                                    \
+                   : "memory")
+#  define TALLY_STAGE_WAIT() asm volatile("cp.async.wait_all;\n" ::: "memory")
+#elif TALLY_TARGET_OPENCL || TALLY_TARGET_CUDA
+#  define TALLY_STAGE_COPY(dst, src) (*(dst) = *(src))
+#  define TALLY_STAGE_WAIT() ((void)0)
+#endif
+
 /* ---- IEEE-exact primitives. Only these (plus + - * on floats, which the
  * build keeps uncontracted) may appear in bit-deciding code. ---- */
 #if TALLY_TARGET_OPENCL
