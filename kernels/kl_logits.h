@@ -110,21 +110,6 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
  * quads stay in registers. */
 #define TALLY_K_KLL_EACH(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) M(15)
 
-/* The in-group tree of two full tiles (256 active lanes) side by side; a
- * and b must not be written again before every work-item has read the
- * results, which the callers ensure by using fresh arrays for each tree. */
-TALLY_FN void tally_k_kll_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 kind)
-{
-    for (tally_u32 s = TALLY_K_GROUP_SIZE >> 1; s > 0u; s >>= 1) {
-        TALLY_BARRIER();
-        if (lid < s) {
-            a[lid] = tally_combine((int)kind, a[lid], a[lid + s]);
-            b[lid] = tally_combine((int)kind, b[lid], b[lid + s]);
-        }
-    }
-    TALLY_BARRIER();
-}
-
 /* A lane's maximum over a quad, continuing m (or starting it with the
  * quad's first element). Without NaNs this is tally_max_nan's fold; a NaN
  * in a row makes its shifted sum NaN and so, through L and r, every value
@@ -259,7 +244,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_A
             va[lid] = mx;
             vb[lid] = my;
-            tally_k_kll_tree2(va, vb, lid, TALLY_COMBINE_MAX);
+            tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX);
             mx = va[0];
             my = vb[0];
             if (stage != 0 && prefetch) {
@@ -298,7 +283,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_B
             vc[lid] = sx;
             vd[lid] = sy;
-            tally_k_kll_tree2(vc, vd, lid, TALLY_COMBINE_SUM);
+            tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM);
             const float Lx = xl ? tally_softmax_log_norm(mx, vc[0]) : 0.0f;
             const float Ly = yl ? tally_softmax_log_norm(my, vd[0]) : 0.0f;
             const float ry = yl ? tally_softmax_recip_norm(my, vd[0]) : 0.0f;
@@ -327,8 +312,8 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_C
         }
         ve[lid] = acc;
-        tally_k_tile_sum_store(ve, lid, TALLY_K_GROUP_SIZE, TALLY_K_GROUP_SIZE, lid == 0u, finish, divisor,
-                               out + out_off + tile);
+        tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM);
+        if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
         if (stage != 0 && prefetch) {
             TALLY_STAGE_WAIT();
 #define TALLY_K_KLL_UNSTAGE(q)             \

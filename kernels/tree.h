@@ -186,18 +186,61 @@ TALLY_FN void tally_k_tree(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes,
     TALLY_BARRIER();
 }
 
+/* The value at j of the three tree steps s = 4d, 2d, d (d = 32 or 4) over
+ * the eight values j + d m, m = 0 .. 7, as tally_k_tree computes them. */
+TALLY_FN float tally_k_tree_three_steps(TALLY_LOCAL const float *v, tally_u32 j, tally_u32 d, tally_u32 kind)
+{
+    const int k = (int)kind;
+    const float u0 = tally_combine(k, v[j], v[j + 4u * d]);
+    const float u1 = tally_combine(k, v[j + d], v[j + 5u * d]);
+    const float u2 = tally_combine(k, v[j + 2u * d], v[j + 6u * d]);
+    const float u3 = tally_combine(k, v[j + 3u * d], v[j + 7u * d]);
+    return tally_combine(k, tally_combine(k, u0, u2), tally_combine(k, u1, u3));
+}
+
+/* The tree of a full tile, 256 active lanes, over a and b side by side (b
+ * may be 0 for one array): the same operations on the same values as
+ * tally_k_tree, so the same bits, with two barriers instead of nine. After
+ * the first, work-item j < 32 takes the steps 128, 64 and 32 for its
+ * position; then j < 4 the steps 16, 8 and 4; then work-item 0 the steps 2
+ * and 1, leaving the results in a[0] and b[0], which every work-item may
+ * read after the second barrier. Each step writes only positions that no
+ * other work-item of that step reads. The group must have 256 work-items. */
+TALLY_FN void tally_k_tree_full(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 kind)
+{
+    const int k = (int)kind;
+    TALLY_BARRIER();
+    if (lid < 32u) {
+        a[lid] = tally_k_tree_three_steps(a, lid, 32u, kind);
+        if (b != 0) b[lid] = tally_k_tree_three_steps(b, lid, 32u, kind);
+    }
+    TALLY_BARRIER_FIRST32();
+    if (lid < 4u) {
+        a[lid] = tally_k_tree_three_steps(a, lid, 4u, kind);
+        if (b != 0) b[lid] = tally_k_tree_three_steps(b, lid, 4u, kind);
+    }
+    TALLY_BARRIER_FIRST32();
+    if (lid == 0u) {
+        a[0] = tally_combine(k, tally_combine(k, a[0], a[2]), tally_combine(k, a[1], a[3]));
+        if (b != 0) b[0] = tally_combine(k, tally_combine(k, b[0], b[2]), tally_combine(k, b[1], b[3]));
+    }
+    TALLY_BARRIER();
+}
+
 /* A sum tile's end: the tree, then its lane 0 (`store`) writes the tile's
  * value to *dst, divided by `divisor` under TALLY_K_FINISH_DIVIDE, stored
  * canonical. */
+TALLY_FN void tally_k_store_tile(float r, tally_u32 finish, float divisor, TALLY_GLOBAL float *dst)
+{
+    if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
+    *dst = tally_canonical(r);
+}
+
 TALLY_FN void tally_k_tile_sum_store(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes, tally_u64 active,
                                      int store, tally_u32 finish, float divisor, TALLY_GLOBAL float *dst)
 {
     tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-    if (store) {
-        float r = v[lid];
-        if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
-        *dst = tally_canonical(r);
-    }
+    if (store) tally_k_store_tile(v[lid], finish, divisor, dst);
 }
 
 /* The same tree over three arrays summed side by side (Dirichlet-

@@ -118,6 +118,16 @@ typedef uint64_t tally_u64;
 #  define TALLY_RESTRICT restrict
 #endif
 
+/* Orders local memory among work-items 0 .. 31 of a group (for a step of
+ * a tree that only they take part in). Every work-item of the group must
+ * reach it, as a barrier: OpenCL C gives a full barrier; on CUDA work-items
+ * 0 .. 31 are one warp and each warp synchronises only itself. */
+#if TALLY_TARGET_OPENCL
+#  define TALLY_BARRIER_FIRST32() barrier(CLK_LOCAL_MEM_FENCE)
+#elif TALLY_TARGET_CUDA
+#  define TALLY_BARRIER_FIRST32() __syncwarp()
+#endif
+
 /* Barrier that also orders global memory among the work-items of a group,
  * for kernels that read back what other work-items of the group wrote to
  * global memory (a sampled row, say). __syncthreads already covers global

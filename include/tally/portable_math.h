@@ -168,8 +168,12 @@ TALLY_FN float tally_pm_expf_normal(float x)
     const float magic = 0x1.8p23f;
     const float shifted = x * TALLY_PM_LOG2E + magic;
     const float kf = shifted - magic;
-    const tally_i32 k = (tally_i32)(tally_as_u32(shifted) - tally_as_u32(magic));
-    return tally_pm_exp_reduced(x, kf) * tally_pm_pow2i(k);
+    /* 2^k = tally_pm_pow2i(k) without forming k: bits(shifted) is
+     * bits(magic) + k = 0x4b400000 + k, and 0x4b400000 << 23 is 0 modulo
+     * 2^32, so (k + 127) << 23 is (bits(shifted) << 23) + (127 << 23) in
+     * unsigned arithmetic: one shift-and-add. */
+    const float scale = tally_as_f32((tally_as_u32(shifted) << 23) + 0x3f800000u);
+    return tally_pm_exp_reduced(x, kf) * scale;
 }
 
 /* ---------------------------------------------------------------------
