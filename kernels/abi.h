@@ -48,14 +48,20 @@
 #ifndef TALLY_K_KLL_GROUPS_PER_CU
 #define TALLY_K_KLL_GROUPS_PER_CU 1
 #endif
-/* Dynamic local memory of tally_k_kl_logits_rows_staged: the next tile's
- * sixteen quads a work-item of both inputs, fp32 (128 KiB). */
+/* The local arrays of one part's trees in tally_k_kl_logits_rows (five
+ * of TALLY_K_GROUP_SIZE floats). */
+#define TALLY_K_KLL_TREE_ARRAYS 5u
+/* tally_k_kl_logits_rows_pair: work-items a group (two parts of 256), and
+ * its dynamic local memory, each part's sixteen target quads a work-item
+ * (2 x 16 x 256 x 16 bytes, 128 KiB). */
+#define TALLY_K_KLL_PAIR_GROUP_SIZE 512u
 #define TALLY_K_KLL_STAGE_BYTES (2u * 16u * 256u * 16u)
-/* 1: the op layer takes tally_k_kl_logits_rows_staged where the backend
- * grants the stage; 0: always tally_k_kl_logits_rows (a bench variant,
- * BENCH_VARIANT in bench/gpu_bench.sh). Either gives the same bits. */
-#ifndef TALLY_K_KLL_STAGED
-#define TALLY_K_KLL_STAGED 1u
+/* 1: the op layer takes tally_k_kl_logits_rows_pair where the backend
+ * grants its local memory; 0: always tally_k_kl_logits_rows (a bench
+ * variant, BENCH_VARIANT in bench/gpu_bench.sh). Either gives the same
+ * bits. */
+#ifndef TALLY_K_KLL_PAIR
+#define TALLY_K_KLL_PAIR 1u
 #endif
 
 /* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */

@@ -36,7 +36,7 @@
     K(dm_bw_rows, dm_bw_rows) K(dm_bw_elements, dm_bw_elements) K(dm_bw_scale, dm_bw_scale)                     \
     K(gmm_bw_rows, gmm_bw_rows) K(kl_logits_stats, kl_logits_stats) K(kl_logits_tiles, kl_logits_tiles)         \
     K(kl_logits_pointwise, kl_logits_pointwise) K(kl_logits_rows, kl_logits_rows)                               \
-    K(kl_logits_rows_staged, kl_logits_rows)
+    K(kl_logits_rows_pair, kl_logits_rows)
 
 /* ---- kernels/reduce.h ---- */
 
@@ -86,8 +86,9 @@
 
 /* Level 0 with each tile's rows' statistics taken in registers (contiguous,
  * 16-byte aligned inputs; cols a power of two, 1024 .. 16384);
- * tally_k_kl_logits_rows_staged: the same with fp32 inputs, the next tile
- * staged in TALLY_K_KLL_STAGE_BYTES of dynamic local memory. */
+ * tally_k_kl_logits_rows_pair: the same with fp32 inputs, two parts a group
+ * with their target quads in TALLY_K_KLL_STAGE_BYTES of dynamic local
+ * memory. */
 #define TALLY_K_ARGS_kl_logits_rows(BUF, VAL, _)                                                                \
     BUF(x, x_off, IN, f32) _ BUF(t, t_off, IN, f32) _ VAL(u64, cols) _ VAL(u64, tiles) _ VAL(u32, flags) _       \
     VAL(u32, finish) _ VAL(f32, divisor) _ BUF(out, out_off, OUT, f32) _ VAL(u32, x_dtype) _ VAL(u32, t_dtype)

@@ -17,9 +17,9 @@
  * statistics there (the row plan's lanes are the tile's lanes: lane j of a
  * row of cols elements folds quads j + 256 q', which are its own quads
  * q = rho Q + q' of the tile, Q = cols / 1024) and then the tile's terms, so
- * the inputs are read from memory once. tally_k_kl_logits_rows_staged is
- * the same with the next tile's loads in flight during the whole of the
- * current tile's passes, through a stage in local memory (CUDA).
+ * the inputs are read from memory once. tally_k_kl_logits_rows_pair is the
+ * same with two independent parts a group, each with its target quads in
+ * local memory (CUDA).
  */
 #ifndef TALLY_KERNELS_KL_LOGITS_H
 #define TALLY_KERNELS_KL_LOGITS_H
@@ -183,46 +183,64 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
         acc = (first) ? term_ : acc + term_;                                              \
     } while (0)
 
-/* stage: 0, or TALLY_K_KLL_STAGE_BYTES of local memory for the next tile
- * (fp32 inputs only). */
+/* Where a tile's quads live while a part (256 work-items) works on it. A
+ * part holds the input's quads in registers, a[q], and the target's either
+ * in registers too (b[q]; y_local 0: one part a group, the whole register
+ * file of a multiprocessor) or in local memory (ys; y_local 1: half the
+ * registers, so that two parts of one group share a multiprocessor and
+ * each computes while the other waits for its loads or at its barriers). */
+typedef struct tally_k_kll_home {
+    TALLY_LOCAL tally_f4 *ys; /* y_local: this part's 16 x 256 target quads */
+    int y_local;
+    tally_u32 part;    /* barrier of the part (TALLY_BARRIER_PART) */
+    tally_u64 first;   /* the part's first tile */
+    tally_u64 step;    /* tiles between two of the part's */
+} tally_k_kll_home;
+
+/* The target quad q of the work-item's lane. */
+#define TALLY_K_KLL_Y(q) (home.y_local ? home.ys[(q) * L + lid] : b[q])
+
 TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
-                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_LOCAL tally_f4 *stage,
+                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, const tally_k_kll_home home,
                                          TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                          TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u32 qrow,
                                          tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
                                          TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
                                          tally_u32 x_dtype, tally_u32 t_dtype)
 {
-    const tally_u32 lid = TALLY_LID();
+    const tally_u32 lid = TALLY_LID() & (TALLY_K_GROUP_SIZE - 1u);
     const tally_u64 L = TALLY_K_GROUP_SIZE;
     const int xl = (flags & TALLY_KL_INPUT_LOGITS) != 0u, yl = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, 0u, 0u, TALLY_K_LOAD_VEC4);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, 0u, 0u, TALLY_K_LOAD_VEC4);
-    /* The group's first tile is loaded here. One group fills a
-     * multiprocessor's registers, so no other group hides the loads of the
-     * next tile: they are started while the group still computes. Without a
-     * stage, quad by quad during pass C, into the registers that pass has
-     * just finished with. With one, during passes B and C as well: each
-     * row's quads are copied into the stage as soon as pass A has read
-     * them, and into the registers once the tile is done. Each work-item
-     * copies and reads back only its own quads. */
+    TALLY_GLOBAL const tally_f4 *tq = (TALLY_GLOBAL const tally_f4 *)ts.p;
+    /* The part's first tile is loaded here, each later one while the part
+     * still works on the one before: with the target in registers, quad by
+     * quad during pass C into the registers that pass has just finished
+     * with (no other group shares the multiprocessor to hide the loads);
+     * with it in local memory, once the tile's terms are summed, the target
+     * copied without passing through registers (each work-item copies and
+     * reads back only its own quads, so no barrier orders them), while the
+     * other part computes. */
     tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
     const tally_u64 tile_quads = L * TALLY_TREE_QUADS_PER_LANE;
-    const tally_u64 y_stage = L * TALLY_TREE_QUADS_PER_LANE;
-    TALLY_GLOBAL const tally_f4 *xq = (TALLY_GLOBAL const tally_f4 *)xs.p;
-    TALLY_GLOBAL const tally_f4 *tq = (TALLY_GLOBAL const tally_f4 *)ts.p;
-    if (TALLY_GROUP_ID() < tiles) {
-        const tally_u64 g0 = TALLY_GROUP_ID() * tile_quads + lid;
-#define TALLY_K_KLL_LOAD(q)                      \
-    a[q] = tally_k_quad4(&xs, g0 + (q) * L);     \
-    b[q] = tally_k_quad4(&ts, g0 + (q) * L);
-        TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD)
-#undef TALLY_K_KLL_LOAD
+#define TALLY_K_KLL_LOAD(q, g)                                           \
+    a[q] = tally_k_quad4(&xs, (g) + (q) * L);                            \
+    if (home.y_local)                                                    \
+        TALLY_STAGE_COPY(&home.ys[(q) * L + lid], tq + (g) + (q) * L);   \
+    else                                                                 \
+        b[q] = tally_k_quad4(&ts, (g) + (q) * L);
+#define TALLY_K_KLL_LOAD_FIRST(q) TALLY_K_KLL_LOAD(q, g0)
+#define TALLY_K_KLL_LOAD_NEXT(q) TALLY_K_KLL_LOAD(q, g_next)
+    if (home.first < tiles) {
+        const tally_u64 g0 = home.first * tile_quads + lid;
+        TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_FIRST)
     }
-    for (tally_u64 tile = TALLY_GROUP_ID(); tile < tiles; tile += TALLY_GROUP_COUNT()) {
-        const tally_u64 next = tile + TALLY_GROUP_COUNT();
+    for (tally_u64 tile = home.first; tile < tiles; tile += home.step) {
+        const tally_u64 next = tile + home.step;
         const tally_u64 g_next = next * tile_quads + lid;
         const int prefetch = next < tiles;
+        if (home.y_local) TALLY_STAGE_WAIT();
         float acc = 0.0f;
         for (tally_u32 lo = 0; lo < TALLY_TREE_QUADS_PER_LANE; lo += qrow) {
             const tally_u32 hi = lo + qrow;
@@ -236,40 +254,38 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
             TALLY_K_KLL_MIN4(nx, a[q], (q) == lo);               \
         }                                                        \
         if (yl) {                                                \
-            TALLY_K_KLL_MAX4(my, b[q], (q) == lo);               \
-            TALLY_K_KLL_MIN4(ny, b[q], (q) == lo);               \
+            const tally_f4 y4_ = TALLY_K_KLL_Y(q);               \
+            TALLY_K_KLL_MAX4(my, y4_, (q) == lo);                \
+            TALLY_K_KLL_MIN4(ny, y4_, (q) == lo);                \
         }                                                        \
     }
             TALLY_K_KLL_EACH(TALLY_K_KLL_A)
 #undef TALLY_K_KLL_A
             va[lid] = mx;
             vb[lid] = my;
-            tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX);
+            tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX, home.part);
             mx = va[0];
             my = vb[0];
-            if (stage != 0 && prefetch) {
-#define TALLY_K_KLL_STAGE(q)                                                    \
-    if ((q) >= lo && (q) < hi) {                                                \
-        TALLY_STAGE_COPY(&stage[(q) * L + lid], xq + g_next + (q) * L);         \
-        TALLY_STAGE_COPY(&stage[y_stage + (q) * L + lid], tq + g_next + (q) * L); \
-    }
-                TALLY_K_KLL_EACH(TALLY_K_KLL_STAGE)
-#undef TALLY_K_KLL_STAGE
-            }
             /* z - m is monotonic in z, so the lane's smallest shifted logit
              * is its minimum's: when it is >= -87 every exponential of the
              * lane is the short form, as straight-line code whose elements
              * the compiler can interleave (a choice per element would put
              * each in a branch of its own). A NaN fails the test. */
             const int fast = (!xl || nx - mx >= TALLY_K_KLL_EXP_LOW) && (!yl || ny - my >= TALLY_K_KLL_EXP_LOW);
-            /* Pass B: the shifted sums; a and b become what pass C reads. */
+            /* Pass B: the shifted sums; a and the target quads become what
+             * pass C reads. */
             float sx = 0.0f, sy = 0.0f;
 #define TALLY_K_KLL_B(q, EXP, SHORT)                                                                \
     if ((q) >= lo && (q) < hi) {                                                                    \
-        TALLY_K_KLL_B1(a[q].x, b[q].x, xl, yl, flags, mx, my, sx, sy, (q) == lo, EXP, SHORT);       \
-        TALLY_K_KLL_B1(a[q].y, b[q].y, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);               \
-        TALLY_K_KLL_B1(a[q].z, b[q].z, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);               \
-        TALLY_K_KLL_B1(a[q].w, b[q].w, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);               \
+        tally_f4 y4_ = TALLY_K_KLL_Y(q);                                                            \
+        TALLY_K_KLL_B1(a[q].x, y4_.x, xl, yl, flags, mx, my, sx, sy, (q) == lo, EXP, SHORT);        \
+        TALLY_K_KLL_B1(a[q].y, y4_.y, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
+        TALLY_K_KLL_B1(a[q].z, y4_.z, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
+        TALLY_K_KLL_B1(a[q].w, y4_.w, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
+        if (home.y_local)                                                                           \
+            home.ys[(q) * L + lid] = y4_;                                                           \
+        else                                                                                        \
+            b[q] = y4_;                                                                             \
     }
 #define TALLY_K_KLL_B_SHORT(q) TALLY_K_KLL_B(q, tally_pm_expf_normal, 1)
 #define TALLY_K_KLL_B_GENERAL(q) TALLY_K_KLL_B(q, tally_expf, 0)
@@ -283,7 +299,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_B
             vc[lid] = sx;
             vd[lid] = sy;
-            tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM);
+            tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM, home.part);
             const float Lx = xl ? tally_softmax_log_norm(mx, vc[0]) : 0.0f;
             const float Ly = yl ? tally_softmax_log_norm(my, vd[0]) : 0.0f;
             const float ry = yl ? tally_softmax_recip_norm(my, vd[0]) : 0.0f;
@@ -291,11 +307,12 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
             /* Pass C: the terms, continuing the lane's fold of the tile. */
 #define TALLY_K_KLL_C(q, SHORT)                                                       \
     if ((q) >= lo && (q) < hi) {                                                      \
-        TALLY_K_KLL_C1(acc, a[q].x, b[q].x, yl, flags, Lx, ry, cxy, (q) == 0, SHORT); \
-        TALLY_K_KLL_C1(acc, a[q].y, b[q].y, yl, flags, Lx, ry, cxy, 0, SHORT);        \
-        TALLY_K_KLL_C1(acc, a[q].z, b[q].z, yl, flags, Lx, ry, cxy, 0, SHORT);        \
-        TALLY_K_KLL_C1(acc, a[q].w, b[q].w, yl, flags, Lx, ry, cxy, 0, SHORT);        \
-        if (stage == 0 && prefetch) {                                                 \
+        const tally_f4 y4_ = TALLY_K_KLL_Y(q);                                        \
+        TALLY_K_KLL_C1(acc, a[q].x, y4_.x, yl, flags, Lx, ry, cxy, (q) == 0, SHORT);  \
+        TALLY_K_KLL_C1(acc, a[q].y, y4_.y, yl, flags, Lx, ry, cxy, 0, SHORT);         \
+        TALLY_K_KLL_C1(acc, a[q].z, y4_.z, yl, flags, Lx, ry, cxy, 0, SHORT);         \
+        TALLY_K_KLL_C1(acc, a[q].w, y4_.w, yl, flags, Lx, ry, cxy, 0, SHORT);         \
+        if (!home.y_local && prefetch) {                                              \
             a[q] = tally_k_quad4(&xs, g_next + (q) * L);                              \
             b[q] = tally_k_quad4(&ts, g_next + (q) * L);                              \
         }                                                                             \
@@ -312,23 +329,22 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_C
         }
         ve[lid] = acc;
-        tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM);
+        tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM, home.part);
         if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
-        if (stage != 0 && prefetch) {
-            TALLY_STAGE_WAIT();
-#define TALLY_K_KLL_UNSTAGE(q)             \
-    a[q] = stage[(q) * L + lid];           \
-    b[q] = stage[y_stage + (q) * L + lid];
-            TALLY_K_KLL_EACH(TALLY_K_KLL_UNSTAGE)
-#undef TALLY_K_KLL_UNSTAGE
+        /* Every target quad of the tile was read before the tree's barriers. */
+        if (home.y_local && prefetch) {
+            TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_NEXT)
         }
     }
+#undef TALLY_K_KLL_LOAD_FIRST
+#undef TALLY_K_KLL_LOAD_NEXT
+#undef TALLY_K_KLL_LOAD
 }
+#undef TALLY_K_KLL_Y
 
 /* cols / 1024 quads per lane per row. The common form (both sides logits,
  * rows of 16384, fp32) runs a copy with those arguments as constants. */
-TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
-                                          TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_LOCAL tally_f4 *stage,
+TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *v, const tally_k_kll_home home,
                                           TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                           TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 cols,
                                           tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
@@ -337,43 +353,51 @@ TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *va, TALLY_LOCAL flo
 {
     const tally_u32 qrow = (tally_u32)(cols >> 10);
     const tally_u32 both = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS;
+    const tally_u64 G = TALLY_K_GROUP_SIZE;
     if (flags == both && qrow == TALLY_TREE_QUADS_PER_LANE && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
-        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, stage, x, x_off, t, t_off, TALLY_TREE_QUADS_PER_LANE, tiles,
-                                   both, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
+        tally_k_kl_logits_rows_run(v, v + G, v + 2u * G, v + 3u * G, v + 4u * G, home, x, x_off, t, t_off,
+                                   TALLY_TREE_QUADS_PER_LANE, tiles, both, finish, divisor, out, out_off, TALLY_F32,
+                                   TALLY_F32);
     else
-        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, stage, x, x_off, t, t_off, qrow, tiles, flags, finish,
-                                   divisor, out, out_off, x_dtype, t_dtype);
+        tally_k_kl_logits_rows_run(v, v + G, v + 2u * G, v + 3u * G, v + 4u * G, home, x, x_off, t, t_off, qrow,
+                                   tiles, flags, finish, divisor, out, out_off, x_dtype, t_dtype);
 }
 
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
 {
-    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vb, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vc, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vd, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
-    tally_k_kl_logits_rows_pick(va, vb, vc, vd, ve, 0, x, x_off, t, t_off, cols, tiles, flags, finish, divisor, out,
-                                out_off, x_dtype, t_dtype);
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_KLL_TREE_ARRAYS * TALLY_K_GROUP_SIZE);
+    tally_k_kll_home home;
+    home.ys = 0;
+    home.y_local = 0;
+    home.part = 0u;
+    home.first = TALLY_GROUP_ID();
+    home.step = TALLY_GROUP_COUNT();
+    tally_k_kl_logits_rows_pick(v, home, x, x_off, t, t_off, cols, tiles, flags, finish, divisor, out, out_off,
+                                x_dtype, t_dtype);
 }
 
-/* The same for fp32 inputs with the next tile staged in local memory
- * (TALLY_K_KLL_STAGE_BYTES), so that its loads are in flight during passes
- * B and C too. Where TALLY_HAS_STAGE is 0 the kernel exists with an empty
- * body (the OpenCL program must define every kernel of the list) and is
- * never launched. */
-TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows_staged(TALLY_K_PARAMS(kl_logits_rows))
+/* The same for fp32 inputs with groups of two parts of 256 work-items
+ * (TALLY_K_KLL_PAIR_GROUP_SIZE), each with its own tiles, barriers and
+ * half of TALLY_K_KLL_STAGE_BYTES of dynamic local memory for its target
+ * quads. Where TALLY_HAS_STAGE is 0 (OpenCL C: no dynamic local memory, no
+ * barrier of part of a group) the kernel exists with an empty body, as the
+ * program must define every kernel of the list, and is never launched. */
+TALLY_KERNEL_GROUP_OF(TALLY_K_KLL_PAIR_GROUP_SIZE) void tally_k_kl_logits_rows_pair(TALLY_K_PARAMS(kl_logits_rows))
 {
 #if TALLY_HAS_STAGE
-    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vb, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vc, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vd, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, v, 2u * TALLY_K_KLL_TREE_ARRAYS * TALLY_K_GROUP_SIZE);
     TALLY_STAGE(stage);
+    const tally_u32 part = TALLY_LID() / TALLY_K_GROUP_SIZE;
+    tally_k_kll_home home;
+    home.ys = stage + (tally_u64)part * TALLY_TREE_QUADS_PER_LANE * TALLY_K_GROUP_SIZE;
+    home.y_local = 1;
+    home.part = part;
+    home.first = TALLY_GROUP_ID() * 2u + part;
+    home.step = TALLY_GROUP_COUNT() * 2u;
     (void)x_dtype;
     (void)t_dtype;
-    tally_k_kl_logits_rows_pick(va, vb, vc, vd, ve, stage, x, x_off, t, t_off, cols, tiles, flags, finish, divisor,
-                                out, out_off, TALLY_F32, TALLY_F32);
+    tally_k_kl_logits_rows_pick(v + part * TALLY_K_KLL_TREE_ARRAYS * TALLY_K_GROUP_SIZE, home, x, x_off, t, t_off,
+                                cols, tiles, flags, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
 #endif
 }
 

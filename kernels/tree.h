@@ -199,17 +199,20 @@ TALLY_FN float tally_k_tree_three_steps(TALLY_LOCAL const float *v, tally_u32 j,
 }
 
 /* The tree of a full tile, 256 active lanes, over a and b side by side (b
- * may be 0 for one array): the same operations on the same values as
- * tally_k_tree, so the same bits, with two barriers instead of nine. After
- * the first, work-item j < 32 takes the steps 128, 64 and 32 for its
- * position; then j < 4 the steps 16, 8 and 4; then work-item 0 the steps 2
- * and 1, leaving the results in a[0] and b[0], which every work-item may
- * read after the second barrier. Each step writes only positions that no
- * other work-item of that step reads. The group must have 256 work-items. */
-TALLY_FN void tally_k_tree_full(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 kind)
+ * may be 0 for one array), by the 256 work-items of part `part` of the
+ * group (TALLY_BARRIER_PART; 0 for a group of 256): the same operations on
+ * the same values as tally_k_tree, so the same bits, with two barriers
+ * instead of nine. After the first, work-item j < 32 takes the steps 128,
+ * 64 and 32 for its position; then j < 4 the steps 16, 8 and 4; then
+ * work-item 0 the steps 2 and 1, leaving the results in a[0] and b[0],
+ * which every work-item of the part may read after the second barrier.
+ * Each step writes only positions that no other work-item of that step
+ * reads. lid is the work-item's index in its part. */
+TALLY_FN void tally_k_tree_full(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 kind,
+                                tally_u32 part)
 {
     const int k = (int)kind;
-    TALLY_BARRIER();
+    TALLY_BARRIER_PART(part);
     if (lid < 32u) {
         a[lid] = tally_k_tree_three_steps(a, lid, 32u, kind);
         if (b != 0) b[lid] = tally_k_tree_three_steps(b, lid, 32u, kind);
@@ -224,7 +227,7 @@ TALLY_FN void tally_k_tree_full(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tall
         a[0] = tally_combine(k, tally_combine(k, a[0], a[2]), tally_combine(k, a[1], a[3]));
         if (b != 0) b[0] = tally_combine(k, tally_combine(k, b[0], b[2]), tally_combine(k, b[1], b[3]));
     }
-    TALLY_BARRIER();
+    TALLY_BARRIER_PART(part);
 }
 
 /* A sum tile's end: the tree, then its lane 0 (`store`) writes the tile's

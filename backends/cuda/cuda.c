@@ -156,20 +156,23 @@ static tally_status load_kernels(tally__cuda_context *cc)
         snprintf(what, sizeof what, "cuModuleGetFunction(%s)", name);
         r = tally__cu.cuModuleGetFunction(&cc->kernels[k], cc->module, name);
         if (r != CUDA_SUCCESS) return tally__cuda_error(NULL, r, what);
-        /* Every kernel runs blocks of TALLY_GPU_GROUP_SIZE threads; a kernel
-         * that needs too many registers for that cannot be launched. */
+        /* Every kernel runs blocks of its group size (TALLY_GPU_GROUP_SIZE
+         * but for a few); a kernel that needs too many registers for that
+         * cannot be launched. */
         int max_threads = 0;
         r = tally__cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                          cc->kernels[k]);
         if (r != CUDA_SUCCESS) return tally__cuda_error(NULL, r, what);
-        if (max_threads < (int)TALLY_GPU_GROUP_SIZE)
+        const uint32_t group = tally__gpu_kernel_group_size((tally__kernel_id)k);
+        if (max_threads < (int)group)
             return tally__error(NULL, TALLY_DEVICE_UNSUITABLE,
                                 "kernel %s runs at most %d threads per block on %s; tally needs %u",
-                                name, max_threads, cc->gpu.base.device_name, TALLY_GPU_GROUP_SIZE);
+                                name, max_threads, cc->gpu.base.device_name, group);
     }
-    /* A staging kernel needs more shared memory than a block gets without
-     * asking (48 KiB). Where the device refuses (before compute capability
-     * 8.0), stage_bytes stays 0 and the op layer never launches one. */
+    /* A kernel with a stage needs more shared memory than a block gets
+     * without asking (48 KiB). Where the device refuses (before compute
+     * capability 8.0), stage_bytes stays 0 and the op layer never launches
+     * one. */
     uint32_t stage = UINT32_MAX;
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {
         const uint32_t bytes = tally__gpu_kernel_stage_bytes((tally__kernel_id)k);
@@ -354,7 +357,8 @@ static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uin
 
     tally_status st = enter(ctx, cc);
     if (st != TALLY_OK) return st;
-    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1, TALLY_GPU_GROUP_SIZE, 1, 1,
+    CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
+                                          tally__gpu_kernel_group_size(kernel), 1, 1,
                                           tally__gpu_kernel_stage_bytes(kernel), cc->stream, params, NULL);
     leave();
     if (r != CUDA_SUCCESS) {

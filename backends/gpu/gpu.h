@@ -31,11 +31,14 @@ typedef enum tally__kernel_id {
 
 /* The symbol name of a kernel. */
 const char *tally__gpu_kernel_name(tally__kernel_id id);
-/* The bytes of dynamic local memory a kernel stages tiles in (TALLY_STAGE
- * in tally/dialect.h), 0 for the kernels that declare none. A backend
- * launches the kernel with that much; the op layer launches a staging
- * kernel only where its context's stage_bytes allows it. */
+/* The bytes of dynamic local memory a kernel keeps tiles in (TALLY_STAGE
+ * in tally/dialect.h), 0 for the kernels that declare none, and its
+ * work-items a group (TALLY_GPU_GROUP_SIZE but for the kernels declared
+ * TALLY_KERNEL_GROUP_OF). A backend launches each kernel with both; the op
+ * layer launches a kernel with a stage only where its context's
+ * stage_bytes allows it. */
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id);
+uint32_t tally__gpu_kernel_group_size(tally__kernel_id id);
 
 /* One kernel argument, as the kernel's table in kernels/kernel_list.h has
  * it. A BUFFER argument becomes the buffer's native handle (cl_mem /
@@ -120,11 +123,12 @@ typedef struct tally__gpu_context {
      * and PoCL 3.1 on a CPU, with more than one thread, gave wrong sums
      * from it (OpenCL: 0). */
     int register_tiles;
-    /* The most dynamic local memory (bytes) a group of a staging kernel may
-     * have, set by the backend at context creation: the CUDA backend sets
-     * it where the device grants every staging kernel its stage bytes
-     * (compute capability 8.0 and later); 0 (OpenCL, older GPUs) keeps the
-     * op layer on kernels without a stage. Picks kernel variants only. */
+    /* The most dynamic local memory (bytes) a group of a kernel with a
+     * stage may have, set by the backend at context creation: the CUDA
+     * backend sets it where the device grants every such kernel its stage
+     * bytes (compute capability 8.0 and later); 0 (OpenCL, older GPUs)
+     * keeps the op layer on kernels without one. Picks kernel variants
+     * only. */
     uint32_t stage_bytes;
 } tally__gpu_context;
 

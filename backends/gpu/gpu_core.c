@@ -24,7 +24,12 @@ const char *tally__gpu_kernel_name(tally__kernel_id id)
 
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
 {
-    return id == TALLY__K_kl_logits_rows_staged ? TALLY_K_KLL_STAGE_BYTES : 0u;
+    return id == TALLY__K_kl_logits_rows_pair ? TALLY_K_KLL_STAGE_BYTES : 0u;
+}
+
+uint32_t tally__gpu_kernel_group_size(tally__kernel_id id)
+{
+    return id == TALLY__K_kl_logits_rows_pair ? TALLY_K_KLL_PAIR_GROUP_SIZE : TALLY_GPU_GROUP_SIZE;
 }
 
 /* ---- Arguments and launches ----------------------------------------------

@@ -8,9 +8,10 @@
  * and 16-byte aligned, cols a power of two from 1024 to 16384, rows * cols a
  * multiple of 16384), where the backend keeps private arrays in registers
  * (tally__gpu_context's register_tiles: CUDA): the inputs are read once.
- * With fp32 inputs, where the backend grants the stage (stage_bytes: CUDA on
- * compute capability 8.0 and later), tally_k_kl_logits_rows_staged loads
- * each next tile into local memory during the current tile's passes.
+ * With fp32 inputs, where the backend grants the local memory (stage_bytes:
+ * CUDA on compute capability 8.0 and later), tally_k_kl_logits_rows_pair
+ * runs two parts a multiprocessor, each with its target quads in local
+ * memory, so that one computes while the other waits.
  * Everything else takes the
  * general path: per logits side a max tree and a shifted-exp sum tree over
  * the rows (the row reductions' own launches), tally_k_kl_logits_stats, and
@@ -93,17 +94,18 @@ tally_status tally__gpu_kl_div_logits(tally_context *ctx, const tally__kl_job *j
             .x = tally__gpu_at_view(x), .t = tally__gpu_at_view(t), .cols = cols, .tiles = lv->tiles,
             .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
             .out = level0_out, .x_dtype = tally__gpu_kdtype(x), .t_dtype = tally__gpu_kdtype(t)};
-        /* TALLY_K_KLL_GROUPS_PER_CU groups per multiprocessor, looping over
-         * tiles: a group's tile fills most of the registers of one, and each
-         * group loads its next tile while it computes the current one
-         * (kernels/kl_logits.h), in local memory where the backend grants
-         * the stage. */
+        /* One group per multiprocessor (TALLY_K_KLL_GROUPS_PER_CU), looping
+         * over tiles: a part's tile fills the registers of one, or half of
+         * them in the two parts of tally_k_kl_logits_rows_pair, whose target
+         * quads are in local memory where the backend grants it (fp32). */
         const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+        const int pair = TALLY_K_KLL_PAIR && g->stage_bytes >= TALLY_K_KLL_STAGE_BYTES && a.x_dtype == TALLY_F32 &&
+                         a.t_dtype == TALLY_F32;
         const uint64_t units = (g->compute_units != 0 ? g->compute_units : 128u) * TALLY_K_KLL_GROUPS_PER_CU;
-        const uint64_t groups = lv->tiles < units ? lv->tiles : units;
-        const int staged = TALLY_K_KLL_STAGED && g->stage_bytes >= TALLY_K_KLL_STAGE_BYTES && a.x_dtype == TALLY_F32 && a.t_dtype == TALLY_F32;
-        st = staged ? tally__gpu_launch_kl_logits_rows_staged(ctx, groups, &a)
-                    : tally__gpu_launch_kl_logits_rows(ctx, groups, &a);
+        const uint64_t tiles_per_group = pair ? 2u : 1u;
+        const uint64_t groups = tally__gpu_ceil_div(lv->tiles, tiles_per_group);
+        st = pair ? tally__gpu_launch_kl_logits_rows_pair(ctx, groups < units ? groups : units, &a)
+                  : tally__gpu_launch_kl_logits_rows(ctx, groups < units ? groups : units, &a);
     } else {
         if (job->flags & TALLY_KL_INPUT_LOGITS)
             st = side_stats(ctx, job, x, TALLY_K_KLL_MX, scratch, st_off, row_space);

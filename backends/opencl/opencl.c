@@ -638,6 +638,12 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
             return tally__cl_error(ctx, err, what);
         }
     }
+    /* The op layer never launches these here (stage_bytes is 0): their
+     * OpenCL bodies are empty. */
+    if (tally__gpu_kernel_stage_bytes(kernel) != 0 || tally__gpu_kernel_group_size(kernel) != TALLY_GPU_GROUP_SIZE)
+        return tally__error(ctx, TALLY_BACKEND_ERROR,
+                            "opencl launch of %s: the kernel needs dynamic local memory or a group of other than %u "
+                            "work-items, which this backend does not give", name, TALLY_GPU_GROUP_SIZE);
     size_t local = TALLY_GPU_GROUP_SIZE;
     size_t global = (size_t)groups * TALLY_GPU_GROUP_SIZE;
     cl_int err = tally__cl.clEnqueueNDRangeKernel(cc->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);

@@ -90,6 +90,7 @@ typedef uint64_t tally_u64;
 #if TALLY_TARGET_OPENCL
 #  define TALLY_KERNEL __kernel
 #  define TALLY_KERNEL_GROUPS_PER_CU(n) __kernel
+#  define TALLY_KERNEL_GROUP_OF(size) __kernel
 #  define TALLY_GLOBAL __global
 #  define TALLY_LOCAL __local
 #  define TALLY_LOCAL_ARRAY(type, name, n) __local type name[n]
@@ -104,6 +105,9 @@ typedef uint64_t tally_u64;
  * multiprocessor (nvcc then caps the registers per thread). Placement only:
  * it never changes a result. */
 #  define TALLY_KERNEL_GROUPS_PER_CU(n) extern "C" __global__ __launch_bounds__(256, n)
+/* A kernel launched with groups of `size` work-items instead of
+ * TALLY_K_GROUP_SIZE (backends/gpu/gpu_core.c's group size of it). */
+#  define TALLY_KERNEL_GROUP_OF(size) extern "C" __global__ __launch_bounds__(size, 1)
 #  define TALLY_GLOBAL
 #  define TALLY_LOCAL
 #  define TALLY_LOCAL_ARRAY(type, name, n) __shared__ type name[n]
@@ -118,8 +122,20 @@ typedef uint64_t tally_u64;
 #  define TALLY_RESTRICT restrict
 #endif
 
-/* Orders local memory among work-items 0 .. 31 of a group (for a step of
- * a tree that only they take part in). Every work-item of the group must
+/* A barrier among the 256 work-items of part `part` of a group, work-items
+ * 256 part .. 256 part + 255. A group of 256 work-items is part 0, for
+ * which this is TALLY_BARRIER(). CUDA kernels of 512 threads run two parts
+ * that synchronise independently (named barriers 0 and 1, each of 256
+ * threads; such a kernel never calls TALLY_BARRIER()). OpenCL C has no
+ * barrier of part of a group: there a group is always one part. */
+#if TALLY_TARGET_OPENCL
+#  define TALLY_BARRIER_PART(part) barrier(CLK_LOCAL_MEM_FENCE)
+#elif TALLY_TARGET_CUDA
+#  define TALLY_BARRIER_PART(part) asm volatile("bar.sync %0, 256;" ::"r"((unsigned)(part)) : "memory")
+#endif
+
+/* Orders local memory among work-items 0 .. 31 of a group, or of a part
+ * (for a step of a tree that only they take part in). Every work-item of the group must
  * reach it, as a barrier: OpenCL C gives a full barrier; on CUDA work-items
  * 0 .. 31 are one warp and each warp synchronises only itself. */
 #if TALLY_TARGET_OPENCL
