@@ -51,11 +51,16 @@
 /* The local arrays of one part's trees in tally_k_kl_logits_rows (five
  * of TALLY_K_GROUP_SIZE floats). */
 #define TALLY_K_KLL_TREE_ARRAYS 5u
-/* tally_k_kl_logits_rows_pair: work-items a group (two parts of 256), and
- * its dynamic local memory, each part's sixteen target quads a work-item
- * (2 x 16 x 256 x 16 bytes, 128 KiB). */
+/* tally_k_kl_logits_rows_pair: work-items a group (two parts of 256), the
+ * slots of each part's ring of target quads (kernels/kl_logits.h; 16 hold
+ * a tile, the rest take the next tile's first quads early), and its
+ * dynamic local memory, 2 x 27 x 256 quads of 16 bytes (216 KiB: with the
+ * trees' 10 KiB, what an H100 or H200 block may have). */
 #define TALLY_K_KLL_PAIR_GROUP_SIZE 512u
-#define TALLY_K_KLL_STAGE_BYTES (2u * 16u * 256u * 16u)
+#ifndef TALLY_K_KLL_SLOTS
+#define TALLY_K_KLL_SLOTS 27u
+#endif
+#define TALLY_K_KLL_STAGE_BYTES (2u * TALLY_K_KLL_SLOTS * 256u * 16u)
 /* 1: the op layer takes tally_k_kl_logits_rows_pair where the backend
  * grants its local memory; 0: always tally_k_kl_logits_rows (a bench
  * variant, BENCH_VARIANT in bench/gpu_bench.sh). Either gives the same

@@ -190,15 +190,25 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
  * registers, so that two parts of one group share a multiprocessor and
  * each computes while the other waits for its loads or at its barriers). */
 typedef struct tally_k_kll_home {
-    TALLY_LOCAL tally_f4 *ys; /* y_local: this part's 16 x 256 target quads */
+    TALLY_LOCAL tally_f4 *ys; /* y_local: this part's TALLY_K_KLL_SLOTS x 256 target quads */
     int y_local;
     tally_u32 part;    /* barrier of the part (TALLY_BARRIER_PART) */
     tally_u64 first;   /* the part's first tile */
     tally_u64 step;    /* tiles between two of the part's */
 } tally_k_kll_home;
 
+/* With the target in local memory, a part's quads rotate through a ring
+ * of TALLY_K_KLL_SLOTS slots (of 256 quads): tile quad q is in slot
+ * base + q (mod slots), and the next tile's base is 16 further on, so the
+ * next tile's first slots - 16 quads go to slots the current tile does not
+ * use, and are copied as soon as the current tile's copies are complete;
+ * the rest go to the slots of the current tile's first quads once its
+ * terms are summed. */
+#define TALLY_K_KLL_EARLY (TALLY_K_KLL_SLOTS - TALLY_TREE_QUADS_PER_LANE)
+#define TALLY_K_KLL_SLOT(base, q) \
+    ((base) + (q) >= TALLY_K_KLL_SLOTS ? (base) + (q) - TALLY_K_KLL_SLOTS : (base) + (q))
 /* The target quad q of the work-item's lane. */
-#define TALLY_K_KLL_Y(q) (home.y_local ? home.ys[(q) * L + lid] : b[q])
+#define TALLY_K_KLL_Y(q) (home.y_local ? home.ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] : b[q])
 
 TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
                                          TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, const tally_k_kll_home home,
@@ -215,32 +225,43 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, 0u, 0u, TALLY_K_LOAD_VEC4);
     TALLY_GLOBAL const tally_f4 *tq = (TALLY_GLOBAL const tally_f4 *)ts.p;
     /* The part's first tile is loaded here, each later one while the part
-     * still works on the one before: with the target in registers, quad by
-     * quad during pass C into the registers that pass has just finished
-     * with (no other group shares the multiprocessor to hide the loads);
-     * with it in local memory, once the tile's terms are summed, the target
+     * still works on the one before: the input (and a target in registers)
+     * quad by quad during pass C into the registers that pass has just
+     * finished with; a target in local memory through the ring above,
      * copied without passing through registers (each work-item copies and
      * reads back only its own quads, so no barrier orders them), while the
      * other part computes. */
     tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
     const tally_u64 tile_quads = L * TALLY_TREE_QUADS_PER_LANE;
-#define TALLY_K_KLL_LOAD(q, g)                                           \
-    a[q] = tally_k_quad4(&xs, (g) + (q) * L);                            \
-    if (home.y_local)                                                    \
-        TALLY_STAGE_COPY(&home.ys[(q) * L + lid], tq + (g) + (q) * L);   \
-    else                                                                 \
-        b[q] = tally_k_quad4(&ts, (g) + (q) * L);
-#define TALLY_K_KLL_LOAD_FIRST(q) TALLY_K_KLL_LOAD(q, g0)
-#define TALLY_K_KLL_LOAD_NEXT(q) TALLY_K_KLL_LOAD(q, g_next)
+#define TALLY_K_KLL_COPY_Y(q, g, slot_base) \
+    TALLY_STAGE_COPY(&home.ys[(tally_u64)TALLY_K_KLL_SLOT(slot_base, q) * L + lid], tq + (g) + (q) * L);
+#define TALLY_K_KLL_LOAD_FIRST(q)                     \
+    a[q] = tally_k_quad4(&xs, g0 + (q) * L);          \
+    if (home.y_local) {                               \
+        TALLY_K_KLL_COPY_Y(q, g0, 0u)                 \
+    } else {                                          \
+        b[q] = tally_k_quad4(&ts, g0 + (q) * L);      \
+    }
+#define TALLY_K_KLL_COPY_EARLY(q) \
+    if ((q) < TALLY_K_KLL_EARLY) { TALLY_K_KLL_COPY_Y(q, g_next, next_base) }
+#define TALLY_K_KLL_COPY_LATE(q) \
+    if ((q) >= TALLY_K_KLL_EARLY) { TALLY_K_KLL_COPY_Y(q, g_next, next_base) }
     if (home.first < tiles) {
         const tally_u64 g0 = home.first * tile_quads + lid;
         TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_FIRST)
     }
+    tally_u32 base = 0u;
     for (tally_u64 tile = home.first; tile < tiles; tile += home.step) {
         const tally_u64 next = tile + home.step;
         const tally_u64 g_next = next * tile_quads + lid;
         const int prefetch = next < tiles;
-        if (home.y_local) TALLY_STAGE_WAIT();
+        const tally_u32 next_base = TALLY_K_KLL_SLOT(base, TALLY_TREE_QUADS_PER_LANE);
+        if (home.y_local) {
+            TALLY_STAGE_WAIT();
+            if (prefetch) {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_EARLY)
+            }
+        }
         float acc = 0.0f;
         for (tally_u32 lo = 0; lo < TALLY_TREE_QUADS_PER_LANE; lo += qrow) {
             const tally_u32 hi = lo + qrow;
@@ -283,7 +304,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         TALLY_K_KLL_B1(a[q].z, y4_.z, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
         TALLY_K_KLL_B1(a[q].w, y4_.w, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
         if (home.y_local)                                                                           \
-            home.ys[(q) * L + lid] = y4_;                                                           \
+            home.ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] = y4_;                          \
         else                                                                                        \
             b[q] = y4_;                                                                             \
     }
@@ -312,9 +333,9 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         TALLY_K_KLL_C1(acc, a[q].y, y4_.y, yl, flags, Lx, ry, cxy, 0, SHORT);         \
         TALLY_K_KLL_C1(acc, a[q].z, y4_.z, yl, flags, Lx, ry, cxy, 0, SHORT);         \
         TALLY_K_KLL_C1(acc, a[q].w, y4_.w, yl, flags, Lx, ry, cxy, 0, SHORT);         \
-        if (!home.y_local && prefetch) {                                              \
+        if (prefetch) {                                                               \
             a[q] = tally_k_quad4(&xs, g_next + (q) * L);                              \
-            b[q] = tally_k_quad4(&ts, g_next + (q) * L);                              \
+            if (!home.y_local) b[q] = tally_k_quad4(&ts, g_next + (q) * L);           \
         }                                                                             \
     }
 #define TALLY_K_KLL_C_SHORT(q) TALLY_K_KLL_C(q, 1)
@@ -333,14 +354,18 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
         /* Every target quad of the tile was read before the tree's barriers. */
         if (home.y_local && prefetch) {
-            TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_NEXT)
+            TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_LATE)
         }
+        base = next_base;
     }
+#undef TALLY_K_KLL_COPY_LATE
+#undef TALLY_K_KLL_COPY_EARLY
 #undef TALLY_K_KLL_LOAD_FIRST
-#undef TALLY_K_KLL_LOAD_NEXT
-#undef TALLY_K_KLL_LOAD
+#undef TALLY_K_KLL_COPY_Y
 }
 #undef TALLY_K_KLL_Y
+#undef TALLY_K_KLL_SLOT
+#undef TALLY_K_KLL_EARLY
 
 /* cols / 1024 quads per lane per row. The common form (both sides logits,
  * rows of 16384, fp32) runs a copy with those arguments as constants. */
@@ -389,7 +414,7 @@ TALLY_KERNEL_GROUP_OF(TALLY_K_KLL_PAIR_GROUP_SIZE) void tally_k_kl_logits_rows_p
     TALLY_STAGE(stage);
     const tally_u32 part = TALLY_LID() / TALLY_K_GROUP_SIZE;
     tally_k_kll_home home;
-    home.ys = stage + (tally_u64)part * TALLY_TREE_QUADS_PER_LANE * TALLY_K_GROUP_SIZE;
+    home.ys = stage + (tally_u64)part * TALLY_K_KLL_SLOTS * TALLY_K_GROUP_SIZE;
     home.y_local = 1;
     home.part = part;
     home.first = TALLY_GROUP_ID() * 2u + part;
