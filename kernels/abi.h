@@ -48,9 +48,6 @@
 #ifndef TALLY_K_KLL_GROUPS_PER_CU
 #define TALLY_K_KLL_GROUPS_PER_CU 1
 #endif
-/* The local arrays of one part's trees in tally_k_kl_logits_rows (five
- * of TALLY_K_GROUP_SIZE floats). */
-#define TALLY_K_KLL_TREE_ARRAYS 5u
 /* tally_k_kl_logits_rows_pair: work-items a group (two parts of 256), the
  * slots of each part's ring of target quads (kernels/kl_logits.h; 16 hold
  * a tile, the rest take the next tile's first quads early), and its

@@ -189,13 +189,18 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
  * file of a multiprocessor) or in local memory (ys; y_local 1: half the
  * registers, so that two parts of one group share a multiprocessor and
  * each computes while the other waits for its loads or at its barriers). */
-typedef struct tally_k_kll_home {
-    TALLY_LOCAL tally_f4 *ys; /* y_local: this part's TALLY_K_KLL_SLOTS x 256 target quads */
-    int y_local;
-    tally_u32 part;    /* barrier of the part (TALLY_BARRIER_PART) */
-    tally_u64 first;   /* the part's first tile */
-    tally_u64 step;    /* tiles between two of the part's */
-} tally_k_kll_home;
+/* A part's place, as arguments of tally_k_kl_logits_rows_run:
+ *   ys       y_local: this part's TALLY_K_KLL_SLOTS x 256 target quads
+ *   y_local  1: the target in local memory, 0: in registers
+ *   part     the part's barrier (TALLY_BARRIER_PART)
+ *   first    the part's first tile
+ *   step     tiles between two of the part's */
+#define TALLY_K_KLL_HOME_PARAMS \
+    TALLY_LOCAL tally_f4 *ys, int y_local, tally_u32 part, tally_u64 first, tally_u64 step
+#define TALLY_K_KLL_HOME_ARGS ys, y_local, part, first, step
+/* y_local where a kernel can have its target in local memory (0 for the
+ * compiler from the start where TALLY_HAS_STAGE is 0). */
+#define TALLY_K_KLL_Y_LOCAL (TALLY_HAS_STAGE && y_local)
 
 /* With the target in local memory, a part's quads rotate through a ring
  * of TALLY_K_KLL_SLOTS slots (of 256 quads): tile quad q is in slot
@@ -208,10 +213,10 @@ typedef struct tally_k_kll_home {
 #define TALLY_K_KLL_SLOT(base, q) \
     ((base) + (q) >= TALLY_K_KLL_SLOTS ? (base) + (q) - TALLY_K_KLL_SLOTS : (base) + (q))
 /* The target quad q of the work-item's lane. */
-#define TALLY_K_KLL_Y(q) (home.y_local ? home.ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] : b[q])
+#define TALLY_K_KLL_Y(q) (TALLY_K_KLL_Y_LOCAL ? ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] : b[q])
 
 TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
-                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, const tally_k_kll_home home,
+                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_K_KLL_HOME_PARAMS,
                                          TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                          TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u32 qrow,
                                          tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
@@ -234,10 +239,10 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
     tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
     const tally_u64 tile_quads = L * TALLY_TREE_QUADS_PER_LANE;
 #define TALLY_K_KLL_COPY_Y(q, g, slot_base) \
-    TALLY_STAGE_COPY(&home.ys[(tally_u64)TALLY_K_KLL_SLOT(slot_base, q) * L + lid], tq + (g) + (q) * L);
+    TALLY_STAGE_COPY(&ys[(tally_u64)TALLY_K_KLL_SLOT(slot_base, q) * L + lid], tq + (g) + (q) * L);
 #define TALLY_K_KLL_LOAD_FIRST(q)                     \
     a[q] = tally_k_quad4(&xs, g0 + (q) * L);          \
-    if (home.y_local) {                               \
+    if (TALLY_K_KLL_Y_LOCAL) {                               \
         TALLY_K_KLL_COPY_Y(q, g0, 0u)                 \
     } else {                                          \
         b[q] = tally_k_quad4(&ts, g0 + (q) * L);      \
@@ -246,17 +251,17 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
     if ((q) < TALLY_K_KLL_EARLY) { TALLY_K_KLL_COPY_Y(q, g_next, next_base) }
 #define TALLY_K_KLL_COPY_LATE(q) \
     if ((q) >= TALLY_K_KLL_EARLY) { TALLY_K_KLL_COPY_Y(q, g_next, next_base) }
-    if (home.first < tiles) {
-        const tally_u64 g0 = home.first * tile_quads + lid;
+    if (first < tiles) {
+        const tally_u64 g0 = first * tile_quads + lid;
         TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_FIRST)
     }
     tally_u32 base = 0u;
-    for (tally_u64 tile = home.first; tile < tiles; tile += home.step) {
-        const tally_u64 next = tile + home.step;
+    for (tally_u64 tile = first; tile < tiles; tile += step) {
+        const tally_u64 next = tile + step;
         const tally_u64 g_next = next * tile_quads + lid;
         const int prefetch = next < tiles;
         const tally_u32 next_base = TALLY_K_KLL_SLOT(base, TALLY_TREE_QUADS_PER_LANE);
-        if (home.y_local) {
+        if (TALLY_K_KLL_Y_LOCAL) {
             TALLY_STAGE_WAIT();
             if (prefetch) {
                 TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_EARLY)
@@ -284,7 +289,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_A
             va[lid] = mx;
             vb[lid] = my;
-            tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX, home.part);
+            tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX, part);
             mx = va[0];
             my = vb[0];
             /* z - m is monotonic in z, so the lane's smallest shifted logit
@@ -303,8 +308,8 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         TALLY_K_KLL_B1(a[q].y, y4_.y, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
         TALLY_K_KLL_B1(a[q].z, y4_.z, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
         TALLY_K_KLL_B1(a[q].w, y4_.w, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
-        if (home.y_local)                                                                           \
-            home.ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] = y4_;                          \
+        if (TALLY_K_KLL_Y_LOCAL)                                                                           \
+            ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] = y4_;                          \
         else                                                                                        \
             b[q] = y4_;                                                                             \
     }
@@ -320,7 +325,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_B
             vc[lid] = sx;
             vd[lid] = sy;
-            tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM, home.part);
+            tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM, part);
             const float Lx = xl ? tally_softmax_log_norm(mx, vc[0]) : 0.0f;
             const float Ly = yl ? tally_softmax_log_norm(my, vd[0]) : 0.0f;
             const float ry = yl ? tally_softmax_recip_norm(my, vd[0]) : 0.0f;
@@ -335,7 +340,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
         TALLY_K_KLL_C1(acc, a[q].w, y4_.w, yl, flags, Lx, ry, cxy, 0, SHORT);         \
         if (prefetch) {                                                               \
             a[q] = tally_k_quad4(&xs, g_next + (q) * L);                              \
-            if (!home.y_local) b[q] = tally_k_quad4(&ts, g_next + (q) * L);           \
+            if (!TALLY_K_KLL_Y_LOCAL) b[q] = tally_k_quad4(&ts, g_next + (q) * L);           \
         }                                                                             \
     }
 #define TALLY_K_KLL_C_SHORT(q) TALLY_K_KLL_C(q, 1)
@@ -350,10 +355,10 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_C
         }
         ve[lid] = acc;
-        tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM, home.part);
+        tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM, part);
         if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
         /* Every target quad of the tile was read before the tree's barriers. */
-        if (home.y_local && prefetch) {
+        if (TALLY_K_KLL_Y_LOCAL && prefetch) {
             TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_LATE)
         }
         base = next_base;
@@ -369,7 +374,8 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 
 /* cols / 1024 quads per lane per row. The common form (both sides logits,
  * rows of 16384, fp32) runs a copy with those arguments as constants. */
-TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *v, const tally_k_kll_home home,
+TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
+                                          TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_K_KLL_HOME_PARAMS,
                                           TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                           TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 cols,
                                           tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
@@ -378,26 +384,25 @@ TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *v, const tally_k_kl
 {
     const tally_u32 qrow = (tally_u32)(cols >> 10);
     const tally_u32 both = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS;
-    const tally_u64 G = TALLY_K_GROUP_SIZE;
     if (flags == both && qrow == TALLY_TREE_QUADS_PER_LANE && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
-        tally_k_kl_logits_rows_run(v, v + G, v + 2u * G, v + 3u * G, v + 4u * G, home, x, x_off, t, t_off,
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, TALLY_K_KLL_HOME_ARGS, x, x_off, t, t_off,
                                    TALLY_TREE_QUADS_PER_LANE, tiles, both, finish, divisor, out, out_off, TALLY_F32,
                                    TALLY_F32);
     else
-        tally_k_kl_logits_rows_run(v, v + G, v + 2u * G, v + 3u * G, v + 4u * G, home, x, x_off, t, t_off, qrow,
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, TALLY_K_KLL_HOME_ARGS, x, x_off, t, t_off, qrow,
                                    tiles, flags, finish, divisor, out, out_off, x_dtype, t_dtype);
 }
 
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
 {
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_KLL_TREE_ARRAYS * TALLY_K_GROUP_SIZE);
-    tally_k_kll_home home;
-    home.ys = 0;
-    home.y_local = 0;
-    home.part = 0u;
-    home.first = TALLY_GROUP_ID();
-    home.step = TALLY_GROUP_COUNT();
-    tally_k_kl_logits_rows_pick(v, home, x, x_off, t, t_off, cols, tiles, flags, finish, divisor, out, out_off,
+    /* Five arrays rather than one of five parts: PoCL 3.1's compiler
+     * crashed on the constant offsets into one. */
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vb, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vc, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vd, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
+    tally_k_kl_logits_rows_pick(va, vb, vc, vd, ve, 0, 0, 0u, TALLY_GROUP_ID(), TALLY_GROUP_COUNT(), x, x_off, t, t_off, cols, tiles, flags, finish, divisor, out, out_off,
                                 x_dtype, t_dtype);
 }
 
@@ -410,18 +415,19 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_row
 TALLY_KERNEL_GROUP_OF(TALLY_K_KLL_PAIR_GROUP_SIZE) void tally_k_kl_logits_rows_pair(TALLY_K_PARAMS(kl_logits_rows))
 {
 #if TALLY_HAS_STAGE
-    TALLY_LOCAL_ARRAY(float, v, 2u * TALLY_K_KLL_TREE_ARRAYS * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, va, 2u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vb, 2u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vc, 2u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vd, 2u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, ve, 2u * TALLY_K_GROUP_SIZE);
     TALLY_STAGE(stage);
     const tally_u32 part = TALLY_LID() / TALLY_K_GROUP_SIZE;
-    tally_k_kll_home home;
-    home.ys = stage + (tally_u64)part * TALLY_K_KLL_SLOTS * TALLY_K_GROUP_SIZE;
-    home.y_local = 1;
-    home.part = part;
-    home.first = TALLY_GROUP_ID() * 2u + part;
-    home.step = TALLY_GROUP_COUNT() * 2u;
+    const tally_u32 o = part * TALLY_K_GROUP_SIZE;
     (void)x_dtype;
     (void)t_dtype;
-    tally_k_kl_logits_rows_pick(v + part * TALLY_K_KLL_TREE_ARRAYS * TALLY_K_GROUP_SIZE, home, x, x_off, t, t_off,
+    tally_k_kl_logits_rows_pick(va + o, vb + o, vc + o, vd + o, ve + o,
+                                stage + (tally_u64)part * TALLY_K_KLL_SLOTS * TALLY_K_GROUP_SIZE, 1, part,
+                                TALLY_GROUP_ID() * 2u + part, TALLY_GROUP_COUNT() * 2u, x, x_off, t, t_off,
                                 cols, tiles, flags, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
 #endif
 }
