@@ -215,14 +215,19 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
 /* The target quad q of the work-item's lane. */
 #define TALLY_K_KLL_Y(q) (TALLY_K_KLL_Y_LOCAL ? ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] : b[q])
 
-TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
-                                         TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_K_KLL_HOME_PARAMS,
-                                         TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
-                                         TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u32 qrow,
-                                         tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
-                                         TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
-                                         tally_u32 x_dtype, tally_u32 t_dtype)
+/* The arguments of the fused path's functions below: the part's five tree
+ * arrays, its place, and the kernel's arguments. */
+#define TALLY_K_KLL_RUN_PARAMS                                                                                  \
+    TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc, TALLY_LOCAL float *vd,                  \
+        TALLY_LOCAL float *ve, TALLY_K_KLL_HOME_PARAMS, TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, \
+        TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 cols, tally_u64 tiles,            \
+        tally_u32 flags, tally_u32 finish, float divisor, TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, \
+        tally_u32 x_dtype, tally_u32 t_dtype
+
+TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
 {
+    /* cols / 1024 quads per lane per row. */
+    const tally_u32 qrow = (tally_u32)(cols >> 10);
     const tally_u32 lid = TALLY_LID() & (TALLY_K_GROUP_SIZE - 1u);
     const tally_u64 L = TALLY_K_GROUP_SIZE;
     const int xl = (flags & TALLY_KL_INPUT_LOGITS) != 0u, yl = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
@@ -372,25 +377,18 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL floa
 #undef TALLY_K_KLL_SLOT
 #undef TALLY_K_KLL_EARLY
 
-/* cols / 1024 quads per lane per row. The common form (both sides logits,
- * rows of 16384, fp32) runs a copy with those arguments as constants. */
-TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_LOCAL float *va, TALLY_LOCAL float *vb, TALLY_LOCAL float *vc,
-                                          TALLY_LOCAL float *vd, TALLY_LOCAL float *ve, TALLY_K_KLL_HOME_PARAMS,
-                                          TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
-                                          TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 cols,
-                                          tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
-                                          TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off,
-                                          tally_u32 x_dtype, tally_u32 t_dtype)
+/* The common form (both sides logits, rows of 16384, fp32) runs a copy
+ * with those arguments as constants. */
+TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_K_KLL_RUN_PARAMS)
 {
-    const tally_u32 qrow = (tally_u32)(cols >> 10);
     const tally_u32 both = TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS;
-    if (flags == both && qrow == TALLY_TREE_QUADS_PER_LANE && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
-        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, TALLY_K_KLL_HOME_ARGS, x, x_off, t, t_off,
-                                   TALLY_TREE_QUADS_PER_LANE, tiles, both, finish, divisor, out, out_off, TALLY_F32,
-                                   TALLY_F32);
+    const tally_u64 common_cols = 1024u * TALLY_TREE_QUADS_PER_LANE;
+    if (flags == both && cols == common_cols && x_dtype == TALLY_F32 && t_dtype == TALLY_F32)
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, TALLY_K_KLL_HOME_ARGS, x, x_off, t, t_off, common_cols, tiles,
+                                   both, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
     else
-        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, TALLY_K_KLL_HOME_ARGS, x, x_off, t, t_off, qrow,
-                                   tiles, flags, finish, divisor, out, out_off, x_dtype, t_dtype);
+        tally_k_kl_logits_rows_run(va, vb, vc, vd, ve, TALLY_K_KLL_HOME_ARGS, x, x_off, t, t_off, cols, tiles, flags,
+                                   finish, divisor, out, out_off, x_dtype, t_dtype);
 }
 
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
