@@ -188,8 +188,8 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
  * in registers too (b[q]; y_local 0: one part a group, the whole register
  * file of a multiprocessor) or in local memory (ys; y_local 1: half the
  * registers, so that two parts of one group share a multiprocessor and
- * each computes while the other waits for its loads or at its barriers). */
-/* A part's place, as arguments of tally_k_kl_logits_rows_run:
+ * each computes while the other waits for its loads or at its barriers).
+ * A part's place, as arguments of tally_k_kl_logits_rows_run:
  *   ys       y_local: this part's TALLY_K_KLL_SLOTS x 256 target quads
  *   y_local  1: the target in local memory, 0: in registers
  *   part     the part's barrier (TALLY_BARRIER_PART)
@@ -247,7 +247,7 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
     TALLY_STAGE_COPY(&ys[(tally_u64)TALLY_K_KLL_SLOT(slot_base, q) * L + lid], tq + (g) + (q) * L);
 #define TALLY_K_KLL_LOAD_FIRST(q)                     \
     a[q] = tally_k_quad4(&xs, g0 + (q) * L);          \
-    if (TALLY_K_KLL_Y_LOCAL) {                               \
+    if (TALLY_K_KLL_Y_LOCAL) {                        \
         TALLY_K_KLL_COPY_Y(q, g0, 0u)                 \
     } else {                                          \
         b[q] = tally_k_quad4(&ts, g0 + (q) * L);      \
