@@ -170,9 +170,9 @@ static tally_status load_kernels(tally__cuda_context *cc)
                                 name, max_threads, cc->gpu.base.device_name, group);
     }
     /* A kernel with a stage needs more shared memory than a block gets
-     * without asking (48 KiB). Where the device refuses (before compute
-     * capability 8.0), stage_bytes stays 0 and the op layer never launches
-     * one. */
+     * without asking (48 KiB). Where the device refuses (compute
+     * capability 7.5, 8.6 and 8.9 give a block at most 64 or 99 KiB),
+     * stage_bytes stays 0 and the op layer never launches one. */
     uint32_t stage = UINT32_MAX;
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {
         const uint32_t bytes = tally__gpu_kernel_stage_bytes((tally__kernel_id)k);

@@ -126,8 +126,8 @@ typedef struct tally__gpu_context {
     /* The most dynamic local memory (bytes) a group of a kernel with a
      * stage may have, set by the backend at context creation: the CUDA
      * backend sets it where the device grants every such kernel its stage
-     * bytes (compute capability 8.0 and later); 0 (OpenCL, older GPUs)
-     * keeps the op layer on kernels without one. Picks kernel variants
+     * bytes (compute capability 8.0 and 9.0, not 7.5, 8.6 or 8.9); 0
+     * (OpenCL, those GPUs) keeps the op layer on kernels without one. Picks kernel variants
      * only. */
     uint32_t stage_bytes;
 } tally__gpu_context;

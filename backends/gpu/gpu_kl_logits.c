@@ -9,7 +9,7 @@
  * multiple of 16384), where the backend keeps private arrays in registers
  * (tally__gpu_context's register_tiles: CUDA): the inputs are read once.
  * With fp32 inputs, where the backend grants the local memory (stage_bytes:
- * CUDA on compute capability 8.0 and later), tally_k_kl_logits_rows_pair
+ * CUDA on compute capability 8.0 and 9.0), tally_k_kl_logits_rows_pair
  * runs two parts a multiprocessor, each with its target quads in local
  * memory, so that one computes while the other waits.
  * Everything else takes the
