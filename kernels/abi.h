@@ -48,17 +48,11 @@
 #ifndef TALLY_K_KLL_GROUPS_PER_CU
 #define TALLY_K_KLL_GROUPS_PER_CU 1
 #endif
-/* tally_k_kl_logits_rows_pair: work-items a group (two parts of 256), the
- * slots of each part's ring of target quads (kernels/kl_logits.h; 16 hold
- * a tile, any more take the next tile's first quads early), and its
- * dynamic local memory, 2 x slots x 256 quads of 16 bytes. 16 slots (128
- * KiB) measured 0.90 of the time of 27 (216 KiB, with the trees' 10 KiB
- * all an H200 block may have) on the H200, in the same run. */
+/* tally_k_kl_logits_rows_pair: work-items a group (two parts of 256), and
+ * its dynamic local memory, each part's sixteen target quads a work-item
+ * (2 x 16 x 256 x 16 bytes, 128 KiB). */
 #define TALLY_K_KLL_PAIR_GROUP_SIZE 512u
-#ifndef TALLY_K_KLL_SLOTS
-#define TALLY_K_KLL_SLOTS 16u
-#endif
-#define TALLY_K_KLL_STAGE_BYTES (2u * TALLY_K_KLL_SLOTS * 256u * 16u)
+#define TALLY_K_KLL_STAGE_BYTES (2u * 16u * 256u * 16u)
 /* 1: the op layer takes tally_k_kl_logits_rows_pair where the backend
  * grants its local memory; 0: always tally_k_kl_logits_rows (a bench
  * variant, BENCH_VARIANT in bench/gpu_bench.sh). Either gives the same

@@ -190,7 +190,7 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
  * registers, so that two parts of one group share a multiprocessor and
  * each computes while the other waits for its loads or at its barriers).
  * A part's place, as arguments of tally_k_kl_logits_rows_run:
- *   ys       y_local: this part's TALLY_K_KLL_SLOTS x 256 target quads
+ *   ys       y_local: this part's 16 x 256 target quads
  *   y_local  1: the target in local memory, 0: in registers
  *   part     the part's barrier (TALLY_BARRIER_PART)
  *   first    the part's first tile
@@ -202,18 +202,8 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
  * compiler from the start where TALLY_HAS_STAGE is 0). */
 #define TALLY_K_KLL_Y_LOCAL (TALLY_HAS_STAGE && y_local)
 
-/* With the target in local memory, a part's quads rotate through a ring
- * of TALLY_K_KLL_SLOTS slots (of 256 quads): tile quad q is in slot
- * base + q (mod slots), and the next tile's base is 16 further on, so the
- * next tile's first slots - 16 quads go to slots the current tile does not
- * use, and are copied as soon as the current tile's copies are complete;
- * the rest go to the slots of the current tile's first quads once its
- * terms are summed. */
-#define TALLY_K_KLL_EARLY (TALLY_K_KLL_SLOTS - TALLY_TREE_QUADS_PER_LANE)
-#define TALLY_K_KLL_SLOT(base, q) \
-    ((base) + (q) >= TALLY_K_KLL_SLOTS ? (base) + (q) - TALLY_K_KLL_SLOTS : (base) + (q))
 /* The target quad q of the work-item's lane. */
-#define TALLY_K_KLL_Y(q) (TALLY_K_KLL_Y_LOCAL ? ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] : b[q])
+#define TALLY_K_KLL_Y(q) (TALLY_K_KLL_Y_LOCAL ? ys[(q) * L + lid] : b[q])
 
 /* The arguments of the fused path's functions below: the part's five tree
  * arrays, its place, and the kernel's arguments. */
@@ -243,35 +233,24 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
      * other part computes. */
     tally_f4 a[TALLY_TREE_QUADS_PER_LANE], b[TALLY_TREE_QUADS_PER_LANE];
     const tally_u64 tile_quads = L * TALLY_TREE_QUADS_PER_LANE;
-#define TALLY_K_KLL_COPY_Y(q, g, slot_base) \
-    TALLY_STAGE_COPY(&ys[(tally_u64)TALLY_K_KLL_SLOT(slot_base, q) * L + lid], tq + (g) + (q) * L);
+#define TALLY_K_KLL_COPY_Y(q, g) TALLY_STAGE_COPY(&ys[(q) * L + lid], tq + (g) + (q) * L);
 #define TALLY_K_KLL_LOAD_FIRST(q)                     \
     a[q] = tally_k_quad4(&xs, g0 + (q) * L);          \
     if (TALLY_K_KLL_Y_LOCAL) {                        \
-        TALLY_K_KLL_COPY_Y(q, g0, 0u)                 \
+        TALLY_K_KLL_COPY_Y(q, g0)                     \
     } else {                                          \
         b[q] = tally_k_quad4(&ts, g0 + (q) * L);      \
     }
-#define TALLY_K_KLL_COPY_EARLY(q) \
-    if ((q) < TALLY_K_KLL_EARLY) { TALLY_K_KLL_COPY_Y(q, g_next, next_base) }
-#define TALLY_K_KLL_COPY_LATE(q) \
-    if ((q) >= TALLY_K_KLL_EARLY) { TALLY_K_KLL_COPY_Y(q, g_next, next_base) }
+#define TALLY_K_KLL_COPY_NEXT(q) TALLY_K_KLL_COPY_Y(q, g_next)
     if (first < tiles) {
         const tally_u64 g0 = first * tile_quads + lid;
         TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_FIRST)
     }
-    tally_u32 base = 0u;
     for (tally_u64 tile = first; tile < tiles; tile += step) {
         const tally_u64 next = tile + step;
         const tally_u64 g_next = next * tile_quads + lid;
         const int prefetch = next < tiles;
-        const tally_u32 next_base = TALLY_K_KLL_SLOT(base, TALLY_TREE_QUADS_PER_LANE);
-        if (TALLY_K_KLL_Y_LOCAL) {
-            TALLY_STAGE_WAIT();
-            if (prefetch) {
-                TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_EARLY)
-            }
-        }
+        if (TALLY_K_KLL_Y_LOCAL) TALLY_STAGE_WAIT();
         float acc = 0.0f;
         for (tally_u32 lo = 0; lo < TALLY_TREE_QUADS_PER_LANE; lo += qrow) {
             const tally_u32 hi = lo + qrow;
@@ -313,8 +292,8 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
         TALLY_K_KLL_B1(a[q].y, y4_.y, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
         TALLY_K_KLL_B1(a[q].z, y4_.z, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
         TALLY_K_KLL_B1(a[q].w, y4_.w, xl, yl, flags, mx, my, sx, sy, 0, EXP, SHORT);                \
-        if (TALLY_K_KLL_Y_LOCAL)                                                                           \
-            ys[(tally_u64)TALLY_K_KLL_SLOT(base, q) * L + lid] = y4_;                          \
+        if (TALLY_K_KLL_Y_LOCAL)                                                                    \
+            ys[(q) * L + lid] = y4_;                                                               \
         else                                                                                        \
             b[q] = y4_;                                                                             \
     }
@@ -364,18 +343,14 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
         if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
         /* Every target quad of the tile was read before the tree's barriers. */
         if (TALLY_K_KLL_Y_LOCAL && prefetch) {
-            TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_LATE)
+            TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_NEXT)
         }
-        base = next_base;
     }
-#undef TALLY_K_KLL_COPY_LATE
-#undef TALLY_K_KLL_COPY_EARLY
+#undef TALLY_K_KLL_COPY_NEXT
 #undef TALLY_K_KLL_LOAD_FIRST
 #undef TALLY_K_KLL_COPY_Y
 }
 #undef TALLY_K_KLL_Y
-#undef TALLY_K_KLL_SLOT
-#undef TALLY_K_KLL_EARLY
 
 /* The common form (both sides logits, rows of 16384, fp32) runs a copy
  * with those arguments as constants. */
@@ -424,7 +399,7 @@ TALLY_KERNEL_GROUP_OF(TALLY_K_KLL_PAIR_GROUP_SIZE) void tally_k_kl_logits_rows_p
     (void)x_dtype;
     (void)t_dtype;
     tally_k_kl_logits_rows_pick(va + o, vb + o, vc + o, vd + o, ve + o,
-                                stage + (tally_u64)part * TALLY_K_KLL_SLOTS * TALLY_K_GROUP_SIZE, 1, part,
+                                stage + (tally_u64)part * TALLY_TREE_QUADS_PER_LANE * TALLY_K_GROUP_SIZE, 1, part,
                                 TALLY_GROUP_ID() * 2u + part, TALLY_GROUP_COUNT() * 2u, x, x_off, t, t_off,
                                 cols, tiles, flags, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
 #endif
