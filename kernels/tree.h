@@ -230,15 +230,16 @@ TALLY_FN void tally_k_tree_full(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tall
     TALLY_BARRIER_PART(part);
 }
 
-/* A sum tile's end: the tree, then its lane 0 (`store`) writes the tile's
- * value to *dst, divided by `divisor` under TALLY_K_FINISH_DIVIDE, stored
- * canonical. */
+/* Writes a tile's value r to *dst, divided by `divisor` under
+ * TALLY_K_FINISH_DIVIDE, stored canonical. */
 TALLY_FN void tally_k_store_tile(float r, tally_u32 finish, float divisor, TALLY_GLOBAL float *dst)
 {
     if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
     *dst = tally_canonical(r);
 }
 
+/* A sum tile's end: the tree, then its lane 0 (`store`) stores the tile's
+ * value with tally_k_store_tile. */
 TALLY_FN void tally_k_tile_sum_store(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes, tally_u64 active,
                                      int store, tally_u32 finish, float divisor, TALLY_GLOBAL float *dst)
 {

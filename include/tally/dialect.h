@@ -135,9 +135,10 @@ typedef uint64_t tally_u64;
 #endif
 
 /* Orders local memory among work-items 0 .. 31 of a group, or of a part
- * (for a step of a tree that only they take part in). Every work-item of the group must
- * reach it, as a barrier: OpenCL C gives a full barrier; on CUDA work-items
- * 0 .. 31 are one warp and each warp synchronises only itself. */
+ * (for a step of a tree that only they take part in). Every work-item of
+ * the group must reach it, as a barrier: OpenCL C gives a full barrier; on
+ * CUDA work-items 0 .. 31 are one warp and each warp synchronises only
+ * itself. */
 #if TALLY_TARGET_OPENCL
 #  define TALLY_BARRIER_FIRST32() barrier(CLK_LOCAL_MEM_FENCE)
 #elif TALLY_TARGET_CUDA
