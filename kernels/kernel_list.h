@@ -36,7 +36,16 @@
     K(dm_bw_rows, dm_bw_rows) K(dm_bw_elements, dm_bw_elements) K(dm_bw_scale, dm_bw_scale)                     \
     K(gmm_bw_rows, gmm_bw_rows) K(kl_logits_stats, kl_logits_stats) K(kl_logits_tiles, kl_logits_tiles)         \
     K(kl_logits_pointwise, kl_logits_pointwise) K(kl_logits_rows, kl_logits_rows)                               \
-    K(kl_logits_rows_pair, kl_logits_rows)
+    K(kl_logits_rows_pair, kl_logits_rows) K(cpu_reduce_tiles, reduce_tiles)                                  \
+    K(cpu_reduce_tiles_half, reduce_tiles) K(cpu_kl_tiles, kl_tiles) K(cpu_kl_tiles_half, kl_tiles)            \
+    K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles)
+
+/* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
+ * the kernel's arguments and giving its bits. The OpenCL backend launches
+ * the twin instead of the kernel on a CPU device. */
+#define TALLY_K_CPU_TWINS(T)                                                                                    \
+    T(reduce_tiles, cpu_reduce_tiles) T(reduce_tiles_half, cpu_reduce_tiles_half) T(kl_tiles, cpu_kl_tiles)    \
+    T(kl_tiles_half, cpu_kl_tiles_half) T(rng_fill, cpu_rng_fill) T(kl_logits_tiles, cpu_kl_logits_tiles)
 
 /* ---- kernels/reduce.h ---- */
 

@@ -16,5 +16,6 @@
 #include "rng.h"
 #include "math_eval.h"
 #include "halves.h"
+#include "cpu.h"
 
 #endif /* TALLY_KERNELS_H */

@@ -39,6 +39,11 @@ const char *tally__gpu_kernel_name(tally__kernel_id id);
  * stage_bytes allows it. */
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id);
 uint32_t tally__gpu_kernel_group_size(tally__kernel_id id);
+/* The CPU-shaped twin of a kernel (kernels/cpu.h), which takes its
+ * arguments and gives its bits, or the kernel itself when it has none;
+ * tally__gpu_kernel_is_cpu_twin says whether a kernel is such a twin. */
+tally__kernel_id tally__gpu_kernel_cpu_twin(tally__kernel_id id);
+int tally__gpu_kernel_is_cpu_twin(tally__kernel_id id);
 
 /* One kernel argument, as the kernel's table in kernels/kernel_list.h has
  * it. A BUFFER argument becomes the buffer's native handle (cl_mem /

@@ -32,6 +32,28 @@ uint32_t tally__gpu_kernel_group_size(tally__kernel_id id)
     return id == TALLY__K_kl_logits_rows_pair ? TALLY_K_KLL_PAIR_GROUP_SIZE : TALLY_GPU_GROUP_SIZE;
 }
 
+tally__kernel_id tally__gpu_kernel_cpu_twin(tally__kernel_id id)
+{
+    switch (id) {
+#define TWIN_CASE(kernel, twin) \
+    case TALLY__K_##kernel: return TALLY__K_##twin;
+        TALLY_K_CPU_TWINS(TWIN_CASE)
+#undef TWIN_CASE
+    default: return id;
+    }
+}
+
+int tally__gpu_kernel_is_cpu_twin(tally__kernel_id id)
+{
+    switch (id) {
+#define TWIN_CASE(kernel, twin) \
+    case TALLY__K_##twin: return 1;
+        TALLY_K_CPU_TWINS(TWIN_CASE)
+#undef TWIN_CASE
+    default: return 0;
+    }
+}
+
 /* ---- Arguments and launches ----------------------------------------------
  * Everything here is generated from the tables of kernels/kernel_list.h, as
  * the kernels' signatures are, so the two cannot disagree. */

@@ -19,9 +19,37 @@
  * accepts; kernels stride over larger work. */
 #define TALLY__CL_MAX_GROUPS ((1u << 23) - 1u)
 
+/* A CPU-shaped twin (kernels/cpu.h) runs a whole group's work in one
+ * work-item: it is launched with TALLY__CL_CPU_LOCAL work-items a group and
+ * at most TALLY__CL_CPU_ITEMS_PER_UNIT work-items per compute unit, enough
+ * for the runtime to balance its threads without paying for thousands of
+ * tiny groups. The count never changes a result (a twin's work-items
+ * stride over the units). */
+#define TALLY__CL_CPU_LOCAL 1u
+#define TALLY__CL_CPU_ITEMS_PER_UNIT 16u
+
 static tally__cl_context *cl_ctx(tally_context *ctx)
 {
     return (tally__cl_context *)ctx;
+}
+
+/* Whether this context launches the CPU-shaped twins: on a CPU device,
+ * unless TALLY_OPENCL_KERNELS says otherwise ("gpu": the GPU kernels
+ * everywhere, which is how the tests run those kernels on PoCL; "cpu": the
+ * twins everywhere; "auto" or unset: by device type). */
+static tally_status pick_kernel_shape(tally__cl_context *cc)
+{
+    cl_device_type type = 0;
+    cl_int err = tally__cl.clGetDeviceInfo(cc->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (err != CL_SUCCESS) return tally__cl_error(&cc->gpu.base, err, "clGetDeviceInfo(CL_DEVICE_TYPE)");
+    const char *want = getenv("TALLY_OPENCL_KERNELS");
+    if (want == NULL || want[0] == '\0' || strcmp(want, "auto") == 0) cc->cpu_kernels = (type & CL_DEVICE_TYPE_CPU) != 0;
+    else if (strcmp(want, "gpu") == 0) cc->cpu_kernels = 0;
+    else if (strcmp(want, "cpu") == 0) cc->cpu_kernels = 1;
+    else
+        return tally__error(&cc->gpu.base, TALLY_INVALID_ARGUMENT,
+                            "TALLY_OPENCL_KERNELS='%s' is not one of auto, gpu, cpu", want);
+    return TALLY_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -221,6 +249,8 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     if (tally__cl.clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL) == CL_SUCCESS)
         cc->host_unified = unified == CL_TRUE;
 
+    st = pick_kernel_shape(cc);
+    if (st != TALLY_OK) return st;
     st = tally__cl_build_program(cc, source, source_size);
     if (st != TALLY_OK) return st;
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {
@@ -237,11 +267,13 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
         size_t wg = 0;
         err = tally__cl.clGetKernelWorkGroupInfo(cc->kernels[k], d, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
         if (err != CL_SUCCESS) return tally__cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-        if (wg < TALLY_GPU_GROUP_SIZE)
+        const size_t need = tally__gpu_kernel_is_cpu_twin((tally__kernel_id)k) ? TALLY__CL_CPU_LOCAL
+                                                                               : TALLY_GPU_GROUP_SIZE;
+        if (wg < need)
             return tally__error(ctx, TALLY_DEVICE_UNSUITABLE,
                                 "opencl device '%s' runs kernel %s with at most %zu work-items per group; tally "
                                 "needs %u",
-                                name, kname, wg, TALLY_GPU_GROUP_SIZE);
+                                name, kname, wg, (unsigned)need);
     }
     return TALLY_OK;
 }
@@ -609,8 +641,9 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
     tally__cl_context *cc = cl_ctx(ctx);
     if ((int)kernel < 0 || (int)kernel >= TALLY__KERNEL_COUNT)
         return tally__error(ctx, TALLY_BACKEND_ERROR, "opencl launch: kernel id %d does not exist", (int)kernel);
-    const char *name = tally__gpu_kernel_name(kernel);
     if (groups == 0) return TALLY_OK;
+    if (cc->cpu_kernels) kernel = tally__gpu_kernel_cpu_twin(kernel);
+    const char *name = tally__gpu_kernel_name(kernel);
     if (groups > TALLY__CL_MAX_GROUPS)
         return tally__error(ctx, TALLY_BACKEND_ERROR, "opencl launch of %s: %llu groups exceed %u", name,
                             (unsigned long long)groups, TALLY__CL_MAX_GROUPS);
@@ -646,6 +679,13 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
                             "work-items, which this backend does not give", name, TALLY_GPU_GROUP_SIZE);
     size_t local = TALLY_GPU_GROUP_SIZE;
     size_t global = (size_t)groups * TALLY_GPU_GROUP_SIZE;
+    if (tally__gpu_kernel_is_cpu_twin(kernel)) {
+        const uint64_t cap = (uint64_t)(cc->gpu.compute_units > 0 ? cc->gpu.compute_units : 1u) *
+                             TALLY__CL_CPU_ITEMS_PER_UNIT;
+        const uint64_t items = groups < cap ? groups : cap;
+        local = TALLY__CL_CPU_LOCAL;
+        global = (size_t)((items + TALLY__CL_CPU_LOCAL - 1u) / TALLY__CL_CPU_LOCAL * TALLY__CL_CPU_LOCAL);
+    }
     cl_int err = tally__cl.clEnqueueNDRangeKernel(cc->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
         char what[96];

@@ -24,6 +24,7 @@ typedef struct tally__cl_context {
     int fma_emulated;        /* no CL_FP_FMA: fma() runs in software (same bits, slower) */
     int program_from_cache;  /* 1 when the program binary came from the disk cache */
     int host_unified;        /* CL_DEVICE_HOST_UNIFIED_MEMORY: the device shares the host's memory */
+    int cpu_kernels;         /* launch the CPU-shaped twins (kernels/cpu.h; opencl.c's pick_kernel_shape) */
     struct tally__cl_buffer *host_wrapped; /* list of live tally_buffer_wrap_host buffers */
 } tally__cl_context;
 
@@ -46,8 +47,13 @@ extern const char tally__opencl_source[];
 extern const size_t tally__opencl_source_size;
 
 /* The only build options tally ever passes: no fast or relaxed math, no
- * mad, no flushing of denormals (they all change result bits). */
+ * mad, no flushing of denormals (they all change result bits). A context
+ * that launches the CPU-shaped twins (cpu_kernels) builds with
+ * TALLY_CL_CPU=1, which gives the twins their bodies and inlines every
+ * shared function (tally/dialect.h); neither changes what is computed. */
 #define TALLY__CL_BUILD_OPTIONS "-cl-std=CL1.2"
+#define TALLY__CL_BUILD_OPTIONS_CPU "-cl-std=CL1.2 -DTALLY_CL_CPU=1"
+#define TALLY__CL_OPTIONS(cc) ((cc)->cpu_kernels ? TALLY__CL_BUILD_OPTIONS_CPU : TALLY__CL_BUILD_OPTIONS)
 
 /* Builds (or loads from the on-disk cache) the program for cc's device.
  * Errors go to cc's message; a build failure carries the build log. */

@@ -58,7 +58,7 @@ static void key_of(const tally__cl_context *cc, const char *source, size_t sourc
     device_field(&h, cc->device, CL_DEVICE_VERSION);
     device_field(&h, cc->device, CL_DRIVER_VERSION);
     hash_field(&h, TALLY_VERSION_STRING, strlen(TALLY_VERSION_STRING));
-    hash_field(&h, TALLY__CL_BUILD_OPTIONS, strlen(TALLY__CL_BUILD_OPTIONS));
+    hash_field(&h, TALLY__CL_OPTIONS(cc), strlen(TALLY__CL_OPTIONS(cc)));
     hash_field(&h, source, source_size);
     tally__sha256_final(&h, key);
 }
@@ -137,7 +137,7 @@ static cl_program from_binary(tally__cl_context *cc, const unsigned char *data, 
         if (err == CL_SUCCESS) (void)tally__cl.clReleaseProgram(program);
         return NULL;
     }
-    err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_BUILD_OPTIONS, NULL, NULL);
+    err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_OPTIONS(cc), NULL, NULL);
     if (err != CL_SUCCESS) {
         (void)tally__cl.clReleaseProgram(program);
         return NULL;
@@ -178,7 +178,7 @@ tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, 
         free(cache);
         return tally__cl_error(ctx, err, "clCreateProgramWithSource");
     }
-    err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_BUILD_OPTIONS, NULL, NULL);
+    err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_OPTIONS(cc), NULL, NULL);
     if (err != CL_SUCCESS) {
         free(cache);
         tally_status st = build_failed(cc, program, err);

@@ -75,8 +75,20 @@ typedef uint64_t tally_u64;
 #endif
 
 /* ---- Function qualifiers for shared bodies. ---- */
+/* TALLY_CL_CPU: 1 where the OpenCL backend builds the program for a CPU
+ * device (-DTALLY_CL_CPU=1; kernels/cpu.h), 0 everywhere else. */
+#ifndef TALLY_CL_CPU
+#  define TALLY_CL_CPU 0
+#endif
 #if TALLY_TARGET_OPENCL
-#  define TALLY_FN static inline
+#  if TALLY_CL_CPU
+/* Always inlined, as CUDA's __forceinline__ below: a call left inside a
+ * loop keeps a CPU compiler (PoCL) from vectorising the loop, and its
+ * inliner declines the larger portable functions (sincospi) on cost. */
+#    define TALLY_FN static inline __attribute__((always_inline))
+#  else
+#    define TALLY_FN static inline
+#  endif
 #elif TALLY_TARGET_CUDA
 /* Device only: host-side CUDA code never needs these (the host backend
  * compiles the same bodies as C), and device-only functions may read
@@ -84,6 +96,16 @@ typedef uint64_t tally_u64;
 #  define TALLY_FN static __device__ __forceinline__
 #else
 #  define TALLY_FN static inline
+#endif
+
+/* Unrolls the loop that follows completely when its trip count is a
+ * constant after inlining (Philox's ten rounds). It changes no operation;
+ * it lets a loop around it be vectorised, since vectorisers take innermost
+ * loops only. */
+#if TALLY_TARGET_OPENCL && TALLY_CL_CPU
+#  define TALLY_UNROLL _Pragma("unroll")
+#else
+#  define TALLY_UNROLL
 #endif
 
 /* ---- Kernel vocabulary (device code only). ---- */
@@ -233,7 +255,11 @@ TALLY_FN int tally_isinf(float x) { return (tally_as_u32(x) & 0x7fffffffu) == 0x
 TALLY_FN int tally_isfinite(float x) { return (tally_as_u32(x) & 0x7f800000u) != 0x7f800000u; }
 
 /* 32x32 -> 64 bit multiply split into halves (Philox needs both halves). */
-#if TALLY_TARGET_OPENCL
+#if TALLY_TARGET_OPENCL && TALLY_CL_CPU
+/* PoCL's mul_hi keeps a loop around it scalar; the wide product is the
+ * same number and vectorises. */
+TALLY_FN tally_u32 tally_mulhi32(tally_u32 a, tally_u32 b) { return (tally_u32)(((tally_u64)a * b) >> 32); }
+#elif TALLY_TARGET_OPENCL
 TALLY_FN tally_u32 tally_mulhi32(tally_u32 a, tally_u32 b) { return mul_hi(a, b); }
 #elif TALLY_TARGET_CUDA
 TALLY_FN tally_u32 tally_mulhi32(tally_u32 a, tally_u32 b) { return __umulhi(a, b); }

@@ -49,6 +49,7 @@ TALLY_FN tally_philox4 tally_philox_round(tally_philox4 c, tally_u32 k0, tally_u
 TALLY_FN tally_philox4 tally_philox4x32_rounds(tally_philox4 ctr, tally_u32 k0, tally_u32 k1,
                                               int rounds)
 {
+    TALLY_UNROLL
     for (int i = 0; i < rounds; i++) {
         if (i > 0) {
             k0 += TALLY_PHILOX_W0;

@@ -1,0 +1,420 @@
+/*
+ * kernels/cpu.h - CPU-shaped twins of the hot kernels, for OpenCL devices
+ * that are CPUs (PoCL, Intel's CPU runtime).
+ *
+ * A GPU kernel gives each lane of a tile its own work-item and folds the
+ * lane's quads in a loop. An OpenCL compiler for a CPU runs a group's
+ * work-items in a loop of its own around that code, and that outer loop is
+ * not vectorised: each lane's fold is a serial chain of dependent additions,
+ * so PoCL ran the sum at a fifth of the memory bandwidth and the
+ * transcendental terms one element at a time. A twin computes what one
+ * whole group of its GPU kernel computes, in one work-item, the way the
+ * host backend does (docs/host-simd.md): step by step through a tile, the
+ * step's terms as one loop over up to 1024 consecutive elements, then each
+ * lane's quad folded into its accumulator by a loop over lanes, then the
+ * tree as loops over pairs. Those inner loops have independent iterations,
+ * so the compiler's vectoriser runs them 8 or 16 lanes at a time; each lane
+ * still performs exactly the IEEE operations of the plan in the plan's
+ * order, so a twin gives its GPU kernel's bits.
+ *
+ * Twins take their kernel's argument table, so the op layer does not know
+ * they exist: the OpenCL backend launches a twin in place of its kernel on
+ * a CPU device (TALLY_K_CPU_TWINS in kernel_list.h; TALLY_OPENCL_KERNELS
+ * overrides the choice for tests). Work-item w of a twin takes units w,
+ * w + W, ... (W work-items in all), which changes which core computes a
+ * tile, never what it computes. The CUDA module has empty bodies (it never
+ * launches them).
+ */
+#ifndef TALLY_KERNELS_CPU_H
+#define TALLY_KERNELS_CPU_H
+
+#include "tree.h"
+#include "rng.h"
+
+#define TALLY_K_CPU_BODIES (TALLY_TARGET_OPENCL && TALLY_CL_CPU)
+
+/* The elements of one step: up to 256 lanes x 4. */
+#define TALLY_K_CPU_STEP (TALLY_K_GROUP_SIZE * 4u)
+
+/* The twin's work-item and work-item count (one group of its launch may
+ * hold several work-items). */
+#define TALLY_K_CPU_ITEM() (TALLY_GROUP_ID() * (tally_u64)TALLY_K_CPU_LOCAL() + TALLY_LID())
+#define TALLY_K_CPU_ITEMS() (TALLY_GROUP_COUNT() * (tally_u64)TALLY_K_CPU_LOCAL())
+#if TALLY_TARGET_OPENCL
+#  define TALLY_K_CPU_LOCAL() ((tally_u32)get_local_size(0))
+#else
+#  define TALLY_K_CPU_LOCAL() 1u
+#endif
+
+#if TALLY_K_CPU_BODIES
+
+/* The functions whose loops must vectorise inline everything they call:
+ * a call left in a loop's body (PoCL's inliner declined tally_k_rng_words
+ * and the sincospi core on cost) keeps the loop scalar. */
+#define TALLY_K_CPU_FLAT __attribute__((flatten))
+
+/* e[i] = element k0 + i of s, i < m (widened from halves). */
+TALLY_FN void tally_k_cpu_gather(const tally_k_src *s, tally_u64 k0, tally_u32 m, float *e)
+{
+    if (s->mode != TALLY_K_LOAD_STRIDED) {
+        if (s->dtype == TALLY_F32) {
+            for (tally_u32 i = 0; i < m; i++) e[i] = s->p[k0 + i];
+        } else if (s->dtype == TALLY_BF16) {
+            for (tally_u32 i = 0; i < m; i++) e[i] = tally_bf16_to_f32(s->h[k0 + i]);
+        } else {
+            for (tally_u32 i = 0; i < m; i++) e[i] = tally_f16_to_f32(s->h[k0 + i]);
+        }
+        return;
+    }
+    /* Row pieces of the view: one division per step. */
+    tally_u64 r = k0 / s->cols, c = k0 - r * s->cols;
+    for (tally_u32 i = 0; i < m;) {
+        const tally_u64 left = s->cols - c;
+        const tally_u32 len = left < (tally_u64)(m - i) ? (tally_u32)left : m - i;
+        const tally_u64 at = r * s->stride + c;
+        for (tally_u32 k = 0; k < len; k++) e[i + k] = tally_k_ld(s->p, s->h, s->dtype, at + k);
+        i += len;
+        r++;
+        c = 0;
+    }
+}
+
+/* The reduce terms over a step, one loop per term so that each is
+ * straight-line code. */
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh, tally_u32 m, float *e)
+{
+    if (term == TALLY_K_TERM_SQUARE) {
+        for (tally_u32 i = 0; i < m; i++) e[i] = e[i] * e[i];
+    } else if (term == TALLY_K_TERM_SHIFTED_EXP) {
+        for (tally_u32 i = 0; i < m; i++) e[i] = tally_expf(e[i] - sh);
+    }
+}
+
+/* The KL terms over a step (x in e, t in f, the terms to e): the short form
+ * for a step whose every pair qualifies, with the common flags as
+ * constants, else tally_kl_term per element; the same bits either way
+ * (terms.h). */
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m, float *e, const float *f)
+{
+    int ok = 1;
+    for (tally_u32 i = 0; i < m; i++) ok &= tally_kl_fast_ok(e[i], f[i], flags);
+    if (ok && flags == TALLY_KL_INPUT_IS_PROB) {
+        for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], TALLY_KL_INPUT_IS_PROB);
+    } else if (ok && flags == 0u) {
+        for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], 0u);
+    } else if (ok) {
+        for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], flags);
+    } else {
+        for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term(e[i], f[i], flags);
+    }
+}
+
+/* The KL terms from logits over one row's run of a step (x in e, y in f,
+ * the terms to e), the row's statistics and the flags constants in each
+ * copy (the five forms the front end accepts; host_kernels.c's
+ * map_kl_logits has the same five). */
+#define TALLY_K_CPU_KLL_LOOP(FLAGS) \
+    for (tally_u32 i = 0; i < len; i++) e[i] = tally_kl_logits_term(e[i], f[i], mx, lx, my, ly, ry, (FLAGS))
+
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, float lx, float my, float ly, float ry,
+                                                    tally_u32 len, float *e, const float *f)
+{
+    if (flags == 4u) TALLY_K_CPU_KLL_LOOP(4u);
+    else if (flags == 5u) TALLY_K_CPU_KLL_LOOP(5u);
+    else if (flags == 8u) TALLY_K_CPU_KLL_LOOP(8u);
+    else if (flags == 10u) TALLY_K_CPU_KLL_LOOP(10u);
+    else if (flags == 12u) TALLY_K_CPU_KLL_LOOP(12u);
+    else TALLY_K_CPU_KLL_LOOP(flags);
+}
+
+/* The step's elements k0 .. k0 + m - 1 of the row-major walk of rows of
+ * `cols` elements, row by row with each row's statistics (st: the planes
+ * of kernels/kl_logits.h, `rows` floats each). */
+TALLY_FN void tally_k_cpu_kll_terms(TALLY_GLOBAL const float *st, tally_u64 rows, tally_u64 cols, tally_u32 flags,
+                                    tally_u64 k0, tally_u32 m, float *e, const float *f)
+{
+    tally_u64 r = k0 / cols, c = k0 - r * cols;
+    for (tally_u32 i = 0; i < m; r++, c = 0) {
+        const tally_u64 left = cols - c;
+        const tally_u32 len = left < (tally_u64)(m - i) ? (tally_u32)left : m - i;
+        tally_k_cpu_kll_run(flags, st[TALLY_K_KLL_MX * rows + r], st[TALLY_K_KLL_LX * rows + r],
+                            st[TALLY_K_KLL_MY * rows + r], st[TALLY_K_KLL_LY * rows + r],
+                            st[TALLY_K_KLL_RY * rows + r], len, e + i, f + i);
+        i += len;
+    }
+}
+
+/* Lane j < quads folds elements t[4j] .. t[4j + 3] into acc[j] in order;
+ * `first` starts each lane from its quad's first element. One copy per
+ * combine (OP), so each loop is straight-line code over lanes. */
+#define TALLY_K_CPU_FOLD(OP, acc, t, quads, first)                                   \
+    do {                                                                           \
+        if (first) {                                                               \
+            for (tally_u32 j_ = 0; j_ < (quads); j_++) {                           \
+                float a_ = (t)[4u * j_];                                           \
+                a_ = OP(a_, (t)[4u * j_ + 1u]);                                    \
+                a_ = OP(a_, (t)[4u * j_ + 2u]);                                    \
+                (acc)[j_] = OP(a_, (t)[4u * j_ + 3u]);                             \
+            }                                                                      \
+        } else {                                                                   \
+            for (tally_u32 j_ = 0; j_ < (quads); j_++) {                           \
+                float a_ = OP((acc)[j_], (t)[4u * j_]);                            \
+                a_ = OP(a_, (t)[4u * j_ + 1u]);                                    \
+                a_ = OP(a_, (t)[4u * j_ + 2u]);                                    \
+                (acc)[j_] = OP(a_, (t)[4u * j_ + 3u]);                             \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+#define TALLY_K_CPU_SUM(a, b) ((a) + (b))
+
+TALLY_FN void tally_k_cpu_fold(tally_u32 kind, float *acc, const float *t, tally_u32 quads, int first)
+{
+    if (kind == TALLY_COMBINE_MIN) TALLY_K_CPU_FOLD(tally_min_nan, acc, t, quads, first);
+    else if (kind == TALLY_COMBINE_MAX) TALLY_K_CPU_FOLD(tally_max_nan, acc, t, quads, first);
+    else TALLY_K_CPU_FOLD(TALLY_K_CPU_SUM, acc, t, quads, first);
+}
+
+/* acc[j] = combine(acc[j], acc[j + s]) for j < count. */
+TALLY_FN void tally_k_cpu_pairs(tally_u32 kind, float *acc, tally_u32 s, tally_u32 count)
+{
+    if (kind == TALLY_COMBINE_MIN) {
+        for (tally_u32 j = 0; j < count; j++) acc[j] = tally_min_nan(acc[j], acc[j + s]);
+    } else if (kind == TALLY_COMBINE_MAX) {
+        for (tally_u32 j = 0; j < count; j++) acc[j] = tally_max_nan(acc[j], acc[j + s]);
+    } else {
+        for (tally_u32 j = 0; j < count; j++) acc[j] = acc[j] + acc[j + s];
+    }
+}
+
+/* How a twin's tile computes its terms. */
+#define TALLY_K_CPU_TERM_REDUCE 0u /* tally_k_reduce_term(term, a, sh) */
+#define TALLY_K_CPU_TERM_KL 1u     /* tally_kl_term(a, b, flags) */
+#define TALLY_K_CPU_TERM_KLL 2u    /* tally_kl_logits_term(a, b, the row's statistics in st, flags) */
+
+/*
+ * The value of one tile (first quad `base`, `lanes` lanes of `qpl` quads) of
+ * a vector of n elements: docs/reduction-tree.md's lanes, active lanes and
+ * tree, with the terms of `form` (REDUCE: `term` and `sh` over a; KL: the
+ * terms of a and b under `flags`; KLL: from logits, with the statistics st
+ * of rows of `cols` elements). e and f hold one step (caller's, so
+ * that they are not reallocated per tile).
+ */
+TALLY_FN float tally_k_cpu_tile(const tally_k_src *a, const tally_k_src *b, tally_u64 n, tally_u64 base,
+                                tally_u32 lanes, tally_u32 qpl, tally_u32 form, tally_u32 term, float sh,
+                                tally_u32 flags, tally_u32 kind, TALLY_GLOBAL const float *st, tally_u64 rows,
+                                tally_u64 cols, float *acc, float *e, float *f)
+{
+    const tally_u64 quads = tally_k_quads(n);
+    const tally_u32 active = (tally_u32)tally_k_active(quads, base, lanes);
+    for (tally_u32 q = 0; q < qpl; q++) {
+        const tally_u64 q0 = base + (tally_u64)q * lanes;
+        if (q0 >= quads) break;
+        /* Lanes 0 .. nq - 1 have a quad in this step: elements [k0, k1). */
+        const tally_u32 nq = (tally_u32)tally_k_min_u64((tally_u64)lanes, quads - q0);
+        const tally_u64 k0 = q0 << 2;
+        const tally_u32 m = (tally_u32)(tally_k_min_u64(n, (q0 + nq) << 2) - k0);
+        tally_k_cpu_gather(a, k0, m, e);
+        if (form == TALLY_K_CPU_TERM_KL) {
+            tally_k_cpu_gather(b, k0, m, f);
+            tally_k_cpu_kl_terms(flags, m, e, f);
+        } else if (form == TALLY_K_CPU_TERM_KLL) {
+            tally_k_cpu_gather(b, k0, m, f);
+            tally_k_cpu_kll_terms(st, rows, cols, flags, k0, m, e, f);
+        } else {
+            tally_k_cpu_reduce_terms(term, sh, m, e);
+        }
+        const tally_u32 full = m >> 2;
+        tally_k_cpu_fold(kind, acc, e, full, q == 0u);
+        if (full < nq) {
+            /* The vector's short last quad (only in the last step). */
+            float v = q == 0u ? e[4u * full] : tally_combine((int)kind, acc[full], e[4u * full]);
+            for (tally_u32 c = 4u * full + 1u; c < m; c++) v = tally_combine((int)kind, v, e[c]);
+            acc[full] = v;
+        }
+    }
+    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1)
+        if (s < active) tally_k_cpu_pairs(kind, acc, s, active - s < s ? active - s : s);
+    return acc[0];
+}
+
+/* tally_k_reduce_tiles_run's units, each in one work-item. */
+TALLY_FN void tally_k_cpu_reduce_run(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_cols,
+                                     tally_u64 x_stride, tally_u32 mode, tally_u64 nvec, tally_u64 vec_stride,
+                                     tally_u64 n, tally_u32 lanes, tally_u32 qpl, tally_u64 tiles, tally_u32 term,
+                                     tally_u32 kind, TALLY_GLOBAL const float *TALLY_RESTRICT shift,
+                                     tally_u64 shift_off, tally_u32 finish, float divisor,
+                                     TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride,
+                                     tally_u32 x_dtype)
+{
+    float acc[TALLY_K_GROUP_SIZE], e[TALLY_K_CPU_STEP];
+    const tally_u64 units = nvec * tiles, tile_quads = (tally_u64)lanes * qpl;
+    for (tally_u64 unit = TALLY_K_CPU_ITEM(); unit < units; unit += TALLY_K_CPU_ITEMS()) {
+        const tally_u64 b = unit / tiles;
+        const tally_u64 base = (unit - b * tiles) * tile_quads;
+        const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
+        const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
+        float r = tally_k_cpu_tile(&src, &src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE, term, sh, 0u, kind, 0,
+                                   0u, 1u, acc, e, e);
+        if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
+        if (finish == TALLY_K_FINISH_LSE) r = tally_lse_finish(shift[shift_off + b], r);
+        out[out_off + unit * out_stride] = tally_canonical(r);
+    }
+}
+
+/* tally_k_kl_tiles_run's tiles (st == 0) or tally_k_kl_logits_tiles' (the
+ * statistics st of `rows` rows), each in one work-item. */
+TALLY_FN void tally_k_cpu_kl_run(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_stride,
+                                 TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off, tally_u64 t_stride,
+                                 tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes, tally_u32 qpl,
+                                 tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
+                                 TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u32 x_dtype,
+                                 tally_u32 t_dtype, TALLY_GLOBAL const float *st, tally_u64 rows)
+{
+    float acc[TALLY_K_GROUP_SIZE], e[TALLY_K_CPU_STEP], f[TALLY_K_CPU_STEP];
+    const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
+    const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
+    const tally_u64 tile_quads = (tally_u64)lanes * qpl;
+    for (tally_u64 tile = TALLY_K_CPU_ITEM(); tile < tiles; tile += TALLY_K_CPU_ITEMS()) {
+        const float r = tally_k_cpu_tile(&xs, &ts, n, tile * tile_quads, lanes, qpl,
+                                         st != 0 ? TALLY_K_CPU_TERM_KLL : TALLY_K_CPU_TERM_KL, 0u, 0.0f, flags,
+                                         TALLY_COMBINE_SUM, st, rows, cols, acc, e, f);
+        tally_k_store_tile(r, finish, divisor, out + out_off + tile);
+    }
+}
+
+/* The four output words of Philox block m for a distribution, as
+ * tally_k_rng_words gives them, written out without its loops over the
+ * words: PoCL vectorises such a short inner loop first, four wide, and the
+ * vector instructions it leaves then keep the loop over blocks scalar. */
+TALLY_FN void tally_k_cpu_rng_words(tally_u64 seed, tally_u64 subsequence, tally_u64 m, tally_u32 dist,
+                                    TALLY_GLOBAL tally_u32 *TALLY_RESTRICT o)
+{
+    const tally_philox4 blk = tally_stream_block(seed, subsequence, m);
+    if (dist == TALLY_DIST_NORMAL) {
+        float f0, f1, f2, f3;
+        tally_normal_pair(blk.v[0], blk.v[1], &f0, &f1);
+        tally_normal_pair(blk.v[2], blk.v[3], &f2, &f3);
+        o[0] = tally_as_u32(f0);
+        o[1] = tally_as_u32(f1);
+        o[2] = tally_as_u32(f2);
+        o[3] = tally_as_u32(f3);
+    } else if (dist == TALLY_DIST_UNIFORM) {
+        o[0] = tally_as_u32(tally_uniform_from_bits(blk.v[0]));
+        o[1] = tally_as_u32(tally_uniform_from_bits(blk.v[1]));
+        o[2] = tally_as_u32(tally_uniform_from_bits(blk.v[2]));
+        o[3] = tally_as_u32(tally_uniform_from_bits(blk.v[3]));
+    } else {
+        o[0] = blk.v[0];
+        o[1] = blk.v[1];
+        o[2] = blk.v[2];
+        o[3] = blk.v[3];
+    }
+}
+
+/* Blocks jlo + [j0, j1) of a quad fill (tally_k_rng_fill's layout), one
+ * loop per distribution so that each has a constant one, the block index a
+ * 32-bit step from the chunk's start. */
+#define TALLY_K_CPU_RNG_BLOCKS(DIST)                                                                   \
+    for (tally_u32 i = 0; i < count; i++)                                                              \
+        tally_k_cpu_rng_words(seed, subsequence, m0 + i, (DIST), out + ((q0 + i) << 2));
+
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_rng_blocks(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 q0,
+                                                      tally_u64 m0, tally_u32 count, tally_u32 dist, tally_u64 seed,
+                                                      tally_u64 subsequence)
+{
+    if (dist == TALLY_DIST_RAW) {
+        TALLY_K_CPU_RNG_BLOCKS(TALLY_DIST_RAW)
+    } else if (dist == TALLY_DIST_UNIFORM) {
+        TALLY_K_CPU_RNG_BLOCKS(TALLY_DIST_UNIFORM)
+    } else {
+        TALLY_K_CPU_RNG_BLOCKS(TALLY_DIST_NORMAL)
+    }
+}
+
+/* Blocks in one call of tally_k_cpu_rng_blocks (its count is 32-bit). */
+#define TALLY_K_CPU_RNG_CHUNK 65536u
+
+#endif /* TALLY_K_CPU_BODIES */
+
+TALLY_KERNEL void tally_k_cpu_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
+{
+#if TALLY_K_CPU_BODIES
+    /* As tally_k_reduce_tiles: fp32, x_dtype ignored. */
+    tally_k_cpu_reduce_run(x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind, shift,
+                           shift_off, finish, divisor, out, out_off, out_stride, TALLY_F32);
+#endif
+}
+
+TALLY_KERNEL void tally_k_cpu_reduce_tiles_half(TALLY_K_PARAMS(reduce_tiles))
+{
+#if TALLY_K_CPU_BODIES
+    tally_k_cpu_reduce_run(x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind, shift,
+                           shift_off, finish, divisor, out, out_off, out_stride, x_dtype);
+#endif
+}
+
+TALLY_KERNEL void tally_k_cpu_kl_tiles(TALLY_K_PARAMS(kl_tiles))
+{
+#if TALLY_K_CPU_BODIES
+    /* As tally_k_kl_tiles: fp32, the dtypes ignored. */
+    tally_k_cpu_kl_run(x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                       divisor, out, out_off, TALLY_F32, TALLY_F32, 0, 0u);
+#endif
+}
+
+TALLY_KERNEL void tally_k_cpu_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
+{
+#if TALLY_K_CPU_BODIES
+    tally_k_cpu_kl_run(x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                       divisor, out, out_off, x_dtype, t_dtype, 0, 0u);
+#endif
+}
+
+TALLY_KERNEL void tally_k_cpu_kl_logits_tiles(TALLY_K_PARAMS(kl_logits_tiles))
+{
+#if TALLY_K_CPU_BODIES
+    tally_k_cpu_kl_run(x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
+                       divisor, out, out_off, x_dtype, t_dtype, st + st_off, rows);
+#endif
+}
+
+/* tally_k_rng_fill's output, each work-item a contiguous run of whole
+ * blocks (work-item 0 also the partial edge blocks). */
+TALLY_KERNEL void tally_k_cpu_rng_fill(TALLY_K_PARAMS(rng_fill))
+{
+#if TALLY_K_CPU_BODIES
+    (void)stride;
+    const tally_u64 n = rows * cols;
+    if (n == 0u) return;
+    const tally_u64 b0 = offset >> 2;
+    const tally_u64 nb = ((offset + (n - 1u)) >> 2) - b0 + 1u;
+    const tally_u64 q0 = out_off >> 2;
+    const tally_u64 jlo = (offset & 3u) != 0u ? 1u : 0u;
+    const tally_u64 jend = nb - (((offset + n) & 3u) != 0u ? 1u : 0u);
+    const tally_u64 item = TALLY_K_CPU_ITEM(), items = TALLY_K_CPU_ITEMS();
+    if (item == 0u) {
+        /* The partial edge blocks, as tally_k_rng_fill writes them. */
+        for (tally_u32 edge = 0; edge < 2u; edge++) {
+            const tally_u64 j = edge == 0u ? 0u : nb - 1u;
+            const int partial = edge == 0u ? jlo != 0u : (jend != nb && (nb > 1u || jlo == 0u));
+            if (partial) {
+                tally_u32 bits[4];
+                tally_k_rng_words(tally_stream_block(seed, subsequence, b0 + j), dist, bits);
+                for (tally_u32 w = 0; w < 4u; w++) {
+                    const tally_u64 i = ((b0 + j) << 2) + w;
+                    if (i >= offset && i - offset < n) out[out_off + (i - offset)] = bits[w];
+                }
+            }
+        }
+    }
+    const tally_u64 nfull = jend > jlo ? jend - jlo : 0u;
+    const tally_u64 per = (nfull + items - 1u) / items;
+    const tally_u64 j0 = tally_k_min_u64(item * per, nfull), j1 = tally_k_min_u64(j0 + per, nfull);
+    for (tally_u64 j = j0; j < j1; j += TALLY_K_CPU_RNG_CHUNK) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_CPU_RNG_CHUNK, j1 - j);
+        tally_k_cpu_rng_blocks(out, q0 + jlo + j, b0 + jlo + j, count, dist, seed, subsequence);
+    }
+#endif
+}
+
+#endif /* TALLY_KERNELS_CPU_H */
