@@ -33,10 +33,13 @@ screening time (`candidates`). The formulations:
                  out= into preallocated gradients, or as plain expressions
   dm_bw          scipy.special.digamma: alpha (mean(psi(A) - psi(N + A)) + mean over rows of
                  (psi(n + a) - psi(a)))
+  gmm_bw         the closed form of docs/ops.md (NumPy has no autograd): the component and noise drawn
+                 again, z formed again, the responsibility-weighted gradient of the log density plus
+                 the reparameterisation's at the drawn component
   ceil_write     ndarray.fill over the ceilings' bytes; ceil_copy: np.copyto (bytes read + written)
 
 Workloads with no NumPy formulation get no result row, only a `no_formulation` record with the
-reason (NO_FORMULATION below): the bf16 inputs (NumPy has no bfloat16) and gmm_bw (no autograd).
+reason (NO_FORMULATION below): the bf16 inputs (NumPy has no bfloat16).
 
 Usage:
   python3 bench/numpy_baseline.py --bench build/bench/tally-bench --scales 0.0625 --json numpy.jsonl
@@ -66,8 +69,6 @@ NO_FORMULATION = {
     "kl_bf16": "NumPy has no bfloat16 dtype (ml_dtypes emulates one in software, which is no baseline)",
     "dm_large_bf16": "NumPy has no bfloat16 dtype (ml_dtypes emulates one in software, which is no baseline)",
     "sum_rows_bf16": "NumPy has no bfloat16 dtype (ml_dtypes emulates one in software, which is no baseline)",
-    "gmm_bw": "NumPy has no autograd, and the mixture sample's gradient (through the sampled component and "
-              "the responsibilities) has no formulation a NumPy user would write; torch_baseline.py times it",
 }
 
 
@@ -491,13 +492,83 @@ def w_dm_bw(spec):
             vector_check(lambda fn: fn(0), ref, 1e-4))
 
 
+def gmm_objective64(mu, lv, log_w, c, eps, gz, gq):
+    """sum(grad_z z) + sum(grad_log_q log q(z)) in float64, with the component c and the noise eps
+    held fixed: the function whose gradient tally_gmm_sample_backward gives (docs/ops.md)."""
+    rows = np.arange(mu.shape[0])
+    z = mu[rows, c] + np.exp(0.5 * lv[rows, c]) * eps
+    y = (z[:, None, :] - mu) * np.exp(-0.5 * lv)
+    comp = (-0.5 * y * y - 0.5 * lv - 0.5 * LOG_2PI).sum(-1)
+    return float((gz * z).sum() + (gq * sps.logsumexp(log_w + comp, axis=-1)).sum())
+
+
+def w_gmm_bw(spec):
+    B, K, D = spec["dims"]
+    g0, g = generator(707), generator(303)
+    mu, lv = normal(g0, (B, K, D)), uniform01(g0, (B, K, D))
+    up = normal(g0, B * D + B)
+    gz, gq = up[:B * D].reshape(B, D), up[B * D:]
+    logits = np.array([0.1, -0.3, 0.5, 0.0, -1.0, 0.2, 0.7, -0.4] * ((K + 7) // 8), dtype=F32)[:K]
+    rows = np.arange(B)
+    half, log_2pi_d = F32(0.5), F32(0.5 * D * LOG_2PI)
+
+    def backward(i):
+        """The component and noise drawn again (as tally draws them again from its stream), z formed
+        again, then the documented closed form: the log density's gradient, responsibility-weighted,
+        plus the reparameterisation's at the drawn component."""
+        log_w = sps.log_softmax(logits)
+        w = np.exp(log_w.astype(np.float64))
+        c = g.choice(K, size=B, p=w / w.sum())
+        eps = g.standard_normal((B, D), dtype=F32)
+        std_c = np.exp(half * lv[rows, c])
+        z = mu[rows, c] + std_c * eps
+        inv_std = np.exp(-half * lv)
+        y = (z[:, None, :] - mu) * inv_std
+        v = log_w + ((-half * y * y - half * lv).sum(-1) - log_2pi_d)
+        resp = gq[:, None] * np.exp(v - sps.logsumexp(v, axis=-1, keepdims=True))
+        grad_mu = resp[:, :, None] * (y * inv_std)
+        grad_lv = resp[:, :, None] * (half * y * y - half)
+        big_g = gz - grad_mu.sum(1)
+        grad_mu[rows, c] += big_g
+        grad_lv[rows, c] += big_g * (half * std_c * eps)
+        return grad_mu, grad_lv, c, eps
+
+    def check(fn):
+        grad_mu, grad_lv, c, eps = fn(0)
+        finite = bool(np.isfinite(grad_mu).all() and np.isfinite(grad_lv).all())
+        # Central differences of the objective in float64 on a few entries of each gradient: the drawn
+        # component of the first rows and another one. The objective is a sum over rows, so the
+        # first rows' part is enough.
+        n = min(B, 4)
+        m64, l64 = mu[:n].astype(np.float64), lv[:n].astype(np.float64)
+        args = (sps.log_softmax(logits.astype(np.float64)), c[:n], eps[:n].astype(np.float64),
+                gz[:n].astype(np.float64), gq[:n].astype(np.float64))
+        worst, h = 0.0, 1e-6
+        for b in range(n):
+            for k in sorted({int(c[b]), (int(c[b]) + 1) % K}):
+                for d in range(min(D, 2)):
+                    for which, arr, got in ((0, m64, grad_mu), (1, l64, grad_lv)):
+                        plus, minus = arr.copy(), arr.copy()
+                        plus[b, k, d] += h
+                        minus[b, k, d] -= h
+                        pm = (plus, l64) if which == 0 else (m64, plus)
+                        mm = (minus, l64) if which == 0 else (m64, minus)
+                        fd = (gmm_objective64(*pm, *args) - gmm_objective64(*mm, *args)) / (2 * h)
+                        worst = max(worst, abs(float(got[b, k, d]) - fd) / (1e-3 * (1.0 + abs(fd))))
+        ok = finite and worst <= 1.0
+        return float(grad_mu.reshape(-1)[0]), ok, summary(ok, f"gradients {'finite' if finite else 'NOT FINITE'}; "
+                                                              f"vs float64 central differences, worst {worst:.3f} "
+                                                              "of tolerance")
+    return {"closed form (docs/ops.md): responsibilities, y / std, the drawn component's G": backward}, check
+
+
 WORKLOADS = {
     "uniform_fill": w_uniform_fill, "raw_fill": w_raw_fill, "normal_fill": w_normal_fill,
     "categorical": w_categorical, "gmm_small": w_gmm, "gmm_large": w_gmm,
     "dm_small": w_dm, "dm_large": w_dm, "dm_large_row": w_dm,
     "kl": w_kl, "kl_log": w_kl, "kl_logits": w_kl,
     "sum_n1": w_sum, "sum_1n": w_sum, "sum_rc": w_sum, "sum_rows_f32": w_sum_rows,
-    "kl_bw": w_kl_bw, "dm_bw": w_dm_bw,
+    "kl_bw": w_kl_bw, "dm_bw": w_dm_bw, "gmm_bw": w_gmm_bw,
 }
 
 
