@@ -34,6 +34,7 @@ fi
 mkdir -p bench/data
 stem="bench/data/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD)-cpu-$(hostname -s)"
 status=0
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$build/bench/tally-bench" --backend host --scales "$scales" --json "$stem-tally-host.jsonl" \
   ${CPU_TABLE_ARGS:-} >"$stem-tally-host.txt" || status=1
 # As in cpu_run.sh: old-OpenBLAS settings slow a current NumPy, so the
@@ -42,6 +43,9 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/numpy_baseline.py --ben
   --scales "$scales" --json "$stem-numpy.jsonl" ${CPU_TABLE_ARGS:-} >"$stem-numpy.txt" || status=1
 "$py" bench/report.py --tally "$stem-tally-host.jsonl" --numpy "$stem-numpy.jsonl" \
   --commit "$(git rev-parse --short HEAD)" --out "$stem-table.md"
+# The load average says how much else ran on the machine meanwhile.
+echo "Load average (1, 5, 15 min) before the pair: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg)." \
+  >>"$stem-table.md"
 cat "$stem-table.md"
 echo "raw data: $stem-{tally-host,numpy}.jsonl (terminal output: .txt), table: $stem-table.md"
 [ "$status" -eq 0 ] || echo "cpu_table: a run failed or a check found a wrong value (see the .txt files)" >&2

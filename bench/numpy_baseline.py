@@ -674,6 +674,7 @@ def main(argv=None):
           "device": cpu_model() or platform.machine(), "cpus": os.cpu_count(), "timer": "wall",
           "scales": args.scales, "reps": args.reps, "rotate_mib": args.rotate_mib,
           "threads_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS") if k in os.environ},
+          "loadavg": os.getloadavg(),  # other work on the machine makes both sides' times noisy
           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     print(f"numpy_baseline: NumPy {np.__version__}, SciPy {scipy.__version__}, {cpu_model() or platform.machine()}")
     failures = 0
