@@ -1097,13 +1097,15 @@ static int half_body(bench *b, result *r, void *state, wl_bufs *bufs)
         same = same && a == c;
         finite = finite && isfinite(got[i]);
     }
+    /* got and want live in xf: read them before it is freed. */
+    const float got0 = got[0], want0 = want[0];
     free(xf);
     free(raw);
     if (rc) return 1;
-    r->value = got[0];
+    r->value = got0;
     r->ok = same && finite;
     snprintf(r->check, sizeof r->check, "%s: first %lld rows %s the fp32 op on the widened values (%.8g)%s",
-             r->ok ? "ok" : "WRONG", (long long)sub, same ? "bit-equal to" : "DIFFER from", (double)want[0],
+             r->ok ? "ok" : "WRONG", (long long)sub, same ? "bit-equal to" : "DIFFER from", (double)want0,
              finite ? "" : ", NOT FINITE");
     return 0;
 }
