@@ -33,6 +33,7 @@ typedef struct bench {
     double batch_ms;       /* target length of one timed batch when calls == 0 */
     int small_calls;       /* calls per batch for latency-bound workloads */
     double rotate_bytes;   /* see BENCH_ROTATE_BYTES_DEFAULT */
+    int plan_only;         /* --list-workloads: each workload sizes itself and returns before it allocates */
 
     tally_context *ctx;
     bench_vendor *vendor;

@@ -230,6 +230,7 @@ static void release_buffers(wl_bufs *bufs)
  * releases afterwards whatever the body returned. */
 static int run_body(bench *b, result *r, int (*body)(bench *, result *, void *, wl_bufs *), void *state)
 {
+    if (b->plan_only) return 0;
     wl_bufs bufs = {.n = 0};
     int rc = body(b, r, state, &bufs);
     release_buffers(&bufs);
@@ -679,6 +680,7 @@ static int run_dm(bench *b, result *r, int latency_bound, int per_row)
     r->ceiling = "copy";
     r->latency_bound = latency_bound;
     r->sets = s.sets;
+    if (b->plan_only) return 0;
     float *host = malloc(sizeof(float) * (size_t)(s.B * V + 16 * V + s.B));
     if (host == NULL) return bench_fail(b, "out of host memory");
     wl_bufs bufs = {.n = 0};
@@ -1095,13 +1097,15 @@ static int half_body(bench *b, result *r, void *state, wl_bufs *bufs)
         same = same && a == c;
         finite = finite && isfinite(got[i]);
     }
+    /* got and want live in xf: read them before it is freed. */
+    const float got0 = got[0], want0 = want[0];
     free(xf);
     free(raw);
     if (rc) return 1;
-    r->value = got[0];
+    r->value = got0;
     r->ok = same && finite;
     snprintf(r->check, sizeof r->check, "%s: first %lld rows %s the fp32 op on the widened values (%.8g)%s",
-             r->ok ? "ok" : "WRONG", (long long)sub, same ? "bit-equal to" : "DIFFER from", (double)want[0],
+             r->ok ? "ok" : "WRONG", (long long)sub, same ? "bit-equal to" : "DIFFER from", (double)want0,
              finite ? "" : ", NOT FINITE");
     return 0;
 }
@@ -1159,6 +1163,7 @@ static int run_kl_bw(bench *b, result *r)
     r->bytes_read = 2.0 * (double)n * 4.0;
     r->bytes_written = 2.0 * (double)n * 4.0;
     r->ceiling = "copy";
+    if (b->plan_only) return 0;
     wl_bufs bufs = {.n = 0};
     float one = 1.0f, host[2 * 1024], got[2 * 1024];
     int rc = make_buffer(b, &bufs, (uint64_t)n, "p", &s.a) || make_buffer(b, &bufs, (uint64_t)n, "t", &s.b) ||
@@ -1218,6 +1223,7 @@ static int run_dm_bw(bench *b, result *r)
     r->bytes_read = ((double)BV + (double)V) * 4.0;
     r->bytes_written = (double)V * 4.0;
     r->ceiling = "read";
+    if (b->plan_only) return 0;
     float *host = malloc(sizeof(float) * (size_t)(BV + 2 * V));
     if (host == NULL) return bench_fail(b, "out of host memory");
     float *la = host + BV, *got = la + V, one = 1.0f;
@@ -1288,6 +1294,7 @@ static int run_gmm_bw(bench *b, result *r)
     r->bytes_read = (2.0 * (double)(B * KD) + (double)(B * s.D) + (double)B) * 4.0;
     r->bytes_written = 2.0 * (double)(B * KD) * 4.0;
     r->ceiling = "copy";
+    if (b->plan_only) return 0;
     wl_bufs bufs = {.n = 0};
     float logits[8] = {0.1f, -0.3f, 0.5f, 0.0f, -1.0f, 0.2f, 0.7f, -0.4f};
     int rc = make_buffer(b, &bufs, (uint64_t)(B * KD), "mu", &s.a) || make_buffer(b, &bufs, (uint64_t)(B * KD), "log_var", &s.b) ||
@@ -1380,22 +1387,58 @@ static void usage(FILE *f)
             "  --small-calls N             calls per batch for gmm_small and dm_small (default 1000)\n"
             "  --rotate-mib F              rotate among input copies totalling this much (default 120; 0: off)\n"
             "  --label TEXT                a name for this build in the JSON meta record (variant builds)\n"
-            "  --list                      list the devices each backend sees\n");
+            "  --list                      list the devices each backend sees\n"
+            "  --list-workloads            print each workload's shape and byte counts at the scales as JSON lines\n"
+            "                              (record \"workload\"; bench/numpy_baseline.py reads them), run nothing\n");
 }
 
 #define MAX_SCALES 8
+
+/* --list-workloads: every selected workload at every scale, sized by its
+ * own run function (b->plan_only makes it return before it allocates), so
+ * another program (bench/numpy_baseline.py) times the same shapes and
+ * counts the same bytes without a copy of the catalogue or of the scaling
+ * rules. One JSON line each on stdout. */
+static void list_workloads(bench *b, const char *only, const double *scales, int nscales)
+{
+    for (int si = 0; si < nscales; si++) {
+        b->scale = b_scale_now = scales[si];
+        for (size_t k = 0; k < WORKLOAD_COUNT; k++) {
+            if (!harness_list_has(only, workloads[k].name)) continue;
+            result_count = 0; /* nothing is kept: one slot serves every workload */
+            result *r = new_result(workloads[k].name);
+            r->base = *workload_row(workloads[k].name); /* main checked that it exists */
+            workloads[k].run(b, r);
+            harness_json j;
+            harness_json_begin(&j, stdout);
+            harness_json_str(&j, "record", "workload");
+            harness_json_str(&j, "workload", r->workload);
+            harness_json_num(&j, "scale", r->scale);
+            harness_json_str(&j, "shape", r->shape);
+            harness_json_int(&j, "base_rows", (long long)r->base.rows);
+            harness_json_int(&j, "base_cols", (long long)r->base.cols);
+            harness_json_int(&j, "base_components", (long long)r->base.components);
+            harness_json_num(&j, "bytes_read", r->bytes_read);
+            harness_json_num(&j, "bytes_written", r->bytes_written);
+            harness_json_str(&j, "ceiling", r->ceiling);
+            harness_json_bool(&j, "latency_bound", r->latency_bound);
+            harness_json_int(&j, "rotation_sets", (long long)r->sets);
+            harness_json_end(&j);
+        }
+    }
+}
 
 static int parse_args(int argc, char **argv, bench *b, const char **json_path, const char **only, int *ceilings,
                       int *list, double *scales, int *nscales)
 {
     enum { O_BACKEND, O_DEVICE, O_JSON, O_ONLY, O_LABEL, O_SCALE, O_SCALES, O_REPS, O_CALLS, O_BATCH_MS,
-           O_SMALL_CALLS, O_ROTATE_MIB, O_NO_CEILINGS, O_LIST, O_HELP };
+           O_SMALL_CALLS, O_ROTATE_MIB, O_NO_CEILINGS, O_LIST, O_LIST_WORKLOADS, O_HELP };
     static const harness_option options[] = {
         {"backend", 1, O_BACKEND}, {"device", 1, O_DEVICE}, {"json", 1, O_JSON}, {"only", 1, O_ONLY},
         {"label", 1, O_LABEL}, {"scale", 1, O_SCALE}, {"scales", 1, O_SCALES}, {"reps", 1, O_REPS},
         {"calls", 1, O_CALLS}, {"batch-ms", 1, O_BATCH_MS}, {"small-calls", 1, O_SMALL_CALLS},
         {"rotate-mib", 1, O_ROTATE_MIB}, {"no-ceilings", 0, O_NO_CEILINGS}, {"list", 0, O_LIST},
-        {"help", 0, O_HELP},
+        {"list-workloads", 0, O_LIST_WORKLOADS}, {"help", 0, O_HELP},
     };
     harness_args args = HARNESS_ARGS(argc, argv, 1, options);
     for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
@@ -1431,6 +1474,7 @@ static int parse_args(int argc, char **argv, bench *b, const char **json_path, c
         case O_ROTATE_MIB: b->rotate_bytes = atof(val) * 1024.0 * 1024.0; break;
         case O_NO_CEILINGS: *ceilings = 0; break;
         case O_LIST: *list = 1; break;
+        case O_LIST_WORKLOADS: b->plan_only = 1; break;
         case O_HELP: usage(stdout); exit(0);
         default:
             fprintf(stderr, "tally-bench: %s\n", args.err);
@@ -1482,6 +1526,10 @@ int main(int argc, char **argv)
         }
     if (list) {
         bench_list_devices();
+        return 0;
+    }
+    if (b.plan_only) {
+        list_workloads(&b, only, scales, nscales);
         return 0;
     }
     if (json_path != NULL && (json_out = fopen(json_path, "w")) == NULL) {

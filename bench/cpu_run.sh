@@ -3,9 +3,14 @@
 # raw data: builds tally without CUDA if needed, finds a Python with numpy and
 # scipy (or installs them into a virtual environment when a package index is
 # reachable), and writes bench/data/<date>-<commit>-cpu-<host>.json plus the
-# markdown table on stdout. Run from anywhere:
+# markdown table on stdout; then bench/cpu_table.sh (tally-bench on the host
+# backend beside bench/numpy_baseline.py, every tally-bench workload at scale
+# 1/16, about two minutes on two cores: its JSON lines are
+# bench/data/<date>-<commit>-cpu-<host>-{tally-host,numpy}.jsonl) and its
+# table. Run from anywhere:
 #   bash bench/cpu_run.sh            # host (every path this CPU has) and PoCL
 #   CPU_BENCH_ARGS="--only sum" bash bench/cpu_run.sh
+#   CPU_TABLE=0 bash bench/cpu_run.sh   # without the tally-bench / NumPy table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${TALLY_BUILD_DIR:-build}
@@ -41,3 +46,7 @@ out="bench/data/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD)-cpu-$(hostnam
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$py" bench/cpu_bench.py --lib "$build/libtally.so" \
   --impls "$impls" --backends host,opencl --markdown --json "$out" ${CPU_BENCH_ARGS:-}
 echo "raw data: $out"
+if [ "${CPU_TABLE:-1}" != 0 ]; then
+  echo
+  CPU_TABLE_PY="$py" TALLY_BUILD_DIR="$build" bash bench/cpu_table.sh
+fi

@@ -4,6 +4,13 @@
 Usage:
   python3 bench/report.py --tally tally-cuda.jsonl --tally tally-opencl.jsonl --torch torch.jsonl \\
                           [--commit SHA] [--out RESULTS-run.md] [--png-dir DIR]
+  python3 bench/report.py --tally tally-host.jsonl --numpy numpy.jsonl      # the CPU table
+
+With --numpy (numpy_baseline.py's records) and a tally-bench run on the host backend, it writes the
+CPU table instead: each workload's time on tally's host backend (the dispatch path named, from the
+device of tally's meta record) beside NumPy/SciPy float32 timed on the same machine, their ratio,
+the bytes per second of each and the floor from the bandwidth probe of the same run (tally-bench's
+host ceilings and numpy_baseline.py's fill and copy, the highest of each kind).
 
 Reads tally-bench's records (one file per backend) and torch_baseline.py's (eager and
 torch.compile), all measured in the same call on the same GPU, and writes:
@@ -24,6 +31,7 @@ Nothing here is measured: it only reads the files it is given.
 import argparse
 import json
 import math
+import re
 import sys
 
 # Workloads in report order: (name, what, ceiling kind of the floor).
@@ -118,11 +126,12 @@ class Run:
         kind = r.get("record")
         if kind == "ceiling":
             self.ceilings.append((source or impl, r))
-        elif kind in ("result", "error") and r.get("workload") in NAMES:
+        elif kind in ("result", "error") and r.get("workload"):
+            # Every workload is kept (the CPU table has them all); the GPU tables list NAMES.
             self.results[(impl, r["workload"], scale_key(r.get("scale", 1.0)))] = r
 
     def scales(self):
-        return sorted({k[2] for k in self.results if k[2] is not None})
+        return sorted({k[2] for k in self.results if k[2] is not None and k[1] in NAMES})
 
     def ref_scale(self):
         """The scale of the main table: 1 when the run has it, else its largest."""
@@ -221,6 +230,8 @@ def target(run, name, impl):
 
 
 def main_table(run, out):
+    if not any(k[0] in IMPLS for k in run.results):
+        return
     ref = run.ref_scale()
     out.append(f"### tally against PyTorch and the floor, scale {frac_str(ref)}\n")
     out.append("Device-timed medians per call (CUDA events for tally CUDA and torch, OpenCL markers for "
@@ -252,7 +263,7 @@ def main_table(run, out):
 
 def scaling_table(run, out):
     scales = run.scales()
-    if len(scales) < 2:
+    if len(scales) < 2 or not any(k[0] in IMPLS for k in run.results):
         return
     out.append("### Time against size\n")
     out.append("Each workload at each scale of its batch dimension (or element count); time per call. "
@@ -336,6 +347,141 @@ def variants_table(run, paths, out):
         out.append("| workload | scale | this build | variant | variant time | variant / this | same value |")
         out.append("|---|---|---|---|---|---|---|")
         out.extend(rows)
+        out.append("")
+
+
+class NumpyRun:
+    """numpy_baseline.py's records: meta, ceilings, results and the workloads it has no row for."""
+
+    def __init__(self, path):
+        recs = load(path)
+        self.meta = next((r for r in recs if r.get("record") == "meta"), {})
+        self.ceilings = [r for r in recs if r.get("record") == "ceiling"]
+        self.results = {(r.get("workload"), scale_key(r.get("scale", 1.0))): r for r in recs
+                        if r.get("record") in ("result", "error", "no_formulation")}
+        self.order = []
+        for r in recs:
+            if r.get("record") in ("result", "error", "no_formulation") and r["workload"] not in self.order:
+                self.order.append(r["workload"])
+
+    def get(self, name, scale):
+        return self.results.get((name, scale_key(scale)))
+
+
+HOST = "tally host"
+
+
+def host_dispatch(meta):
+    """The host backend's dispatch path and thread count, from its device name
+    ("host CPU (2 threads, avx512) (host)"), or the whole name when it has another form."""
+    dev = meta.get("device", "")
+    m = re.search(r"\((\d+) threads?, ([^)]+)\)", dev)
+    return (m.group(2), m.group(1)) if m else (dev or "?", "?")
+
+
+def cpu_ceilings(run, nrun):
+    """kind -> (GB/s, label): the highest ok ceiling of each kind from tally's host run and NumPy's probe."""
+    best = {}
+    sources = [(HOST, r) for src, r in run.ceilings if src == HOST] + [("NumPy", r) for r in nrun.ceilings]
+    for source, r in sources:
+        kind, gbps = CEIL_KIND.get(r.get("workload")), num(r.get("gbps"))
+        if kind is None or gbps is None or not r.get("ok", False):
+            continue
+        if kind not in best or gbps > best[kind][0]:
+            best[kind] = (gbps, f"{source} {r['workload']} ({r.get('what', '')})")
+    return best
+
+
+def cpu_floor_us(rec, ceil):
+    """bytes read / read ceiling + bytes written / write ceiling, in us."""
+    t = 0.0
+    for key, kind in (("bytes_read", "read"), ("bytes_written", "write")):
+        b = num(rec.get(key)) or 0.0
+        if b:
+            if kind not in ceil:
+                return None
+            t += b / (ceil[kind][0] * 1e9)
+    return t * 1e6
+
+
+def cpu_cell(r, floor):
+    """A time cell with its % of the floor, or why there is no time."""
+    if r is None:
+        return "not run"
+    if r.get("record") == "error":
+        return "FAILED"
+    if r.get("record") == "no_formulation":
+        return "no NumPy formulation"
+    us = judged_us(r)
+    if us is None:
+        return "-"
+    pct = f" ({100.0 * floor / us:.0f}%)" if floor else ""
+    return f"{fmt_us(us)}{pct}{'' if r.get('ok', False) else ' WRONG'}"
+
+
+def gbps_cell(r):
+    us = judged_us(r)
+    if us is None:
+        return "-"
+    moved = (num(r.get("bytes_read")) or 0.0) + (num(r.get("bytes_written")) or 0.0)
+    return f"{moved / (us * 1e-6) / 1e9:.2f}"
+
+
+def cpu_table(run, nrun, out):
+    """tally's host backend beside NumPy/SciPy float32 on the same machine, one table per scale."""
+    hmeta = run.meta.get(HOST, {})
+    path, threads = host_dispatch(hmeta)
+    order = [k[1] for k in run.results if k[0] == HOST]
+    names = list(dict.fromkeys(order + nrun.order))
+    scales = sorted({k[2] for k in run.results if k[0] == HOST and k[2] is not None} |
+                    {k[1] for k in nrun.results if k[1] is not None})
+    ceil = cpu_ceilings(run, nrun)
+    nm = nrun.meta
+    out.append("### CPU: tally's host backend against NumPy / SciPy float32\n")
+    out.append(f"- tally host backend: dispatch path **{path}**, {threads} threads; device "
+               f"`{hmeta.get('device', '?')}`, tally {hmeta.get('tally_version', '?')}, median of "
+               f"{hmeta.get('reps', '?')} batches (wall clock), inputs rotated to {hmeta.get('rotate_mib', '?')} MiB.")
+    out.append(f"- NumPy {nm.get('numpy_version', '?')}, SciPy {nm.get('scipy_version', '?')}, Python "
+               f"{nm.get('python', '?')}, one process, on {nm.get('device', '?')} ({nm.get('cpus', '?')} CPUs): "
+               f"the same shapes, bytes and rotation (from `tally-bench --list-workloads`), timed the same way, "
+               f"median of {nm.get('reps', '?')} batches; the fastest of the formulations screened (last column).")
+    probe = "; ".join(f"{k} {ceil[k][0]:.1f} GB/s ({ceil[k][1]})" for k in ("read", "write", "copy") if k in ceil)
+    out.append(f"- Bandwidth probe of this run, the highest of each kind: {probe or 'none measured'}. "
+               "floor = bytes read / read + bytes written / write; % = floor / time.")
+    out.append("")
+    ratios = []
+    for s in scales:
+        out.append(f"#### scale {frac_str(s)}\n")
+        out.append("| workload | shape | floor | tally host | NumPy / SciPy | tally / NumPy | tally GB/s | "
+                   "NumPy GB/s | NumPy formulation |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for name in names:
+            t, n = run.get(HOST, name, s), nrun.get(name, s)
+            if t is None and n is None:
+                continue
+            rec = next((r for r in (t, n) if r and num(r.get("bytes_read")) is not None), None)
+            floor = cpu_floor_us(rec, ceil) if rec else None
+            tu, nu = judged_us(t), judged_us(n)
+            ratio = "-"
+            if tu and nu and t.get("ok") and n.get("ok"):
+                ratio = f"{tu / nu:.2f}"
+                ratios.append(tu / nu)
+            formulation = (n or {}).get("formulation", "")
+            shape = (t or n).get("shape", "")
+            out.append(f"| {name} | {shape} | {fmt_us(floor)} | {cpu_cell(t, floor)} | {cpu_cell(n, floor)} | "
+                       f"{ratio} | {gbps_cell(t)} | {gbps_cell(n)} | {formulation} |")
+        out.append("")
+    if ratios:
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        out.append(f"tally / NumPy over the {len(ratios)} comparisons: geometric mean {geo:.2f}, "
+                   f"{sum(r <= 1.0 for r in ratios)} at 1.0 or less (issue 10's target at scale 1).\n")
+    missing = {}
+    for r in nrun.results.values():
+        if r.get("record") == "no_formulation":
+            missing.setdefault(r.get("reason", ""), []).append(r["workload"])
+    for reason, which in missing.items():
+        out.append(f"- No NumPy row for {', '.join(sorted(set(which)))}: {reason}.")
+    if missing:
         out.append("")
 
 
@@ -435,14 +581,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tally", action="append", default=[], help="tally-bench --json output (repeatable)")
     ap.add_argument("--torch", help="torch_baseline.py --json output")
+    ap.add_argument("--numpy", help="numpy_baseline.py --json output: the CPU table beside a host --tally run")
     ap.add_argument("--commit", default="", help="the commit measured, for the heading")
     ap.add_argument("--out", help="write the markdown here instead of stdout")
     ap.add_argument("--png-dir", help="draw workloads.png and scaling.png here (needs matplotlib)")
     ap.add_argument("--variant", action="append", default=[],
                     help="tally-bench JSON lines of a variant build (its meta may carry a 'variant' label)")
     args = ap.parse_args(argv)
-    if not args.tally and not args.torch:
-        ap.error("give at least one --tally or --torch file")
+    if not args.tally and not args.torch and not args.numpy:
+        ap.error("give at least one --tally, --torch or --numpy file")
     run = Run(args.tally, args.torch)
     dev = next((m.get("device") for m in run.meta.values() if m.get("device")), "?")
     out = [f"## Run: {next((m.get('time') for m in run.meta.values() if m.get('time')), '')}"
@@ -457,6 +604,8 @@ def main(argv=None):
                        f"{m.get('timer', '?')}, median of {m.get('reps', '?')} batches, inputs rotated to "
                        f"{m.get('rotate_mib', '?')} MiB.{extra}")
     out.append("")
+    if args.numpy:
+        cpu_table(run, NumpyRun(args.numpy), out)
     main_table(run, out)
     scaling_table(run, out)
     values_table(run, out)
