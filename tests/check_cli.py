@@ -377,6 +377,7 @@ def main():
     usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--out-dtype", "f16"],
                 "--out-dtype on a reduction")
     usage_error(kl_args + ["--out-dtype", "f64"], "bad --out-dtype")
+    usage_error(["crosscheck", "--out-dtype", "f64"], "bad crosscheck --out-dtype")
 
     # ---- help and version ----
     rc, out, err = run(["run", "--help"])
