@@ -162,7 +162,13 @@ static tally_status narrow_begin(tally_context *ctx, const char *op, const char 
         return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: the %s backend does not write half outputs (%s)", op,
                             ctx->ops->name, arg);
     const uint64_t count = a->rows * a->cols; /* overflow-checked by the front end */
-    if (count == 0) return TALLY_OK;           /* nothing to write: the op writes nothing either */
+    if (count == 0) {
+        /* Nothing to narrow; the op writes no element of an empty view (a
+         * mixture sample with D = 0 still writes its log_q), so the backend
+         * may take it as an empty f32 view. */
+        a->dtype = TALLY_F32;
+        return TALLY_OK;
+    }
     tally_status st = create_f32_temporary(ctx, op, arg, count, &n->tmp);
     if (st != TALLY_OK) return st;
     n->dst = *a;

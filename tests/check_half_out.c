@@ -571,6 +571,26 @@ START_TEST(half_output_edges)
               ctx);
         tt_ok(tally_buffer_download(b, 0, got, 18), ctx);
         for (int i = 0; i < 9; i++) ck_assert_uint_eq(got[i], GAP);
+        /* A mixture sample with D = 0: z holds nothing, log_q its B values,
+         * the same as with an f32 z. */
+        tally_buffer *lq = tt_buffer(ctx, 3), *lq32 = tt_buffer(ctx, 3);
+        const tally_view p = tally_view_f32(in, 0, 3, 0), lg = tally_view_f32(in, 0, 1, 2);
+        tt_ok(tally_gmm_sample(ctx, p, p, lg, 2, rng0, tally_view_typed(b, halves[d], 0, 3, 0),
+                               tally_view_f32(lq, 0, 3, 1), (tally_view){0}, &used),
+              ctx);
+        uint64_t used32 = 0;
+        tt_ok(tally_gmm_sample(ctx, p, p, lg, 2, rng0, tally_view_f32(in, 0, 3, 0), tally_view_f32(lq32, 0, 3, 1),
+                               (tally_view){0}, &used32),
+              ctx);
+        ck_assert_uint_eq(used, used32);
+        float a3[3], b3[3];
+        tt_read(lq, 0, a3, 3);
+        tt_read(lq32, 0, b3, 3);
+        for (int i = 0; i < 3; i++) ck_assert_uint_eq(tt_bits(a3[i]), tt_bits(b3[i]));
+        tt_ok(tally_buffer_download(b, 0, got, 18), ctx);
+        for (int i = 0; i < 9; i++) ck_assert_uint_eq(got[i], GAP);
+        tally_buffer_release(lq);
+        tally_buffer_release(lq32);
         tally_buffer_release(in);
     }
     tally_buffer_release(b);
