@@ -305,13 +305,16 @@ struct tally__backend_ops {
      * half outputs with UNSUPPORTED_DTYPE. */
     tally_status (*narrow)(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
     /* TALLY__HALF_NATIVE_* bits: the ops whose entries read BF16 and F16
-     * inputs themselves (with tally/half.h, so the bits are those of the
-     * widened path); src/half.c widens the others' half inputs first. */
+     * inputs (REDUCE, KL, DM) or write BF16 and F16 outputs (RNG_FILL)
+     * themselves, with tally/half.h, so the bits are those of the widened
+     * or narrowed path; src/half.c widens the others' half inputs first and
+     * narrows their half outputs after. */
     unsigned half_native;
 };
 
 #define TALLY__HALF_NATIVE_REDUCE 1u
 #define TALLY__HALF_NATIVE_KL 2u
 #define TALLY__HALF_NATIVE_DM 4u
+#define TALLY__HALF_NATIVE_RNG_FILL 8u
 
 #endif /* TALLY_BACKEND_H */

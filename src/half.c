@@ -210,7 +210,9 @@ tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job
 
 tally_status tally__run_rng_fill(tally_context *ctx, const tally__rng_job *job)
 {
-    if (!is_half(&job->out)) return ctx->ops->rng_fill(ctx, job);
+    /* A backend that narrows as it stores (the GPUs) writes the view itself. */
+    if (!is_half(&job->out) || (ctx->ops->half_native & TALLY__HALF_NATIVE_RNG_FILL))
+        return ctx->ops->rng_fill(ctx, job);
     tally__rng_job copy = *job;
     narrowing n;
     tally_status st = narrow_begin(ctx, "tally_rng_fill", "out", &copy.out, &n);

@@ -119,6 +119,8 @@ static const out_case out_cases[] = {
     {OUT_UNIFORM, 7, 9, 1, 3, 0u, 0},
     {OUT_UNIFORM, 1, 10001, 0, 0, 0u, 0},
     {OUT_UNIFORM, 33, 300, 5, 1, 0u, 0},
+    {OUT_UNIFORM, 2, 3, 1, 5, 0u, 0},
+    {OUT_UNIFORM, 1, 2000, 4, 0, 0u, 0},
     {OUT_NORMAL, 1, 3, 1, 0, 0u, 0},
     {OUT_NORMAL, 9, 17, 0, 2, 0u, 0},
     {OUT_NORMAL, 1, 20000, 3, 0, 0u, 0},
@@ -166,7 +168,10 @@ static void run_case(const out_case *C, tally_view out, const tally_view *in, ta
                      uint64_t *used)
 {
     tally_context *ctx = tt_context();
-    const tally_rng rng = {.seed = 0x5eed + (uint64_t)C->rows, .subsequence = 3, .offset = 12};
+    /* Stream offsets of each remainder mod 4, so that fills start inside a
+     * Philox block on some cases. */
+    const tally_rng rng = {.seed = 0x5eed + (uint64_t)C->rows, .subsequence = 3,
+                           .offset = 12 + (uint64_t)(C->rows + C->cols) % 4u};
     *used = 0;
     switch (C->op) {
     case OUT_KL: tt_ok(tally_kl_div(ctx, in[0], in[1], TALLY_REDUCTION_NONE, C->flags, out), ctx); break;

@@ -140,9 +140,12 @@ TALLY__DECLARE_OPS(tally__gpu_)
 tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 /* gpu_half.c: fp32 results narrowed into a BF16/F16 view (the ops table's `narrow`). */
 tally_status tally__gpu_narrow(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
-/* The ops whose kernels read BF16 and F16 inputs themselves (the ops
- * table's half_native); the others' half inputs are widened first. */
-#define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
+/* The ops whose kernels read BF16 and F16 inputs, or write half outputs
+ * (the fills: tally_k_rng_fill_half), themselves (the ops table's
+ * half_native); the others' half inputs are widened first and their half
+ * outputs narrowed after. */
+#define TALLY__GPU_HALF_NATIVE \
+    (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM | TALLY__HALF_NATIVE_RNG_FILL)
 
 /* Defines a GPU backend's two tables from its device operations:
  * tally__<b>_device_ops, the kernel launch this layer calls (each context's
