@@ -14,6 +14,7 @@
 #define S HARNESS_FAMILY(SPECIALS)
 #define B HARNESS_FAMILY(BENCH)
 #define L HARNESS_FAMILY(KL_LOGITS)
+#define H HARNESS_FAMILY(HALF_OUT)
 
 static const harness_shape rows[] = {
     /* Matrices: tiny, odd (rows and cols not multiples of 4), strided,
@@ -22,9 +23,9 @@ static const harness_shape rows[] = {
     {.families = R | K | D | C | L, .rows = 2, .cols = 3, .label = "tiny"},
     {.families = R | K | D | C | L, .rows = 7, .cols = 1001, .label = "odd"},
     {.families = R | K, .rows = 5, .cols = 4099, .label = "odd"},
-    {.families = R | K | D | C | L, .rows = 33, .cols = 517, .strided = 1, .label = "odd"},
+    {.families = R | K | D | C | L | H, .rows = 33, .cols = 517, .strided = 1, .label = "odd"},
     {.families = D, .rows = 512, .cols = 256, .label = "founding"},
-    {.families = R | K | D | L, .rows = 3, .cols = 20001, .label = "2-level rows"},
+    {.families = R | K | D | L | H, .rows = 3, .cols = 20001, .label = "2-level rows"},
     {.families = R | K | L, .rows = 2, .cols = 16387, .strided = 1, .label = "2-level rows"},
     {.families = R | K | L, .rows = 4096, .cols = 4096, .quick_rows = 1024, .quick_cols = 1024, .label = "large"},
     {.families = R, .rows = 1, .cols = 1000003, .quick_cols = 70001, .label = "2-level vector"},
@@ -45,15 +46,15 @@ static const harness_shape rows[] = {
     {.families = L, .rows = 3, .cols = 0, .label = "empty rows"},
     /* Random fills: one row of draws, or a strided block. */
     {.families = G, .rows = 1, .cols = 3, .label = "tiny"},
-    {.families = G, .rows = 1, .cols = 7, .label = "odd"},
-    {.families = G, .rows = 37, .cols = 101, .strided = 1, .label = "odd"},
-    {.families = G, .rows = 1, .cols = 1000003, .quick_cols = 70001, .label = "large"},
+    {.families = G | H, .rows = 1, .cols = 7, .label = "odd"},
+    {.families = G | H, .rows = 37, .cols = 101, .strided = 1, .label = "odd"},
+    {.families = G | H, .rows = 1, .cols = 1000003, .quick_cols = 70001, .label = "large"},
     /* Mixtures: batch x dim with K components. */
     {.families = M, .rows = 1, .components = 1, .cols = 1, .label = "tiny"},
     {.families = M, .rows = 2, .components = 1, .cols = 3, .label = "tiny"},
-    {.families = M, .rows = 5, .components = 3, .cols = 7, .label = "odd"},
-    {.families = M, .rows = 33, .components = 5, .cols = 17, .strided = 1, .label = "odd"},
-    {.families = M, .rows = 256, .components = 4, .cols = 64, .label = "founding"},
+    {.families = M | H, .rows = 5, .components = 3, .cols = 7, .label = "odd"},
+    {.families = M | H, .rows = 33, .components = 5, .cols = 17, .strided = 1, .label = "odd"},
+    {.families = M | H, .rows = 256, .components = 4, .cols = 64, .label = "founding"},
     {.families = M, .rows = 3, .components = 2, .cols = 20001, .label = "2-level dim"},
     {.families = M, .rows = 4096, .components = 8, .cols = 128, .quick_rows = 1024, .label = "large"},
     /* tally-bench's workloads, in the order it runs them (bench/README.md). */

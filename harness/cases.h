@@ -21,8 +21,12 @@
  * scales the rows, or a fill's or vector sum's element count), and KL from
  * logits (the GPU's fused rows, contiguous with cols a power of two in
  * [1024, 16384] and rows * cols a multiple of 16384, labelled "fused", and
- * the general ones; "1e4" rows offset their logits by +-1e4). */
-#define HARNESS_FAMILY_MAP(X) X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH) X(KL_LOGITS)
+ * the general ones; "1e4" rows offset their logits by +-1e4), and the rows
+ * of those families on which crosscheck also runs the elementwise outputs
+ * (KL with reduction none, uniform and normal fills, the sample's z) as
+ * bf16 and f16 views. */
+#define HARNESS_FAMILY_MAP(X) \
+    X(REDUCE) X(KL) X(DM) X(CATEGORICAL) X(RNG) X(GMM) X(SPECIALS) X(BENCH) X(KL_LOGITS) X(HALF_OUT)
 
 enum {
 #define HARNESS__FAMILY_BIT(name) HARNESS__FAMILY_INDEX_##name,

@@ -282,7 +282,11 @@ TALLY_API tally_status tally_buffer_fill(tally_buffer *buf, size_t byte_offset, 
  * element is widened to fp32 exactly (tally/half.h) and the op then computes
  * in fp32 as for F32 inputs, so its result is, bit for bit, the fp32 op on
  * the widened inputs, on every backend. Outputs are F32 (U32, I32 where
- * stated).
+ * stated), except the elementwise ones: kl_div's out with reduction none,
+ * rng_fill's out for the uniform and normal distributions and gmm_sample's
+ * z may also be BF16 or F16 (either, whatever the inputs' types), and are
+ * then tally_f32_to_bf16 or tally_f32_to_f16 (tally/half.h: round to
+ * nearest even) of the F32 output, element by element, on every backend.
  */
 typedef struct tally_view {
     tally_buffer *buffer;
@@ -353,8 +357,8 @@ typedef enum tally_reduction {
  * INPUT_IS_PROB, input is p and log p replaces it. With the logits flags the
  * op is kl_div(log_softmax(input, -1), softmax(target, -1)) (either side as
  * flagged): each row's max and sum of exponentials are taken inside the op,
- * never stored as a normalised copy. out: same shape as input for NONE,
- * else 1x1. One pass over the data (the logits forms read each row again
+ * never stored as a normalised copy. out: same shape as input for NONE
+ * (F32, BF16 or F16: see tally_view), else 1x1 F32. One pass over the data (the logits forms read each row again
  * for its statistics, from on-chip memory where the shape allows). out is
  * written only; input and target are read only and may share a buffer.
  * Queued; ownership and threads as for every op (one thread per context at
@@ -405,7 +409,8 @@ TALLY_API tally_status tally_rng_advance(tally_rng *rng, uint64_t consumed);
  * Reparameterised sample of the mixture fused with its log density (one
  * pass): component c_b ~ Categorical(softmax(logits)), eps ~ N(0, 1),
  * z = mu_c + exp(0.5 * log_var_c) * eps, log_q = log density of z. Outputs z
- * [B, D], log_q (B values) and, when component.buffer is not NULL, the
+ * [B, D] (F32, BF16 or F16: see tally_view; log_q is of the F32 z), log_q
+ * (B values) and, when component.buffer is not NULL, the
  * component index per row as int32 (TALLY_I32 view of B values). *consumed
  * (may be NULL) receives the stream elements used, a multiple of 4. Queued.
  */
@@ -421,7 +426,9 @@ TALLY_API tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally
 /*
  * Fills out (row-major over its rows and cols) with stream elements
  * offset, offset + 1, ... *consumed (may be NULL) receives the count rounded up
- * to a multiple of 4. Queued.
+ * to a multiple of 4. For UNIFORM and NORMAL, out may be BF16 or F16: each
+ * value is then the F32 draw narrowed (tally_view), from the same stream
+ * elements. Queued.
  */
 TALLY_API tally_status tally_rng_fill(tally_context *ctx, tally_distribution dist, tally_rng rng,
                                       tally_view out, uint64_t *consumed);

@@ -1,6 +1,8 @@
 /*
  * kernels/halves.h - loading and widening a BF16 or F16 view to fp32 (the GPU backends'
- * `widen`, which src/half.c runs before the fp32 op on half inputs).
+ * `widen`, which src/half.c runs before the fp32 op on half inputs), and
+ * narrowing fp32 results into a BF16 or F16 view (`narrow`, which src/half.c
+ * runs after the fp32 op of a half output).
  */
 #ifndef TALLY_KERNELS_HALVES_H
 #define TALLY_KERNELS_HALVES_H
@@ -104,6 +106,40 @@ TALLY_KERNEL void tally_k_widen(TALLY_K_PARAMS(widen))
     for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT())
         for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE)
             op[r * cols + c] = tally_half_to_f32(dtype, (tally_u32)xp[r * x_stride + c]);
+}
+
+/* fp32 value f rounded to half dtype `dtype` (TALLY_BF16 or TALLY_F16) by
+ * tally/half.h's integer code: round to nearest even, never the device's
+ * conversion instructions. */
+TALLY_FN tally_u16 tally_k_narrow1(tally_u32 dtype, float f)
+{
+    return (tally_u16)(dtype == TALLY_BF16 ? tally_f32_to_bf16(f) : tally_f32_to_f16(f));
+}
+
+/*
+ * o[r * o_stride + c] = narrow(x[k]) for element k = r * cols + c of the
+ * contiguous fp32 source and the rows x cols half view at o + o_off (offset
+ * and stride in halves). Each element is one 2-byte store, so a strided
+ * view's gaps and the other half of a shared 32-bit word are never
+ * written (byte-addressable stores are core in OpenCL C 1.1 and later). A
+ * contiguous view is walked flat; a strided one row by row, as
+ * tally_k_widen does.
+ */
+TALLY_KERNEL void tally_k_narrow(TALLY_K_PARAMS(narrow))
+{
+    const tally_u32 lid = TALLY_LID();
+    TALLY_GLOBAL const float *xp = x + x_off;
+    TALLY_GLOBAL tally_u16 *op = o + o_off;
+    if (rows <= 1u || o_stride == cols) {
+        const tally_u64 n = rows * cols;
+        const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+        for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step)
+            op[k] = tally_k_narrow1(dtype, xp[k]);
+        return;
+    }
+    for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT())
+        for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE)
+            op[r * o_stride + c] = tally_k_narrow1(dtype, xp[r * cols + c]);
 }
 
 #endif /* TALLY_KERNELS_HALVES_H */

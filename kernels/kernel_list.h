@@ -32,6 +32,7 @@
     K(gmm_fused, gmm_fused) K(gmm_pick, gmm_pick) K(gmm_noise, gmm_noise) K(gmm_tiles, gmm_tiles)               \
     K(gmm_finish, gmm_finish) K(rng_fill, rng_fill) K(rng_fill_any, rng_fill) K(categorical, categorical)       \
     K(math_eval, math_eval) K(dm_rows_table, dm_rows_table) K(widen, widen)                                     \
+    K(narrow, narrow) K(rng_fill_half, rng_fill_half)                                                           \
     K(reduce_tiles_half, reduce_tiles) K(kl_tiles_half, kl_tiles) K(kl_backward, kl_backward)                   \
     K(dm_bw_rows, dm_bw_rows) K(dm_bw_elements, dm_bw_elements) K(dm_bw_scale, dm_bw_scale)                     \
     K(gmm_bw_rows, gmm_bw_rows) K(kl_logits_stats, kl_logits_stats) K(kl_logits_tiles, kl_logits_tiles)         \
@@ -173,6 +174,12 @@
     BUF(out, out_off, OUT, u32) _ VAL(u64, stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dist) _          \
     VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset)
 
+/* Uniform or normal draws narrowed to a BF16 or F16 view (dtype) as they
+ * are stored; offset and stride in halves. */
+#define TALLY_K_ARGS_rng_fill_half(BUF, VAL, _)                                                                 \
+    BUF(out, out_off, OUT, u16) _ VAL(u64, stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dist) _          \
+    VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ VAL(u32, dtype)
+
 /* One index per row of weights or logits. */
 #define TALLY_K_ARGS_categorical(BUF, VAL, _)                                                                   \
     BUF(w, w_off, IN, f32) _ VAL(u64, w_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, is_logits) _        \
@@ -189,6 +196,11 @@
 #define TALLY_K_ARGS_widen(BUF, VAL, _)                                                                         \
     BUF(x, x_off, IN, u16) _ VAL(u64, x_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dtype) _            \
     BUF(o, o_off, OUT, f32)
+
+/* Contiguous fp32 rounded into a half view (offset and stride in halves). */
+#define TALLY_K_ARGS_narrow(BUF, VAL, _)                                                                        \
+    BUF(x, x_off, IN, f32) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dtype) _ BUF(o, o_off, OUT, u16) _       \
+    VAL(u64, o_stride)
 
 /* ---- kernels/backward.h ---- */
 

@@ -19,6 +19,7 @@
 #define TALLY_KERNELS_RNG_H
 
 #include "tree.h"
+#include "halves.h"
 
 /* Four 32-bit words moved as one 16-byte store (they are bits, not
  * numbers: nothing is converted). */
@@ -124,18 +125,33 @@ TALLY_KERNEL void tally_k_rng_fill(TALLY_K_PARAMS(rng_fill))
         tally_k_rng_quads(out, q0, jlo, nfull, TALLY_DIST_NORMAL, seed, subsequence, b0);
 }
 
+/* Stores word `word` of a general fill at element `at` of its output: as
+ * it is (dtype TALLY_U32: the raw bits or an fp32 draw's), or as the fp32
+ * draw it holds narrowed to a half (TALLY_BF16, TALLY_F16) by tally/half.h,
+ * exactly the value src/half.c's narrowing of the fp32 fill gives. The
+ * kernels pass dtype as a constant, so each has one store and no branch. */
+TALLY_FN void tally_k_rng_store(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT o32, TALLY_GLOBAL tally_u16 *TALLY_RESTRICT o16,
+                                tally_u32 dtype, tally_u64 at, tally_u32 word)
+{
+    if (dtype == TALLY_BF16 || dtype == TALLY_F16) o16[at] = tally_k_narrow1(dtype, tally_as_f32(word));
+    else o32[at] = word;
+}
+
 /*
  * General fill: element k of the row-major walk of out [rows, cols] (row
- * stride `stride`, element (r, c) at out_off + r * stride + c) gets stream
- * element offset + k. Each pass of a group computes 256 *
- * TALLY_K_RNG_BLOCKS_PER_ITEM consecutive blocks into local memory, then the
- * work-items write the pass's elements in walk order, neighbour next to
- * neighbour, so a warp's stores cover whole sectors whatever the alignment
- * (a strided view still writes each row's run contiguously).
+ * stride `stride`, element (r, c) at out_off + r * stride + c of o32, or of
+ * o16 for a half dtype) gets stream element offset + k. Each pass of a
+ * group computes 256 * TALLY_K_RNG_BLOCKS_PER_ITEM consecutive blocks into
+ * `words` (local memory of 4 * TALLY_K_RNG_BLOCKS_PER_ITEM * 256 words),
+ * then the work-items write the pass's elements in walk order, neighbour
+ * next to neighbour, so a warp's stores cover whole sectors whatever the
+ * alignment (a strided view still writes each row's run contiguously).
  */
-TALLY_KERNEL void tally_k_rng_fill_any(TALLY_K_PARAMS(rng_fill))
+TALLY_FN void tally_k_rng_fill_walk(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT o32, TALLY_GLOBAL tally_u16 *TALLY_RESTRICT o16,
+                                    tally_u32 dtype, TALLY_LOCAL tally_u32 *words, tally_u64 out_off, tally_u64 stride,
+                                    tally_u64 rows, tally_u64 cols, tally_u32 dist, tally_u64 seed,
+                                    tally_u64 subsequence, tally_u64 offset)
 {
-    TALLY_LOCAL_ARRAY(tally_u32, words, 4u * TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE);
     const tally_u64 n = rows * cols;
     if (n == 0u) return;
     const int contiguous = rows <= 1u || stride == cols;
@@ -168,7 +184,7 @@ TALLY_KERNEL void tally_k_rng_fill_any(TALLY_K_PARAMS(rng_fill))
         tally_u64 c = contiguous ? k0 : k0 - r * cols;
         tally_u64 k = k0;
         for (tally_u32 t = t0; t < 4u * TALLY_K_RNG_BLOCKS_PER_ITEM && k < n; t++) {
-            out[out_off + r * stride + c] = words[t * TALLY_K_GROUP_SIZE + lid];
+            tally_k_rng_store(o32, o16, dtype, out_off + r * stride + c, words[t * TALLY_K_GROUP_SIZE + lid]);
             k += TALLY_K_GROUP_SIZE;
             r += dr;
             c += dc;
@@ -179,6 +195,27 @@ TALLY_KERNEL void tally_k_rng_fill_any(TALLY_K_PARAMS(rng_fill))
         }
         TALLY_BARRIER();
     }
+}
+
+/* The general fill of a 32-bit view (tally_k_rng_fill_walk). */
+TALLY_KERNEL void tally_k_rng_fill_any(TALLY_K_PARAMS(rng_fill))
+{
+    TALLY_LOCAL_ARRAY(tally_u32, words, 4u * TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE);
+    tally_k_rng_fill_walk(out, 0, TALLY_U32, words, out_off, stride, rows, cols, dist, seed, subsequence, offset);
+}
+
+/* The general fill of a BF16 or F16 view (dtype), uniform or normal: each
+ * fp32 draw narrowed as it is stored, so the fill writes 2 bytes an element
+ * with the bits of the fp32 fill narrowed afterwards (docs/ops.md). */
+TALLY_KERNEL void tally_k_rng_fill_half(TALLY_K_PARAMS(rng_fill_half))
+{
+    TALLY_LOCAL_ARRAY(tally_u32, words, 4u * TALLY_K_RNG_BLOCKS_PER_ITEM * TALLY_K_GROUP_SIZE);
+    if (dtype == TALLY_BF16)
+        tally_k_rng_fill_walk(0, out, TALLY_BF16, words, out_off, stride, rows, cols, dist, seed, subsequence,
+                              offset);
+    else
+        tally_k_rng_fill_walk(0, out, TALLY_F16, words, out_off, stride, rows, cols, dist, seed, subsequence,
+                              offset);
 }
 
 /* ---- Categorical ---------------------------------------------------------- */

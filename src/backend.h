@@ -296,14 +296,25 @@ struct tally__backend_ops {
      * (src/half.c) runs every op on half inputs through it. Optional: NULL
      * refuses half inputs with UNSUPPORTED_DTYPE. */
     tally_status (*widen)(tally_context *ctx, const tally__array *src, tally_buffer *dst);
+    /* Narrows the rows*cols fp32 elements 0 .. rows*cols - 1 of src (a
+     * buffer of this context made by buffer_create) into the BF16 or F16
+     * view dst, row-major, each by tally_f32_to_bf16 or tally_f32_to_f16
+     * (tally/half.h); nothing outside dst's elements is written. Queued like
+     * an op. The front end (src/half.c) runs every op with a half output
+     * into an fp32 temporary and then through it. Optional: NULL refuses
+     * half outputs with UNSUPPORTED_DTYPE. */
+    tally_status (*narrow)(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
     /* TALLY__HALF_NATIVE_* bits: the ops whose entries read BF16 and F16
-     * inputs themselves (with tally/half.h, so the bits are those of the
-     * widened path); src/half.c widens the others' half inputs first. */
+     * inputs (REDUCE, KL, DM) or write BF16 and F16 outputs (RNG_FILL)
+     * themselves, with tally/half.h, so the bits are those of the widened
+     * or narrowed path; src/half.c widens the others' half inputs first and
+     * narrows their half outputs after. */
     unsigned half_native;
 };
 
 #define TALLY__HALF_NATIVE_REDUCE 1u
 #define TALLY__HALF_NATIVE_KL 2u
 #define TALLY__HALF_NATIVE_DM 4u
+#define TALLY__HALF_NATIVE_RNG_FILL 8u
 
 #endif /* TALLY_BACKEND_H */

@@ -10,9 +10,19 @@
  * runs. The bits can then only differ from the fp32 op's if the widening
  * does, and the widening is tally/half.h's integer code on every backend.
  *
+ * Half outputs work the other way round: the elementwise outputs that may
+ * be half (kl_div with reduction none, the uniform and normal fills,
+ * gmm_sample's z) are defined as tally_f32_to_bf16 or tally_f32_to_f16 of
+ * the fp32 op's output, element by element. The op runs into a contiguous
+ * fp32 temporary and the backend's `narrow` entry rounds it into the
+ * caller's view with tally/half.h's integer code, so the half output is
+ * the narrowed fp32 output on every backend by construction (and the
+ * random bits of a fill are unchanged: a fill's draws depend on the
+ * element's row-major index only, never on where it is stored).
+ *
  * Temporaries are released before the call returns (a backend's release
- * waits for queued work that uses the buffer), so an op on half inputs
- * holds 4 bytes per half element for the length of the call.
+ * waits for queued work that uses the buffer), so an op on half inputs or
+ * outputs holds 4 bytes per half element for the length of the call.
  */
 #include "internal.h"
 
@@ -45,6 +55,17 @@ static void widened_release(tally_context *ctx, widened *w)
     w->count = 0;
 }
 
+/* A new fp32 buffer of count elements for the half view `arg` of op. */
+static tally_status create_f32_temporary(tally_context *ctx, const char *op, const char *arg, uint64_t count,
+                                         tally_buffer **out)
+{
+    uint64_t bytes;
+    if (tally__mul_u64(count, 4u, &bytes) || bytes > (uint64_t)INT64_MAX || bytes > (uint64_t)SIZE_MAX)
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: the fp32 copy of %s (%llu elements) is too large", op,
+                            arg, (unsigned long long)count);
+    return ctx->ops->buffer_create(ctx, (size_t)bytes, out);
+}
+
 /* Replaces *a, a half view, by a contiguous fp32 copy of its values. */
 static tally_status widen_array(tally_context *ctx, const char *op, const char *arg, tally__array *a, widened *w)
 {
@@ -52,16 +73,13 @@ static tally_status widen_array(tally_context *ctx, const char *op, const char *
     if (ctx->ops->widen == NULL)
         return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: the %s backend does not read half inputs (%s)", op,
                             ctx->ops->name, arg);
-    uint64_t count = a->rows * a->cols, bytes; /* rows*cols was overflow-checked by the front end */
+    uint64_t count = a->rows * a->cols; /* rows*cols was overflow-checked by the front end */
     if (count == 0) {
         a->dtype = TALLY_F32;
         return TALLY_OK;
     }
-    if (tally__mul_u64(count, 4u, &bytes) || bytes > (uint64_t)INT64_MAX || bytes > (uint64_t)SIZE_MAX)
-        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: the fp32 copy of %s (%llu elements) is too large", op,
-                            arg, (unsigned long long)count);
     tally_buffer *tmp = NULL;
-    tally_status st = ctx->ops->buffer_create(ctx, (size_t)bytes, &tmp);
+    tally_status st = create_f32_temporary(ctx, op, arg, count, &tmp);
     if (st != TALLY_OK) return st;
     w->tmp[w->count++] = tmp;
     st = ctx->ops->widen(ctx, a, tmp);
@@ -96,7 +114,7 @@ tally_status tally__run_reduce(tally_context *ctx, const tally__reduce_job *job)
     RUN_WIDENED("tally_reduce", tally__reduce_job, reduce, TALLY__HALF_NATIVE_REDUCE, {"x", &copy.x});
 }
 
-tally_status tally__run_kl_div(tally_context *ctx, const tally__kl_job *job)
+static tally_status run_kl_div_widened(tally_context *ctx, const tally__kl_job *job)
 {
     RUN_WIDENED("tally_kl_div", tally__kl_job, kl_div, TALLY__HALF_NATIVE_KL, {"input", &copy.input}, {"target", &copy.target});
 }
@@ -113,9 +131,9 @@ tally_status tally__run_gmm_log_prob(tally_context *ctx, const tally__gmm_job *j
                 {"log_var", &copy.log_var}, {"logits", &copy.logits});
 }
 
-tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job)
+static tally_status run_gmm_sample_widened(tally_context *ctx, const tally__gmm_job *job)
 {
-    /* z is the output here (always F32). */
+    /* z is the output here (F32 by now: half z is narrowed below). */
     RUN_WIDENED("tally_gmm_sample", tally__gmm_job, gmm_sample, 0u, {"mu", &copy.mu}, {"log_var", &copy.log_var},
                 {"logits", &copy.logits});
 }
@@ -123,4 +141,81 @@ tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job
 tally_status tally__run_categorical(tally_context *ctx, const tally__categorical_job *job)
 {
     RUN_WIDENED("tally_categorical", tally__categorical_job, categorical, 0u, {"weights", &copy.weights});
+}
+
+/* ---- Half outputs ---- */
+
+/* A half output being computed: the fp32 temporary the op writes and the
+ * caller's view the result is narrowed into. */
+typedef struct narrowing {
+    tally_buffer *tmp; /* NULL: the output is not half (or empty) */
+    tally__array dst;
+} narrowing;
+
+/* When *a is a half view, points it at a new contiguous fp32 temporary and
+ * remembers the view in *n. */
+static tally_status narrow_begin(tally_context *ctx, const char *op, const char *arg, tally__array *a, narrowing *n)
+{
+    n->tmp = NULL;
+    if (!is_half(a)) return TALLY_OK;
+    if (ctx->ops->narrow == NULL)
+        return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: the %s backend does not write half outputs (%s)", op,
+                            ctx->ops->name, arg);
+    const uint64_t count = a->rows * a->cols; /* overflow-checked by the front end */
+    if (count == 0) {
+        /* Nothing to narrow; the op writes no element of an empty view (a
+         * mixture sample with D = 0 still writes its log_q), so the backend
+         * may take it as an empty f32 view. */
+        a->dtype = TALLY_F32;
+        return TALLY_OK;
+    }
+    tally_status st = create_f32_temporary(ctx, op, arg, count, &n->tmp);
+    if (st != TALLY_OK) return st;
+    n->dst = *a;
+    *a = (tally__array){.buffer = n->tmp, .offset = 0, .rows = a->rows, .cols = a->cols, .stride = a->cols,
+                        .dtype = TALLY_F32};
+    return TALLY_OK;
+}
+
+/* Narrows the temporary into the caller's view when the op succeeded, and
+ * releases it in every case; returns the call's status. */
+static tally_status narrow_end(tally_context *ctx, narrowing *n, tally_status st)
+{
+    if (n->tmp == NULL) return st;
+    if (st == TALLY_OK) st = ctx->ops->narrow(ctx, n->tmp, &n->dst);
+    ctx->ops->buffer_release(n->tmp);
+    n->tmp = NULL;
+    return st;
+}
+
+tally_status tally__run_kl_div(tally_context *ctx, const tally__kl_job *job)
+{
+    if (!is_half(&job->out)) return run_kl_div_widened(ctx, job);
+    tally__kl_job copy = *job;
+    narrowing n;
+    tally_status st = narrow_begin(ctx, "tally_kl_div", "out", &copy.out, &n);
+    if (st != TALLY_OK) return st;
+    return narrow_end(ctx, &n, run_kl_div_widened(ctx, &copy));
+}
+
+tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job)
+{
+    if (!is_half(&job->z)) return run_gmm_sample_widened(ctx, job);
+    tally__gmm_job copy = *job;
+    narrowing n;
+    tally_status st = narrow_begin(ctx, "tally_gmm_sample", "z", &copy.z, &n);
+    if (st != TALLY_OK) return st;
+    return narrow_end(ctx, &n, run_gmm_sample_widened(ctx, &copy));
+}
+
+tally_status tally__run_rng_fill(tally_context *ctx, const tally__rng_job *job)
+{
+    /* A backend that narrows as it stores (the GPUs) writes the view itself. */
+    if (!is_half(&job->out) || (ctx->ops->half_native & TALLY__HALF_NATIVE_RNG_FILL))
+        return ctx->ops->rng_fill(ctx, job);
+    tally__rng_job copy = *job;
+    narrowing n;
+    tally_status st = narrow_begin(ctx, "tally_rng_fill", "out", &copy.out, &n);
+    if (st != TALLY_OK) return st;
+    return narrow_end(ctx, &n, ctx->ops->rng_fill(ctx, &copy));
 }

@@ -1,6 +1,6 @@
 /*
  * src/internal.h - what only the front end (src/) uses: the half-input
- * runners, element sizes and the table of compiled-in backends. The
+ * and half-output runners, element sizes and the table of compiled-in backends. The
  * backend contract it builds on is src/backend.h.
  */
 #ifndef TALLY_INTERNAL_H
@@ -20,6 +20,12 @@ tally_status tally__run_dirichlet_multinomial(tally_context *ctx, const tally__d
 tally_status tally__run_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job);
 tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job);
 tally_status tally__run_categorical(tally_context *ctx, const tally__categorical_job *job);
+/* Half outputs (src/half.c): kl_div (reduction none), gmm_sample's z and
+ * the uniform and normal fills may write a BF16 or F16 view. The op then
+ * runs into an fp32 temporary and the backend's `narrow` rounds each value
+ * into the view, so the half output is by construction the narrowed fp32
+ * output. tally__run_kl_div and tally__run_gmm_sample above do it too. */
+tally_status tally__run_rng_fill(tally_context *ctx, const tally__rng_job *job);
 /* Bytes per element of a dtype (0 for an unknown value). */
 uint64_t tally__dtype_bytes(tally_dtype dtype);
 

@@ -22,6 +22,10 @@ static const char *dtype_name(tally_dtype d)
 /* Passed to check_view for a floating input: F32, BF16 or F16 accepted
  * (src/half.c widens the halves). Not a tally_dtype value. */
 #define FLOAT_INPUT ((tally_dtype)0x100)
+/* Passed to check_view for an elementwise floating output that may be half
+ * (KL with reduction none, uniform and normal fills, the mixture's z):
+ * F32, BF16 or F16 accepted (src/half.c narrows into the halves). */
+#define HALF_OUTPUT ((tally_dtype)0x101)
 
 /* Checks one view against its context and buffer and converts it to the
  * backend's form. Every rule of tally_view lives here. */
@@ -32,13 +36,18 @@ static tally_status check_view(tally_context *ctx, const char *op, const char *a
     if (v.buffer == NULL) return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: %s has no buffer", op, arg);
     if (v.buffer->ctx != ctx)
         return tally__error(ctx, TALLY_WRONG_CONTEXT, "%s: %s's buffer belongs to another context", op, arg);
-    if (dtype == FLOAT_INPUT && v.dtype != TALLY_F32 && v.dtype != TALLY_BF16 && v.dtype != TALLY_F16)
+    const int any_float = dtype == FLOAT_INPUT || dtype == HALF_OUTPUT;
+    if (any_float && v.dtype != TALLY_F32 && v.dtype != TALLY_BF16 && v.dtype != TALLY_F16)
         return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: %s has dtype %s (%d), expected f32, bf16 or f16",
                             op, arg, dtype_name(v.dtype), (int)v.dtype);
-    if (dtype != FLOAT_INPUT && v.dtype != dtype)
+    if (!any_float && v.dtype != dtype)
         return tally__error(ctx, TALLY_UNSUPPORTED_DTYPE, "%s: %s has dtype %s (%d), expected %s%s", op, arg,
                             dtype_name(v.dtype), (int)v.dtype, dtype_name(dtype),
-                            v.dtype == TALLY_BF16 || v.dtype == TALLY_F16 ? " (half types are inputs only)" : "");
+                            v.dtype == TALLY_BF16 || v.dtype == TALLY_F16
+                                ? " (bf16 and f16 are taken by the forward ops' floating inputs and by the "
+                                  "elementwise outputs only: kl_div with reduction none, uniform and normal "
+                                  "fills, gmm_sample's z)"
+                                : "");
     const uint64_t element_bytes = tally__dtype_bytes(v.dtype);
     if (v.offset < 0 || v.rows < 0 || v.cols < 0 || v.stride < 0)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT,
@@ -168,11 +177,13 @@ tally_status tally_reduce(tally_context *ctx, tally_reduce_op op, tally_axis axi
  * and flags (the public TALLY_KL_* values, which the job and the kernels
  * share through tally/flags.h, in *job_flags), input and target of `dtype` and one shape, and the view `result_name`
  * the reduction writes or reads (the forward's out, the backward's
- * grad_out): the input's shape for NONE, else one value of an input that
- * is not empty where the reduction divides by its size. */
+ * grad_out): the input's shape for NONE, of `none_dtype` (the forward's
+ * out may be half there), else one f32 value of an input that is not empty
+ * where the reduction divides by its size. */
 static tally_status check_kl_args(tally_context *ctx, const char *name, tally_view input, tally_view target,
                                   tally_reduction reduction, unsigned flags, tally_dtype dtype,
-                                  const char *result_name, tally_view result, tally__array *input_out,
+                                  tally_dtype none_dtype, const char *result_name, tally_view result,
+                                  tally__array *input_out,
                                   tally__array *target_out, tally__array *result_out, uint32_t *job_flags)
 {
     if (reduction < TALLY_REDUCTION_NONE || reduction > TALLY_REDUCTION_BATCHMEAN)
@@ -196,7 +207,7 @@ static tally_status check_kl_args(tally_context *ctx, const char *name, tally_vi
                             (unsigned long long)rows, (unsigned long long)cols,
                             (unsigned long long)target_out->rows, (unsigned long long)target_out->cols);
     if (reduction == TALLY_REDUCTION_NONE) {
-        CHECK(check_view(ctx, name, result_name, result, TALLY_F32, result_out));
+        CHECK(check_view(ctx, name, result_name, result, none_dtype, result_out));
         if (result_out->rows != rows || result_out->cols != cols)
             return tally__error(ctx, TALLY_SHAPE_MISMATCH,
                                 "%s: reduction none needs %s of the input's shape %llu x %llu, got %llu x %llu",
@@ -217,8 +228,8 @@ tally_status tally_kl_div(tally_context *ctx, tally_view input, tally_view targe
     static const char name[] = "tally_kl_div";
     BEGIN(name);
     tally__kl_job job = {.reduction = reduction};
-    CHECK(check_kl_args(ctx, name, input, target, reduction, flags, FLOAT_INPUT, "out", out, &job.input, &job.target,
-                        &job.out, &job.flags));
+    CHECK(check_kl_args(ctx, name, input, target, reduction, flags, FLOAT_INPUT, HALF_OUTPUT, "out", out,
+                        &job.input, &job.target, &job.out, &job.flags));
     const uint64_t n = job.input.rows * job.input.cols;
     CHECK(check_disjoint(ctx, name, "out", &job.out, "input", &job.input));
     CHECK(check_disjoint(ctx, name, "out", &job.out, "target", &job.target));
@@ -341,7 +352,7 @@ tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally_view log_
     BEGIN(name);
     if (consumed != NULL) *consumed = 0;
     tally__gmm_job job = {.rng = rng};
-    CHECK(check_view(ctx, name, "z", z, TALLY_F32, &job.z));
+    CHECK(check_view(ctx, name, "z", z, HALF_OUTPUT, &job.z));
     uint64_t B = job.z.rows, D = job.z.cols;
     CHECK(check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job));
     CHECK(check_vector(ctx, name, "log_q", log_q, TALLY_F32, B, &job.log_q));
@@ -379,11 +390,11 @@ tally_status tally_rng_fill(tally_context *ctx, tally_distribution dist, tally_r
     if (dist != TALLY_DIST_RAW && dist != TALLY_DIST_UNIFORM && dist != TALLY_DIST_NORMAL)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: unknown distribution %d", name, (int)dist);
     tally__rng_job job = {.dist = dist, .rng = rng};
-    CHECK(check_view(ctx, name, "out", out, dist == TALLY_DIST_RAW ? TALLY_U32 : TALLY_F32, &job.out));
+    CHECK(check_view(ctx, name, "out", out, dist == TALLY_DIST_RAW ? TALLY_U32 : HALF_OUTPUT, &job.out));
     uint64_t n = job.out.rows * job.out.cols, need = tally__round_up4(n);
     CHECK(check_rng(ctx, name, rng, need, n != 0 && need == 0));
     if (n == 0) return TALLY_OK;
-    tally_status st = ctx->ops->rng_fill(ctx, &job);
+    tally_status st = tally__run_rng_fill(ctx, &job);
     if (st == TALLY_OK && consumed != NULL) *consumed = need;
     return st;
 }

@@ -49,7 +49,7 @@ tally_status tally_kl_div_backward(tally_context *ctx, tally_view input, tally_v
     static const char name[] = "tally_kl_div_backward";
     BEGIN(name);
     tally__kl_backward_job job = {.reduction = reduction, .divide = 0, .divisor = 1.0f};
-    CHECK(tally__check_kl_args(ctx, name, input, target, reduction, flags, TALLY_F32, "grad_out", grad_out,
+    CHECK(tally__check_kl_args(ctx, name, input, target, reduction, flags, TALLY_F32, TALLY_F32, "grad_out", grad_out,
                                &job.input, &job.target, &job.grad_out, &job.flags));
     if (flags & (TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS))
         return tally__error(ctx, TALLY_INVALID_ARGUMENT,

@@ -37,11 +37,13 @@ tally_status tally__check_gmm_params(tally_context *ctx, const char *name, tally
                                      tally__gmm_job *job);
 /* The KL divergence's reduction, flags (into *job_flags), input, target and
  * the view the reduction writes or reads (result_name: out or grad_out),
- * forward and backward alike. */
+ * forward and backward alike; none_dtype is that view's dtype for
+ * reduction none (the reduced value is always one f32). */
 tally_status tally__check_kl_args(tally_context *ctx, const char *name, tally_view input, tally_view target,
                                   tally_reduction reduction, unsigned flags, tally_dtype dtype,
-                                  const char *result_name, tally_view result, tally__array *input_out,
-                                  tally__array *target_out, tally__array *result_out, uint32_t *job_flags);
+                                  tally_dtype none_dtype, const char *result_name, tally_view result,
+                                  tally__array *input_out, tally__array *target_out, tally__array *result_out,
+                                  uint32_t *job_flags);
 /* The Dirichlet-multinomial's reduction, flags, counts and log_alpha of
  * `dtype`, and whether alpha is per row (forward and backward alike). */
 tally_status tally__check_dm_inputs(tally_context *ctx, const char *name, tally_view counts, tally_view log_alpha,

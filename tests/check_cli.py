@@ -300,6 +300,85 @@ def main():
                 "an fp32 file read as bf16 has the wrong size")
     usage_error(["run", "sum", "--dtype", "f64", "--in", "x=" + x_path, "--rows", "2", "--cols", "3"], "bad --dtype")
 
+    # ---- half outputs (--out-dtype): each value the fp32 result rounded to nearest even ----
+    # kl_div none with a log target of 0 is exp(0) * (0 - input) = -input exactly, so the fp32 y holds
+    # chosen values and the half y their rounding, computed here by Python: struct's 'e' for f16, and
+    # for bf16 a rounding of the float32 bits written below.
+    def bf16_bits(v):
+        u = struct.unpack("<I", struct.pack("<f", v))[0]
+        if (u & 0x7fffffff) > 0x7f800000:
+            return 0x7fc0
+        keep, rest = u >> 16, u & 0xffff
+        if rest > 0x8000 or (rest == 0x8000 and keep & 1):
+            keep += 1
+        return keep & 0xffff
+
+    def f32v(text):
+        return f32(float(text))
+
+    def bf16_value(v):
+        return struct.unpack("<f", struct.pack("<I", bf16_bits(v) << 16))[0]
+
+    def f16_value(v):
+        try:
+            return struct.unpack("<e", struct.pack("<e", v))[0]
+        except OverflowError:  # struct refuses what rounds beyond 65504: f16 gives infinity
+            return math.copysign(math.inf, v)
+
+    vals = [f32(1.0 + 2.0 ** -8), f32(1.0 + 3 * 2.0 ** -8), 3.0, f32(1e5), f32(65519.0), 65520.0, f32(-0.1),
+            f32(2.0 ** -25), f32(3 * 2.0 ** -26), f32(1e-30)]
+    neg_path, zero_path = os.path.join(tmp, "neg.f32"), os.path.join(tmp, "zero.f32")
+    write_f32(neg_path, [-v for v in vals])
+    write_f32(zero_path, [0.0] * len(vals))
+    kl_args = ["run", "kl_div", "--reduction", "none", "--log-target", "--in", "input=" + neg_path,
+               "--in", "target=" + zero_path, "--rows", "1", "--cols", str(len(vals))]
+    rc, out, err = run(kl_args)
+    got = parse_lines(out)
+    check(rc == 0 and all(f32v(got["y[%d]" % i]) == v for i, v in enumerate(vals)),
+          "kl_div none with log target 0 gives -input exactly", repr(out) + err)
+    for name, narrow in (("bf16", bf16_value), ("f16", f16_value)):
+        rc, out, err = run(kl_args + ["--out-dtype", name])
+        got = parse_lines(out)
+        want = [narrow(v) for v in vals]
+        check(rc == 0 and all(f32v(got["y[%d]" % i]) == w for i, w in enumerate(want)),
+              "kl_div none --out-dtype %s: every value rounded to nearest even" % name, repr(out) + err)
+    y_path = os.path.join(tmp, "y.f16")
+    rc, out, err = run(kl_args + ["--out-dtype", "f16", "--out", "y=" + y_path])
+    with open(y_path, "rb") as f:
+        data = f.read()
+    want = b"".join(struct.pack("<e", f16_value(v)) if math.isfinite(f16_value(v)) else struct.pack("<H", 0x7c00)
+                    for v in vals)
+    check(rc == 0 and data == want, "kl_div none --out-dtype f16 --out: 2-byte little-endian file", repr(data))
+    # A fill's half values are its fp32 draws rounded (the same stream elements), as is gmm_sample's z.
+    for dist in ("uniform", "normal"):
+        rc, out, err = run(["run", "rng", "--dist", dist, "--count", "37", "--seed", "9", "--offset", "5"])
+        ref = parse_lines(out)
+        for name, narrow in (("bf16", bf16_value), ("f16", f16_value)):
+            rc2, out2, err2 = run(["run", "rng", "--dist", dist, "--count", "37", "--seed", "9", "--offset", "5",
+                                   "--out-dtype", name])
+            got = parse_lines(out2)
+            check(rc == 0 and rc2 == 0 and got.get("consumed") == ref.get("consumed") == "40" and
+                  all(f32v(got["x[%d]" % i]) == narrow(f32v(ref["x[%d]" % i])) for i in range(37)),
+                  "rng %s --out-dtype %s: the fp32 draws rounded" % (dist, name), repr(out2) + err2)
+    gmm_args = ["run", "gmm_sample", "--batch", "3", "--components", "1", "--dim", "5", "--seed", "4",
+                "--in", "mu=" + os.path.join(tmp, "mu15.f32"), "--in", "log_var=" + os.path.join(tmp, "lv15.f32")]
+    write_f32(os.path.join(tmp, "mu15.f32"), [0.1 * i - 0.7 for i in range(15)])
+    write_f32(os.path.join(tmp, "lv15.f32"), [0.05 * i - 0.5 for i in range(15)])
+    rc, out, err = run(gmm_args)
+    ref = parse_lines(out)
+    rc2, out2, err2 = run(gmm_args + ["--out-dtype", "bf16"])
+    got = parse_lines(out2)
+    check(rc == 0 and rc2 == 0 and all(f32v(got["z[%d]" % i]) == bf16_value(f32v(ref["z[%d]" % i]))
+                                       for i in range(15)) and
+          all(got["log_q[%d]" % b] == ref["log_q[%d]" % b] for b in range(3)) and got["consumed"] == ref["consumed"],
+          "gmm_sample --out-dtype bf16: z rounded, log_q and consumed unchanged", repr(out2) + err2)
+    usage_error(kl_args[:3] + ["sum"] + kl_args[4:] + ["--out-dtype", "f16"], "--out-dtype f16 on a reduced kl_div")
+    usage_error(["run", "rng", "--dist", "raw", "--count", "4", "--out-dtype", "bf16"], "--out-dtype on raw draws")
+    usage_error(["run", "sum", "--in", "x=" + x_path, "--rows", "2", "--cols", "3", "--out-dtype", "f16"],
+                "--out-dtype on a reduction")
+    usage_error(kl_args + ["--out-dtype", "f64"], "bad --out-dtype")
+    usage_error(["crosscheck", "--out-dtype", "f64"], "bad crosscheck --out-dtype")
+
     # ---- help and version ----
     rc, out, err = run(["run", "--help"])
     check(rc == 0 and "usage" in out, "run --help")

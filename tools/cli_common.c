@@ -269,6 +269,19 @@ int cli_staged_open(cli_staged *s, const char *path)
     return CLI_EXIT_OK;
 }
 
+/* Writes `left` bytes to the staged file, retrying short writes. */
+static int staged_put(cli_staged *s, const unsigned char *p, size_t left)
+{
+    while (left > 0) {
+        ssize_t put = write(s->fd, p, left);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) return cli_io_error("cannot write '%s': %s", s->path, put < 0 ? strerror(errno) : "no space");
+        p += put;
+        left -= (size_t)put;
+    }
+    return CLI_EXIT_OK;
+}
+
 int cli_staged_write(cli_staged *s, const void *data, uint64_t count)
 {
     /* Through a bounded bounce buffer, so that a big-endian host never holds
@@ -283,16 +296,30 @@ int cli_staged_write(cli_staged *s, const void *data, uint64_t count)
             to_or_from_little_endian(chunk, n);
             from = chunk;
         }
-        const unsigned char *p = from;
-        size_t left = n * 4u;
-        while (left > 0) {
-            ssize_t put = write(s->fd, p, left);
-            if (put < 0 && errno == EINTR) continue;
-            if (put <= 0) return cli_io_error("cannot write '%s': %s", s->path, put < 0 ? strerror(errno) : "no space");
-            p += put;
-            left -= (size_t)put;
-        }
+        int rc = staged_put(s, from, n * 4u);
+        if (rc != CLI_EXIT_OK) return rc;
         src += n;
+        count -= n;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_staged_write_typed(cli_staged *s, const float *data, uint64_t count, tally_dtype dtype)
+{
+    if (dtype != TALLY_BF16 && dtype != TALLY_F16) return cli_staged_write(s, data, count);
+    /* Each float is a value of the half type (widened), so narrowing gives
+     * back its encoding exactly; bytes are laid out little-endian. */
+    unsigned char chunk[8192];
+    while (count > 0) {
+        size_t n = count < 4096 ? (size_t)count : 4096;
+        for (size_t i = 0; i < n; i++) {
+            const tally_u32 h = dtype == TALLY_BF16 ? tally_f32_to_bf16(data[i]) : tally_f32_to_f16(data[i]);
+            chunk[2 * i] = (unsigned char)(h & 0xffu);
+            chunk[2 * i + 1] = (unsigned char)(h >> 8);
+        }
+        int rc = staged_put(s, chunk, n * 2u);
+        if (rc != CLI_EXIT_OK) return rc;
+        data += n;
         count -= n;
     }
     return CLI_EXIT_OK;

@@ -107,6 +107,10 @@ typedef struct cli_staged {
 int cli_staged_open(cli_staged *s, const char *path);
 /* Appends count little-endian 4-byte elements. */
 int cli_staged_write(cli_staged *s, const void *data, uint64_t count);
+/* Appends count elements of `dtype`: floats holding values of TALLY_BF16 or
+ * TALLY_F16 are written as their 2-byte little-endian encodings, anything
+ * else as cli_staged_write does. */
+int cli_staged_write_typed(cli_staged *s, const float *data, uint64_t count, tally_dtype dtype);
 /* Closes and renames all n temporaries into place; on any failure removes
  * the ones not yet renamed. CLI_EXIT_OK or CLI_EXIT_FAIL (printed). */
 int cli_staged_commit(cli_staged *s, int n);

@@ -18,6 +18,7 @@
 #include "op_names.h"
 #include "reference.h"
 #include "reference_backward.h"
+#include "tally/half.h"
 
 const char cli_crosscheck_usage[] =
     "usage: tally crosscheck [--backends LIST] [--ops LIST] [--quick] [--json]\n"
@@ -52,6 +53,16 @@ const char cli_crosscheck_usage[] =
     "                   f16, or all (default f32). Each case runs once per type on\n"
     "                   inputs rounded to it (f16 counts clipped to 2048); the\n"
     "                   references see the same rounded values.\n"
+    "  --out-dtype LIST types of the elementwise outputs (kl_div's with reduction\n"
+    "                   none, rng uniform and normal, gmm_sample's z), among f32,\n"
+    "                   bf16, f16, or all (the default). On a few shapes of each op\n"
+    "                   (fp32 inputs), each half type runs as a case of its own,\n"
+    "                   variant 'out=bf16' or 'out=f16', checked as below and by\n"
+    "                   its definition: on each backend, every half value must be\n"
+    "                   the same backend's fp32 result rounded to nearest even\n"
+    "                   (tally/half.h), every other output (log_q, component,\n"
+    "                   consumed) the fp32 run's, bit for bit; the fp32 run is\n"
+    "                   what err/tol and ulp measure.\n"
     "  --json           results as one JSON object on stdout instead of a table.\n"
     "\n"
     "Checks, for each case and backend (progress: one line on a terminal):\n"
@@ -89,6 +100,7 @@ typedef struct xc_case {
     int strided;
     int special; /* reductions: rows with NaN, infinities, zeros, subnormals */
     int zeros;   /* kl: sparse supports; categorical: an invalid row */
+    int half_out; /* the shape also runs the op's elementwise output as bf16 and f16 (HARNESS_FAMILY(HALF_OUT)) */
     uint64_t data_seed;
 } xc_case;
 
@@ -132,6 +144,7 @@ typedef struct xc_target {
 typedef struct xc_state {
     int quick, json, count_only, tty;
     unsigned dtypes; /* bit 0 f32, bit 1 bf16, bit 2 f16: the floating inputs' types to run */
+    unsigned out_dtypes; /* the same bits for the elementwise outputs (half_out cases) */
     const char *ops_filter;
     int total, index;
     int wanted[4]; /* per tally_backend: 0 no, 1 by default, 2 named in --backends */
@@ -555,7 +568,7 @@ static int compare_draws(const xc_case *c, const cli_job *ran, xc_result *res)
     int32_t *given = malloc((size_t)(B > 0 ? B : 1) * sizeof *given);
     double *zr = malloc((size_t)(B * D > 0 ? B * D : 1) * sizeof *zr);
     double *lq = malloc((size_t)(B > 0 ? B : 1) * sizeof *lq);
-    double *zt = malloc((size_t)(B * D > 0 ? B * D : 1) * sizeof *zt);
+    double *zt = calloc((size_t)(B * D > 0 ? B * D : 1), sizeof *zt); /* calloc: quiets a false maybe-uninitialized */
     double *lqt = malloc((size_t)(B > 0 ? B : 1) * sizeof *lqt);
     int rc = -1;
     if (given == NULL || zr == NULL || lq == NULL || zt == NULL || lqt == NULL) goto done;
@@ -607,11 +620,13 @@ static void compare_bits(const cli_job *host, const cli_job *other, xc_result *r
         const cli_tensor *a = &host->out[k], *b = &other->out[k];
         const uint32_t *pa = a->data, *pb = b->data;
         uint64_t n = cli_tensor_count(a);
+        /* Half outputs are held as their widened floats. */
+        const int floating = a->dtype == TALLY_F32 || a->dtype == TALLY_BF16 || a->dtype == TALLY_F16;
         for (uint64_t i = 0; i < n; i++) {
-            int same = a->dtype == TALLY_F32 ? cli_same_bits(pa[i], pb[i]) : pa[i] == pb[i];
+            int same = floating ? cli_same_bits(pa[i], pb[i]) : pa[i] == pb[i];
             if (same) continue;
             if (res->bit_mismatches++ > 0) continue;
-            if (a->dtype == TALLY_F32)
+            if (floating)
                 snprintf(res->first_mismatch, sizeof res->first_mismatch,
                          "%s[%llu]: host 0x%08x (%.9g), this 0x%08x (%.9g)", a->name, (unsigned long long)i,
                          (unsigned)pa[i], (double)cli_bits_f32(pa[i]), (unsigned)pb[i],
@@ -621,6 +636,40 @@ static void compare_bits(const cli_job *host, const cli_job *other, xc_result *r
                          (unsigned long long)i,
                          a->dtype == TALLY_I32 ? (long long)(int32_t)pa[i] : (long long)pa[i],
                          a->dtype == TALLY_I32 ? (long long)(int32_t)pb[i] : (long long)pb[i]);
+        }
+    }
+}
+
+static void update_pass(xc_result *res)
+{
+    res->pass = res->ran && res->bit_mismatches == 0 && res->tree != 0 && !res->wrote_outside &&
+                res->out_of_tolerance == 0 && !(res->max_ratio > 1.0);
+}
+
+/* A half-output run against the fp32 run of the same job on the same
+ * backend: the half output must be each fp32 value narrowed by tally/half.h
+ * (both held widened, so compared as float bits), every other output and
+ * the consumption equal. Mismatches count as bit mismatches. */
+static void compare_definition(const cli_job *half, const cli_job *wide, int k_half, xc_result *res)
+{
+    if (half->consumed != wide->consumed && res->bit_mismatches++ == 0)
+        snprintf(res->first_mismatch, sizeof res->first_mismatch, "consumed %llu, the fp32 run %llu",
+                 (unsigned long long)half->consumed, (unsigned long long)wide->consumed);
+    for (int k = 0; k < half->n_out; k++) {
+        const cli_tensor *h = &half->out[k], *w = &wide->out[k];
+        const uint32_t *ph = h->data, *pw = w->data;
+        for (uint64_t i = 0; i < cli_tensor_count(h); i++) {
+            uint32_t want = pw[i];
+            if (k == k_half) {
+                const float f = cli_bits_f32(pw[i]);
+                want = cli_f32_bits(h->dtype == TALLY_BF16 ? tally_bf16_to_f32(tally_f32_to_bf16(f))
+                                                          : tally_f16_to_f32(tally_f32_to_f16(f)));
+            }
+            if (ph[i] == want) continue;
+            if (res->bit_mismatches++ > 0) continue;
+            snprintf(res->first_mismatch, sizeof res->first_mismatch,
+                     "%s[%llu]: 0x%08x, but the fp32 run's value %s gives 0x%08x", h->name, (unsigned long long)i,
+                     (unsigned)ph[i], k == k_half ? "narrowed" : "itself", (unsigned)want);
         }
     }
 }
@@ -667,8 +716,7 @@ static void check_run(const xc_case *c, const xc_expect *e, const cli_job *ran, 
                 compare_float(res, ran->out[k].name, ran->out[k].data, e->ref[k], e->tol[k],
                               cli_tensor_count(&ran->out[k]));
     }
-    res->pass = res->ran && res->bit_mismatches == 0 && res->tree != 0 && !res->wrote_outside &&
-                res->out_of_tolerance == 0 && !(res->max_ratio > 1.0);
+    update_pass(res);
 }
 
 /* ---- Running one case --------------------------------------------------------- */
@@ -758,6 +806,20 @@ static void run_case_dtype(xc_state *st, xc_case *c)
         cli_job run = c->job;
         tally_status status = cli_exec_run(be->ctx, &run);
         res->op_seconds = run.op_seconds;
+        /* A half-output case runs the fp32 job too: its outputs are what
+         * the references measure, and what the half ones are defined by. */
+        const int k_half = c->job.out_dtype == TALLY_BF16 || c->job.out_dtype == TALLY_F16
+                               ? cli_job_half_output(&c->job)
+                               : -1;
+        cli_job wide = c->job;
+        if (k_half >= 0 && status == TALLY_OK) {
+            wide.out[k_half].dtype = TALLY_F32;
+            status = cli_exec_run(be->ctx, &wide);
+            if (status != TALLY_OK) {
+                snprintf(run.error, sizeof run.error, "the fp32 run: %.200s", wide.error);
+                cli_job_free_outputs(&run);
+            }
+        }
         if (status != TALLY_OK) {
             snprintf(res->error, sizeof res->error, "%s: %s", tally_status_name(status), run.error);
             res->max_ulp = NAN;
@@ -766,7 +828,17 @@ static void run_case_dtype(xc_state *st, xc_case *c)
         }
         res->ran = 1;
         res->wrote_outside = run.wrote_outside;
-        check_run(c, &e, &run, have_host ? &host_run : NULL, res);
+        if (k_half >= 0) {
+            res->wrote_outside |= wide.wrote_outside;
+            check_run(c, &e, &wide, NULL, res);
+            if (have_host) compare_bits(&host_run, &run, res);
+            res->bits_compared = have_host;
+            compare_definition(&run, &wide, k_half, res);
+            update_pass(res);
+            cli_job_free_outputs(&wide);
+        } else {
+            check_run(c, &e, &run, have_host ? &host_run : NULL, res);
+        }
         if (be->backend == TALLY_BACKEND_HOST && !have_host) {
             host_run = run;
             have_host = 1;
@@ -805,6 +877,16 @@ static void run_case(xc_state *st, xc_case *c)
         run_case_dtype(st, c);
         ran = 1;
     }
+    /* The elementwise output as each half type, on fp32 inputs. */
+    c->job.in_dtype = TALLY_F32;
+    if (c->half_out && cli_job_half_output(&c->job) >= 0)
+        for (int d = 1; d < 3; d++) {
+            if (!(st->out_dtypes & (1u << d))) continue;
+            c->job.out_dtype = types[d];
+            snprintf(c->variant, sizeof c->variant, "%.100s out=%s", variant, names[d]);
+            run_case_dtype(st, c);
+        }
+    c->job.out_dtype = TALLY_F32;
     /* The case may run again (another backend list): leave its name as it was. */
     snprintf(c->variant, sizeof c->variant, "%s", variant);
 }
@@ -863,6 +945,7 @@ static xc_case matrix_case(const char *op, cli_op_kind kind, const harness_shape
     c.job.rows = sh->rows;
     c.job.cols = sh->cols;
     c.strided = sh->strided;
+    c.half_out = (sh->families & HARNESS_FAMILY(HALF_OUT)) != 0;
     shape_text(c.shape, sizeof c.shape, sh->rows, sh->cols, sh->strided, sh->label);
     return c;
 }
@@ -1010,6 +1093,7 @@ static void catalogue(xc_state *st)
             c.op = sample ? "gmm_sample" : "gmm_log_prob";
             c.job.kind = sample ? CLI_OP_GMM_SAMPLE : CLI_OP_GMM_LOG_PROB;
             c.strided = sh.strided;
+            c.half_out = (sh.families & HARNESS_FAMILY(HALF_OUT)) != 0;
             c.job.batch = sh.rows;
             c.job.components = sh.components;
             c.job.dim = sh.cols;
@@ -1082,6 +1166,7 @@ static const char *bits_text(const xc_result *r, char *buf, size_t size)
     if (!r->ran) return "-";
     if (r->backend == TALLY_BACKEND_HOST) {
         if (r->tree == 0) return "NO (tree)";
+        if (r->bit_mismatches > 0) return "NO (def)"; /* a half output that is not its narrowed fp32 run */
         return r->tree == 1 ? "ref, tree" : "ref";
     }
     if (!r->bits_compared) return "-";
@@ -1270,18 +1355,20 @@ static int open_backends(xc_state *st)
 int cli_crosscheck(int argc, char **argv)
 {
     const char *usage = cli_crosscheck_usage;
-    enum { O_BACKENDS, O_OPS, O_QUICK, O_JSON, O_DTYPE, O_HELP };
+    enum { O_BACKENDS, O_OPS, O_QUICK, O_JSON, O_DTYPE, O_OUT_DTYPE, O_HELP };
     static const harness_option options[] = {
         {.name = "backends", .has_value = 1, .id = O_BACKENDS},
         {.name = "ops", .has_value = 1, .id = O_OPS},
         {.name = "quick", .has_value = 0, .id = O_QUICK},
         {.name = "json", .has_value = 0, .id = O_JSON},
         {.name = "dtype", .has_value = 1, .id = O_DTYPE},
+        {.name = "out-dtype", .has_value = 1, .id = O_OUT_DTYPE},
         {.name = "help", .has_value = 0, .id = O_HELP},
     };
     xc_state st;
     memset(&st, 0, sizeof st);
     st.dtypes = 1u;
+    st.out_dtypes = 7u;
     const char *list = NULL;
     harness_args args = HARNESS_ARGS(argc, argv, 0, options);
     for (int id; (id = harness_args_next(&args)) != HARNESS_ARGS_DONE;) {
@@ -1291,16 +1378,20 @@ int cli_crosscheck(int argc, char **argv)
         case O_OPS: st.ops_filter = value; break;
         case O_QUICK: st.quick = 1; break;
         case O_JSON: st.json = 1; break;
-        case O_DTYPE: {
-            st.dtypes = 0;
+        case O_DTYPE:
+        case O_OUT_DTYPE: {
+            unsigned *set = id == O_DTYPE ? &st.dtypes : &st.out_dtypes;
+            *set = 0;
             for (const char *p = value;;) {
                 const char *comma = strchr(p, ',');
                 size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
-                if (n == 3 && strncmp(p, "all", 3) == 0) st.dtypes |= 7u;
-                else if (n == 3 && strncmp(p, "f32", 3) == 0) st.dtypes |= 1u;
-                else if (n == 4 && strncmp(p, "bf16", 4) == 0) st.dtypes |= 2u;
-                else if (n == 3 && strncmp(p, "f16", 3) == 0) st.dtypes |= 4u;
-                else return cli_usage_error(usage, "crosscheck: --dtype: unknown type '%.*s'", (int)n, p);
+                if (n == 3 && strncmp(p, "all", 3) == 0) *set |= 7u;
+                else if (n == 3 && strncmp(p, "f32", 3) == 0) *set |= 1u;
+                else if (n == 4 && strncmp(p, "bf16", 4) == 0) *set |= 2u;
+                else if (n == 3 && strncmp(p, "f16", 3) == 0) *set |= 4u;
+                else
+                    return cli_usage_error(usage, "crosscheck: --%s: unknown type '%.*s'",
+                                           id == O_DTYPE ? "dtype" : "out-dtype", (int)n, p);
                 if (comma == NULL) break;
                 p = comma + 1;
             }

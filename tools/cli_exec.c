@@ -259,6 +259,16 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
     /* Every input of these ops is floating. */
     if (is_half(job->in_dtype))
         for (int i = 0; i < job->n_in; i++) job->in[i].dtype = job->in_dtype;
+    if (is_half(job->out_dtype)) {
+        const int k = cli_job_half_output(job);
+        if (k < 0) {
+            snprintf(err, err_size,
+                     "a half output type is only for kl_div with reduction none, rng uniform and normal, and "
+                     "gmm_sample's z");
+            return -1;
+        }
+        job->out[k].dtype = job->out_dtype;
+    }
     for (int i = 0; i < job->n_in + job->n_out; i++) {
         const cli_tensor *t = i < job->n_in ? &job->in[i] : &job->out[i - job->n_in];
         if (!count_fits(t->rows, t->cols)) {
@@ -268,6 +278,16 @@ int cli_job_layout(cli_job *job, char *err, size_t err_size)
         }
     }
     return 0;
+}
+
+int cli_job_half_output(const cli_job *job)
+{
+    switch (job->kind) {
+    case CLI_OP_KL: return job->reduction == TALLY_REDUCTION_NONE ? 0 : -1;
+    case CLI_OP_RNG: return job->dist == TALLY_DIST_UNIFORM || job->dist == TALLY_DIST_NORMAL ? 0 : -1;
+    case CLI_OP_GMM_SAMPLE: return 0; /* z */
+    default: return -1;
+    }
 }
 
 /* The tensor's window in its buffer. */
@@ -307,6 +327,27 @@ static void scatter(const cli_tensor *t, uint32_t *stage)
     }
     const harness_window w = window_of(t);
     harness_window_scatter(&w, src, stage);
+}
+
+/* A half output's view in the downloaded image of its buffer, widened into
+ * t->data (exactly); returns 1 when a half outside the view changed from
+ * the poison it was given. */
+static int gather_half(cli_tensor *t, const uint32_t *stage, uint64_t elems)
+{
+    const uint16_t *h = (const uint16_t *)(const void *)stage;
+    const size_t stride = row_stride(t), cols = (size_t)t->cols, rows = (size_t)t->rows;
+    float *dense = t->data;
+    int changed = 0;
+    size_t pos = 0;
+    for (size_t r = 0; r < rows && cols > 0; r++) {
+        const size_t begin = (size_t)t->offset + r * stride;
+        for (; pos < begin; pos++) changed |= h[pos] != POISON_INPUT_HALF;
+        for (size_t c = 0; c < cols; c++)
+            dense[r * cols + c] = t->dtype == TALLY_BF16 ? tally_bf16_to_f32(h[begin + c]) : tally_f16_to_f32(h[begin + c]);
+        pos = begin + cols;
+    }
+    for (; pos < (size_t)elems; pos++) changed |= h[pos] != POISON_INPUT_HALF;
+    return changed;
 }
 
 void cli_round_to_dtype(tally_dtype dtype, float *x, uint64_t n)
@@ -438,10 +479,14 @@ tally_status cli_exec_run(tally_context *ctx, cli_job *job)
 
     for (int i = 0; i < job->n_out && st == TALLY_OK; i++) {
         cli_tensor *t = &job->out[i];
-        st = tally_buffer_download(out[i].buf, 0, out[i].stage, (size_t)out[i].elems * 4u);
+        st = tally_buffer_download(out[i].buf, 0, out[i].stage, (size_t)out[i].elems * element_bytes(t));
         if (st != TALLY_OK) {
             snprintf(job->error, sizeof job->error, "%s", tally_last_error(ctx));
             break;
+        }
+        if (is_half(t->dtype)) {
+            if (gather_half(t, out[i].stage, out[i].elems)) job->wrote_outside = 1;
+            continue;
         }
         const harness_window w = window_of(t);
         if (harness_window_gather(&w, out[i].stage, out[i].elems, POISON_OUTPUT, t->data) >= 0) job->wrote_outside = 1;

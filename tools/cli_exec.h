@@ -36,7 +36,8 @@ typedef enum cli_op_kind {
 
 /*
  * A host tensor: `data` holds rows*cols dense row-major elements of 4 bytes
- * (floats also for a BF16 or F16 input: see cli_round_to_dtype).
+ * (floats also for a BF16 or F16 input: see cli_round_to_dtype; and for a
+ * BF16 or F16 output, each the widened value the device wrote).
  * On the device it is placed in a buffer of its own at element `offset` with
  * row stride `stride` (>= cols), followed by `pad_after` spare elements; the
  * gaps are filled with a poison pattern so that reads outside the view show
@@ -59,6 +60,8 @@ typedef struct cli_job {
     int64_t batch, components, dim; /* gmm */
     int per_row_alpha;          /* dm: log_alpha is [rows, cols] instead of [1, cols] */
     tally_dtype in_dtype;       /* type of every floating input: TALLY_F32 (or 0), TALLY_BF16, TALLY_F16 */
+    /* Type of the one output that may be half (cli_job_half_output): TALLY_F32 (or 0), TALLY_BF16, TALLY_F16. */
+    tally_dtype out_dtype;
     /* Op parameters. */
     tally_reduce_op reduce_op;
     tally_axis axis;
@@ -161,6 +164,12 @@ int cli_job_match_files(cli_job *job, const cli_file_arg *ins, int n_ins, const 
  * the element counts overflow.
  */
 int cli_job_layout(cli_job *job, char *err, size_t err_size);
+
+/* The index of the job's output that may be BF16 or F16 (kl_div's y with
+ * reduction none, a uniform or normal fill's x, gmm_sample's z), or -1 when
+ * its kind and parameters have none. cli_job_layout gives that output the
+ * job's out_dtype, and refuses a half out_dtype when there is none. */
+int cli_job_half_output(const cli_job *job);
 
 /* Elements of one tensor (rows * cols; fits int64 after cli_job_layout). */
 uint64_t cli_tensor_count(const cli_tensor *t);

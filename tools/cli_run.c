@@ -10,16 +10,20 @@
 #include "cli_common.h"
 #include "cli_exec.h"
 #include "op_names.h"
+#include "tally/half.h"
 
 const char cli_run_usage[] =
     "usage: tally run OP [--backend auto|host|opencl|cuda] [--device N]\n"
     "                    [--in NAME=PATH]... [--out NAME=PATH]... [--dtype f32|bf16|f16]\n"
-    "                    [OPTIONS]\n"
+    "                    [--out-dtype f32|bf16|f16] [OPTIONS]\n"
     "\n"
     "Runs one op on raw files: little-endian, row-major, no header. Inputs are fp32,\n"
     "or 2-byte bf16 / f16 with --dtype (every input file of the op; the op reads\n"
     "them as half views and computes in fp32). Each file must hold exactly the\n"
-    "elements its shape needs (else exit 2).\n"
+    "elements its shape needs (else exit 2). --out-dtype bf16|f16 makes the one\n"
+    "elementwise output of kl_div (reduction none), rng (uniform, normal) and\n"
+    "gmm_sample (z) a half view: each value is the fp32 result rounded to nearest\n"
+    "even, written as 2-byte elements (printed as its exact value).\n"
     "\n"
     "  OP                inputs                    options                       outputs\n"
     "  sum mean min max  x [R,C]                   --rows R --cols C             y: 1 value (axis all)\n"
@@ -38,7 +42,8 @@ const char cli_run_usage[] =
     "  gmm_log_prob      z [B,D], mu [B,K*D],      --batch B --components K      log_q: B values\n"
     "                    log_var [B,K*D],          --dim D\n"
     "                    logits [K] (optional when K = 1)\n"
-    "  gmm_sample        mu, log_var, logits       --batch B --components K      z: [B,D] fp32\n"
+    "  gmm_sample        mu, log_var, logits       --batch B --components K      z: [B,D] fp32 (or\n"
+    "                                                                            --out-dtype)\n"
     "                    (as above)                --dim D [RNG]                 log_q: B fp32\n"
     "                                                                            component: B int32\n"
     "  rng               (none)                    --dist raw|uniform|normal     x: N (uint32 for raw)\n"
@@ -63,7 +68,8 @@ const char cli_run_usage[] =
     "       integer in decimal or 0x-hex (default 0).\n"
     "\n"
     "Outputs: --out NAME=PATH writes that output as raw little-endian binary\n"
-    "(fp32; uint32 for raw draws; int32 for indices and components), scalars\n"
+    "(fp32, or --out-dtype's 2-byte type; uint32 for raw draws; int32 for indices\n"
+    "and components), scalars\n"
     "included. Every output without --out is printed on stdout, one value per\n"
     "line: 'NAME VALUE' for a one-value output (axis all, a reduction other than\n"
     "none), 'NAME[i] VALUE' otherwise, i being the row-major element index.\n"
@@ -81,6 +87,7 @@ enum {
     OPT_IN,
     OPT_OUT,
     OPT_DTYPE,
+    OPT_OUT_DTYPE,
     OPT_HELP,
     OPT_COUNT_OF_OPTIONS
 };
@@ -94,6 +101,7 @@ static const harness_option options[] = {
     {.name = "out", .has_value = 1, .id = OPT_OUT},
     CLI_JOB_OPTION_ROWS
     {.name = "dtype", .has_value = 1, .id = OPT_DTYPE},
+    {.name = "out-dtype", .has_value = 1, .id = OPT_OUT_DTYPE},
     {.name = "help", .has_value = 0, .id = OPT_HELP},
 };
 
@@ -111,8 +119,9 @@ typedef struct run_op_desc {
 #define KL_FLAGS (BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_INPUT_IS_PROB) | BIT(CLI_JOB_OPT_LOG_TARGET))
 #define KL_OPTIONS {.allowed = SHAPE_RC | KL_FLAGS, .required = SHAPE_RC}
 /* The logits forms have no gradient (yet): the forward alone takes them. */
-#define KL_LOGITS_OPTIONS \
-    {.allowed = SHAPE_RC | KL_FLAGS | BIT(CLI_JOB_OPT_INPUT_LOGITS) | BIT(CLI_JOB_OPT_TARGET_LOGITS), .required = SHAPE_RC}
+#define KL_LOGITS_OPTIONS                                                                                    \
+    {.allowed = SHAPE_RC | KL_FLAGS | BIT(CLI_JOB_OPT_INPUT_LOGITS) | BIT(CLI_JOB_OPT_TARGET_LOGITS) | BIT(OPT_OUT_DTYPE), \
+     .required = SHAPE_RC}
 #define DM_OPTIONS                                                                                          \
     {.allowed = SHAPE_RC | BIT(CLI_JOB_OPT_REDUCTION) | BIT(CLI_JOB_OPT_WITH_COEFFICIENT) | BIT(CLI_JOB_OPT_PER_ROW_ALPHA), \
      .required = SHAPE_RC}
@@ -127,8 +136,9 @@ static const run_op_desc ops[HARNESS_N_OPS] = {
     [HARNESS_OP_KL_DIV] = KL_LOGITS_OPTIONS,
     [HARNESS_OP_DIRICHLET_MULTINOMIAL] = DM_OPTIONS,
     [HARNESS_OP_GMM_LOG_PROB] = {.allowed = SHAPE_GMM, .required = SHAPE_GMM},
-    [HARNESS_OP_GMM_SAMPLE] = {.allowed = SHAPE_GMM | RNG_OPTS, .required = SHAPE_GMM},
-    [HARNESS_OP_RNG] = {.allowed = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT) | RNG_OPTS, .required = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT)},
+    [HARNESS_OP_GMM_SAMPLE] = {.allowed = SHAPE_GMM | RNG_OPTS | BIT(OPT_OUT_DTYPE), .required = SHAPE_GMM},
+    [HARNESS_OP_RNG] = {.allowed = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT) | RNG_OPTS | BIT(OPT_OUT_DTYPE),
+                        .required = BIT(CLI_JOB_OPT_DIST) | BIT(CLI_JOB_OPT_COUNT)},
     [HARNESS_OP_CATEGORICAL] = {.allowed = SHAPE_RC | RNG_OPTS | BIT(CLI_JOB_OPT_LOGITS), .required = SHAPE_RC},
     [HARNESS_OP_KL_DIV_BACKWARD] = KL_OPTIONS,
     [HARNESS_OP_DIRICHLET_MULTINOMIAL_BACKWARD] = DM_OPTIONS,
@@ -197,21 +207,29 @@ static int run_rng_streamed(tally_context *ctx, cli_job *job, uint64_t count, co
         st = tally_buffer_create(ctx, (size_t)piece * 4u, &buf);
         if (st != TALLY_OK) rc = cli_library_error(ctx, st);
     }
-    tally_dtype dtype = job->out[0].dtype;
+    const tally_dtype dtype = job->out[0].dtype;
+    const int half = dtype == TALLY_BF16 || dtype == TALLY_F16;
     uint64_t consumed_total = 0;
     for (uint64_t done = 0; done < count && rc == CLI_EXIT_OK;) {
         uint64_t n = count - done < piece ? count - done : piece, used = 0;
         tally_rng at = job->rng;
         at.offset += done; /* cannot wrap: the whole range was checked above */
         st = tally_rng_fill(ctx, job->dist, at, tally_view_typed(buf, dtype, 0, 1, (int64_t)n), &used);
-        if (st == TALLY_OK) st = tally_buffer_download(buf, 0, host, (size_t)n * 4u);
+        if (st == TALLY_OK) st = tally_buffer_download(buf, 0, host, (size_t)n * (half ? 2u : 4u));
         if (st != TALLY_OK) {
             rc = cli_library_error(ctx, st);
             break;
         }
+        if (half) {
+            /* Widened in place from the end, so no half is overwritten
+             * before it is read. */
+            const uint16_t *h = (const uint16_t *)(const void *)host;
+            float *f = (float *)(void *)host;
+            for (uint64_t k = n; k-- > 0;) f[k] = dtype == TALLY_BF16 ? tally_bf16_to_f32(h[k]) : tally_f16_to_f32(h[k]);
+        }
         consumed_total += used;
         if (out_path != NULL) {
-            rc = cli_staged_write(&staged, host, n);
+            rc = cli_staged_write_typed(&staged, (const float *)(const void *)host, n, dtype);
         } else {
             for (uint64_t i = 0; i < n; i++) print_bits(&job->out[0], done + i, host[i]);
             if (ferror(stdout)) rc = cli_io_error("cannot write to standard output");
@@ -284,12 +302,14 @@ int cli_run(int argc, char **argv)
             *n += 1;
             break;
         }
-        case OPT_DTYPE: {
+        case OPT_DTYPE:
+        case OPT_OUT_DTYPE: {
             static const char *const names[] = {"f32", "bf16", "f16"};
             static const int values[] = {TALLY_F32, TALLY_BF16, TALLY_F16};
             int v = 0;
             bad = parse_choice(value, names, values, 3, &v) != 0;
-            job.in_dtype = (tally_dtype)v;
+            if (id == OPT_DTYPE) job.in_dtype = (tally_dtype)v;
+            else job.out_dtype = (tally_dtype)v;
             break;
         }
         default: bad = cli_job_option(&job, id, value, &count) != 0; break;
@@ -351,7 +371,8 @@ int cli_run(int argc, char **argv)
             rc = cli_staged_open(&staged[n_staged], out_path[j]);
             if (rc != CLI_EXIT_OK) break;
             n_staged++;
-            rc = cli_staged_write(&staged[n_staged - 1], job.out[j].data, cli_tensor_count(&job.out[j]));
+            rc = cli_staged_write_typed(&staged[n_staged - 1], job.out[j].data, cli_tensor_count(&job.out[j]),
+                                        job.out[j].dtype);
         }
         if (rc == CLI_EXIT_OK) rc = cli_staged_commit(staged, n_staged);
         else cli_staged_abort(staged, n_staged);

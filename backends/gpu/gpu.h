@@ -143,9 +143,14 @@ typedef struct tally__gpu_context {
 TALLY__DECLARE_OPS(tally__gpu_)
 /* gpu_half.c: a BF16/F16 view widened to fp32 (the ops table's `widen`). */
 tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
-/* The ops whose kernels read BF16 and F16 inputs themselves (the ops
- * table's half_native); the others' half inputs are widened first. */
-#define TALLY__GPU_HALF_NATIVE (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM)
+/* gpu_half.c: fp32 results narrowed into a BF16/F16 view (the ops table's `narrow`). */
+tally_status tally__gpu_narrow(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
+/* The ops whose kernels read BF16 and F16 inputs, or write half outputs
+ * (the fills: tally_k_rng_fill_half), themselves (the ops table's
+ * half_native); the others' half inputs are widened first and their half
+ * outputs narrowed after. */
+#define TALLY__GPU_HALF_NATIVE \
+    (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM | TALLY__HALF_NATIVE_RNG_FILL)
 
 /* Defines a GPU backend's two tables from its device operations:
  * tally__<b>_device_ops, the kernel launch this layer calls (each context's
@@ -154,7 +159,8 @@ tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally
  * `kind_`: the required device entries p##devices ... p##buffer_fill
  * (TALLY__DEVICE_ENTRIES, src/backend.h), then the optional ones the
  * backend has (context_wrap, buffer_wrap, buffer_wrap_host) as designated
- * initializers, then every op entry, widen and half_native from this layer.
+ * initializers, then every op entry, widen, narrow and half_native from
+ * this layer.
  * So CUDA and OpenCL write no op entry and cannot drift apart; a macro
  * rather than a table filled at run time keeps both tables const objects
  * that any thread may read. */
@@ -166,6 +172,7 @@ tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally
     const tally__backend_ops tally__##b##_ops = {                              \
         .name = #b, .kind = kind_, TALLY__DEVICE_ENTRIES(p), __VA_ARGS__,      \
         TALLY__OP_ENTRIES(tally__gpu_).widen = tally__gpu_widen,               \
+        .narrow = tally__gpu_narrow,                                           \
         .half_native = TALLY__GPU_HALF_NATIVE,                                 \
     }
 

@@ -332,6 +332,16 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
                                      .cols = o->cols, .dist = (uint32_t)job->dist, .seed = job->rng.seed,
                                      .subsequence = job->rng.subsequence, .offset = off};
     const uint64_t groups = tally__gpu_ceil_div(blocks, (uint64_t)TALLY_GPU_GROUP_SIZE * TALLY_K_RNG_BLOCKS_PER_ITEM);
+    if (o->dtype == TALLY_BF16 || o->dtype == TALLY_F16) {
+        /* A half view (uniform or normal: the front end allows no other)
+         * is written by the general walk, each draw narrowed as it is
+         * stored: 2 bytes an element, the bits of narrowing the fp32 fill. */
+        const tally__kargs_rng_fill_half h = {.out = tally__gpu_at_view(o), .stride = o->stride, .rows = o->rows,
+                                              .cols = o->cols, .dist = (uint32_t)job->dist, .seed = job->rng.seed,
+                                              .subsequence = job->rng.subsequence, .offset = off,
+                                              .dtype = (uint32_t)o->dtype};
+        return tally__gpu_launch_rng_fill_half(ctx, groups, &h);
+    }
     return quads ? tally__gpu_launch_rng_fill(ctx, groups, &a) : tally__gpu_launch_rng_fill_any(ctx, groups, &a);
 }
 

@@ -71,11 +71,20 @@ static void host_context_release(tally_context *ctx)
 TALLY__JOB_OPS(DEFINE_POOLED_OP, )
 #undef DEFINE_POOLED_OP
 
-/* Widening half inputs (host_half.c) runs parallel loops too. */
+/* Widening half inputs and narrowing half outputs (host_half.c) run
+ * parallel loops too. */
 static tally_status pooled_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst)
 {
     tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool);
     tally_status st = tally__host_widen(ctx, src, dst);
+    tally__host_pool_use(previous);
+    return st;
+}
+
+static tally_status pooled_narrow(tally_context *ctx, const tally_buffer *src, const tally__array *dst)
+{
+    tally__host_pool *previous = tally__host_pool_use(((tally__host_context *)ctx)->pool);
+    tally_status st = tally__host_narrow(ctx, src, dst);
     tally__host_pool_use(previous);
     return st;
 }
@@ -155,4 +164,5 @@ const tally__backend_ops tally__host_ops = {
     .buffer_wrap_host = host_buffer_wrap_host,
     TALLY__OP_ENTRIES(pooled_)
     .widen = pooled_widen,
+    .narrow = pooled_narrow,
 };

@@ -37,6 +37,8 @@ extern const tally__backend_ops tally__host_ops;
 TALLY__DECLARE_OPS(tally__host_)
 /* host_half.c: BF16/F16 views widened to fp32 (the ops table's `widen`). */
 tally_status tally__host_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
+/* host_half.c: fp32 results narrowed into BF16/F16 views (the ops table's `narrow`). */
+tally_status tally__host_narrow(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
 
 /* The Gaussian term of dimension d, tally_gauss_term(z[d], mu[d],
  * log_var[d]), as a tree term (host_tree.h; host_ops.c): the mixture's

@@ -59,7 +59,7 @@ def _via_torch(ctx, *arrays):
 
 
 def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, *, input_logits=False,
-           target_logits=False, ctx=None):
+           target_logits=False, ctx=None, out=None):
     """KL divergence with torch.nn.functional.kl_div's semantics.
 
     input holds log q (or q with input_is_prob=True), target p (or log p with
@@ -71,7 +71,15 @@ def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=Fals
     F.kl_div(F.log_softmax(x, -1), F.softmax(y, -1)). input_logits excludes
     input_is_prob and target_logits log_target (TallyError); the logits
     forms have no gradient yet.
+
+    out= (reduction="none" only) writes the loss in place into an existing
+    array of the input's shape: float32, or bfloat16 / float16 (torch,
+    NumPy, ml_dtypes), each value then the float32 loss rounded to nearest
+    even. An out= call is not differentiable (as torch's out= ops).
     """
+    if out is not None:
+        return _ops.kl_div(input, target, reduction, log_target, input_is_prob, ctx, input_logits, target_logits,
+                           out)
     if _via_torch(ctx, input, target):
         _ops._choice("reduction", reduction, _ops.REDUCTIONS)
         _ops._flag("log_target", log_target), _ops._flag("input_is_prob", input_is_prob)
@@ -137,11 +145,16 @@ def gmm_log_prob(z, mu, log_var, logits=None, *, ctx=None):
     return _ops.gmm_log_prob(z, mu, log_var, logits, ctx)
 
 
-def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, *, ctx=None):
+def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, *, ctx=None, z_out=None):
     """Reparameterised sample of the mixture fused with its log density.
     Returns GmmSample(z [B, D], log_q [B], component [B] int32, consumed):
     consumed is the Philox stream elements used; add it to offset for the
-    next draw (docs/rng.md)."""
+    next draw (docs/rng.md). z_out= writes z in place into an existing
+    [B, D] array, float32 or bfloat16 / float16 (each value the float32 z
+    rounded to nearest even; log_q is of the float32 z), and returns it as
+    z; such a call is not differentiable."""
+    if z_out is not None:
+        return _ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset, ctx, z_out)
     if _via_torch(ctx, mu, log_var, logits):
         return _torch_ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset)
     return _ops.gmm_sample(mu, log_var, logits, seed, subsequence, offset, ctx)
@@ -173,7 +186,9 @@ def random(dist, shape, seed=0, subsequence=0, offset=0, *, ctx=None, out=None, 
     "normal" (float32), stream elements offset, offset + 1, ... in row-major
     order. Returns Random(values, consumed). Values are a NumPy array, or a
     torch tensor when device= names a torch device ("cuda:0", "cpu"); out=
-    fills an existing array in place (shape may then be None)."""
+    fills an existing array in place (shape may then be None): uint32 for
+    raw draws; float32, or bfloat16 / float16 for uniform and normal ones,
+    each value then the float32 draw rounded to nearest even."""
     if device is not None:
         if _TorchTensor is None:
             raise TypeError("device= makes a torch tensor, and torch is not available")

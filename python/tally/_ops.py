@@ -68,16 +68,47 @@ def _rows(op):
     return 1 if len(op.shape) == 1 else op.shape[0]
 
 
+# The dtypes an elementwise output given by the caller may have: the
+# library writes float32, or rounds each float32 value to the half type
+# (round to nearest even, docs/ops.md).
+_OUT_FLOATS = ("float32", "bfloat16", "float16")
+
+
+def _out_operand(name, out, shape):
+    """The caller's output array `out` as an operand: float32, bfloat16 or
+    float16, of exactly `shape`."""
+    o = _core._operand(name, out, accept=_OUT_FLOATS)
+    if tuple(o.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(o.shape)} but the result has shape {tuple(shape)}")
+    return o
+
+
+def _out_view(c, o):
+    """The view of an output array the call writes in place (no copy: a
+    context that cannot use the array's memory refuses it)."""
+    if not c.in_place:
+        raise ValueError(f"{o.name}= needs an array the context uses in place (a CUDA array, or a host "
+                         f"array on a host or shared-memory OpenCL context)")
+    return c.view(o)
+
+
 def kl_div(input, target, reduction="mean", log_target=False, input_is_prob=False, ctx=None, input_logits=False,
-           target_logits=False):
+           target_logits=False, out=None):
     red = _choice("reduction", reduction, REDUCTIONS)
+    if out is not None and red != 0:
+        raise ValueError("out= is for reduction='none' (a reduced loss is one float32 value)")
     flags = (1 if _flag("log_target", log_target) else 0) | (2 if _flag("input_is_prob", input_is_prob) else 0)
     # TALLY_KL_INPUT_LOGITS and TALLY_KL_TARGET_LOGITS (tally/flags.h).
     flags |= (4 if _flag("input_logits", input_logits) else 0) | (8 if _flag("target_logits", target_logits) else 0)
     a = _core._operand("input", input)
     b = _core._operand("target", target)
-    with _core.call(ctx, [a, b]) as c:
+    o = _out_operand("out", out, a.shape) if out is not None else None
+    with _core.call(ctx, [a, b, o]) as c:
         va, vb = c.view(a), c.view(b)
+        if o is not None:
+            vo = _out_view(c, o)
+            _core.check(lib.tally_kl_div(c.handle, va, vb, red, flags, vo), c)
+            return out
         if red == 0:
             if len(a.shape) not in (1, 2):
                 raise ValueError(f"input has {len(a.shape)} dimensions; tally takes 1-D or 2-D arrays")
@@ -193,15 +224,19 @@ def gmm_sample_consumed(batch, dim):
     return b4 + (batch * d2 + 3) // 4 * 4
 
 
-def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, ctx=None):
+def gmm_sample(mu, log_var, logits=None, seed=0, subsequence=0, offset=0, ctx=None, z_out=None):
     rng = _rng(seed, subsequence, offset)
     m, lv, lg, k = _gmm_params(mu, log_var, logits)
     batch, dim = m.shape[0], m.shape[-1]
-    with _core.call(ctx, [m, lv, lg]) as c:
+    zo = _out_operand("z_out", z_out, (batch, dim)) if z_out is not None else None
+    with _core.call(ctx, [m, lv, lg, zo]) as c:
         dims = 2 if len(m.shape) == 3 else 1
         vm, vv = c.view(m, dims=dims), c.view(lv, dims=dims)
         vl = c.view(lg) if k > 1 else View()
-        z, vz = c.output((batch, dim))
+        if zo is not None:
+            z, vz = z_out, _out_view(c, zo)
+        else:
+            z, vz = c.output((batch, dim))
         log_q, vq = c.output((batch,))
         comp, vc = c.output((batch,), _I32)
         consumed = ctypes.c_uint64(0)
@@ -313,15 +348,15 @@ def random(dist, shape, seed=0, subsequence=0, offset=0, ctx=None, out=None):
     rng = _rng(seed, subsequence, offset)
     consumed = ctypes.c_uint64(0)
     if out is not None:
-        o = _core._operand("out", out, accept=("uint32",) if d == 1 else ("float32",))
+        # Uniform and normal draws may be written as halves: each the
+        # float32 draw rounded to nearest even, from the same stream elements.
+        o = _core._operand("out", out, accept=("uint32",) if d == 1 else _OUT_FLOATS)
         if shape is not None and tuple(_shape(shape)) != tuple(o.shape):
             raise ValueError(f"shape {shape} differs from out's shape {tuple(o.shape)}")
         with _core.call(ctx, [o]) as c:
-            if not c.in_place:
-                raise ValueError("out= needs an array the context uses in place (a CUDA array, or a host "
-                                 "array on a host or shared-memory OpenCL context)")
-            vo = c.view(o)
-            vo.dtype = _U32 if d == 1 else _F32
+            vo = _out_view(c, o)
+            if d == 1:
+                vo.dtype = _U32
             _core.check(lib.tally_rng_fill(c.handle, d, rng, vo, ctypes.byref(consumed)), c)
         return Random(out, int(consumed.value))
     shape = _shape(shape)
