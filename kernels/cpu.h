@@ -29,7 +29,6 @@
 #define TALLY_KERNELS_CPU_H
 
 #include "tree.h"
-#include "rng.h"
 
 #define TALLY_K_CPU_BODIES (TALLY_TARGET_OPENCL && TALLY_CL_CPU)
 
@@ -283,32 +282,39 @@ TALLY_FN void tally_k_cpu_kl_run(TALLY_GLOBAL const float *TALLY_RESTRICT x, tal
 }
 
 /* The four output words of Philox block m for a distribution, as
- * tally_k_rng_words gives them, written out without its loops over the
- * words: PoCL vectorises such a short inner loop first, four wide, and the
+ * kernels/rng.h's tally_k_rng_words gives them, written out without its
+ * loops over the words: PoCL vectorises such a short inner loop first, four wide, and the
  * vector instructions it leaves then keep the loop over blocks scalar. */
-TALLY_FN void tally_k_cpu_rng_words(tally_u64 seed, tally_u64 subsequence, tally_u64 m, tally_u32 dist,
-                                    TALLY_GLOBAL tally_u32 *TALLY_RESTRICT o)
+/* o[0 .. 3] = those words of block `blk` (o a pointer of any address
+ * space). */
+#define TALLY_K_CPU_RNG_WORDS(o, blk, dist)                                  \
+    do {                                                                     \
+        if ((dist) == TALLY_DIST_NORMAL) {                                   \
+            float f0_, f1_, f2_, f3_;                                        \
+            tally_normal_pair((blk).v[0], (blk).v[1], &f0_, &f1_);           \
+            tally_normal_pair((blk).v[2], (blk).v[3], &f2_, &f3_);           \
+            (o)[0] = tally_as_u32(f0_);                                      \
+            (o)[1] = tally_as_u32(f1_);                                      \
+            (o)[2] = tally_as_u32(f2_);                                      \
+            (o)[3] = tally_as_u32(f3_);                                      \
+        } else if ((dist) == TALLY_DIST_UNIFORM) {                           \
+            (o)[0] = tally_as_u32(tally_uniform_from_bits((blk).v[0]));      \
+            (o)[1] = tally_as_u32(tally_uniform_from_bits((blk).v[1]));      \
+            (o)[2] = tally_as_u32(tally_uniform_from_bits((blk).v[2]));      \
+            (o)[3] = tally_as_u32(tally_uniform_from_bits((blk).v[3]));      \
+        } else {                                                             \
+            (o)[0] = (blk).v[0];                                             \
+            (o)[1] = (blk).v[1];                                             \
+            (o)[2] = (blk).v[2];                                             \
+            (o)[3] = (blk).v[3];                                             \
+        }                                                                    \
+    } while (0)
+
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_rng_words(tally_u64 seed, tally_u64 subsequence, tally_u64 m, tally_u32 dist,
+                                                     TALLY_GLOBAL tally_u32 *TALLY_RESTRICT o)
 {
     const tally_philox4 blk = tally_stream_block(seed, subsequence, m);
-    if (dist == TALLY_DIST_NORMAL) {
-        float f0, f1, f2, f3;
-        tally_normal_pair(blk.v[0], blk.v[1], &f0, &f1);
-        tally_normal_pair(blk.v[2], blk.v[3], &f2, &f3);
-        o[0] = tally_as_u32(f0);
-        o[1] = tally_as_u32(f1);
-        o[2] = tally_as_u32(f2);
-        o[3] = tally_as_u32(f3);
-    } else if (dist == TALLY_DIST_UNIFORM) {
-        o[0] = tally_as_u32(tally_uniform_from_bits(blk.v[0]));
-        o[1] = tally_as_u32(tally_uniform_from_bits(blk.v[1]));
-        o[2] = tally_as_u32(tally_uniform_from_bits(blk.v[2]));
-        o[3] = tally_as_u32(tally_uniform_from_bits(blk.v[3]));
-    } else {
-        o[0] = blk.v[0];
-        o[1] = blk.v[1];
-        o[2] = blk.v[2];
-        o[3] = blk.v[3];
-    }
+    TALLY_K_CPU_RNG_WORDS(o, blk, dist);
 }
 
 /* Blocks jlo + [j0, j1) of a quad fill (tally_k_rng_fill's layout), one
@@ -399,7 +405,8 @@ TALLY_KERNEL void tally_k_cpu_rng_fill(TALLY_K_PARAMS(rng_fill))
             const int partial = edge == 0u ? jlo != 0u : (jend != nb && (nb > 1u || jlo == 0u));
             if (partial) {
                 tally_u32 bits[4];
-                tally_k_rng_words(tally_stream_block(seed, subsequence, b0 + j), dist, bits);
+                const tally_philox4 blk = tally_stream_block(seed, subsequence, b0 + j);
+                TALLY_K_CPU_RNG_WORDS(bits, blk, dist);
                 for (tally_u32 w = 0; w < 4u; w++) {
                     const tally_u64 i = ((b0 + j) << 2) + w;
                     if (i >= offset && i - offset < n) out[out_off + (i - offset)] = bits[w];

@@ -9,13 +9,18 @@
 #define TALLY_KERNELS_H
 
 #include "tree.h"
+#include "halves.h"
+/* The CPU-shaped twins (bodies only in the program an OpenCL CPU device
+ * builds with TALLY_CL_CPU=1, which holds nothing else: the helpers above
+ * come first so that this program has them too). */
+#include "cpu.h"
+#if !TALLY_CL_CPU
 #include "reduce.h"
 #include "kl.h"
 #include "dm.h"
 #include "gmm.h"
 #include "rng.h"
 #include "math_eval.h"
-#include "halves.h"
-#include "cpu.h"
+#endif
 
 #endif /* TALLY_KERNELS_H */

@@ -9,4 +9,6 @@
  * fast math, mad contraction and denormal flushing options are never used.
  */
 #include "tally_kernels.h"
+#if !TALLY_CL_CPU
 #include "backward.h"
+#endif

@@ -10,10 +10,12 @@
  * The internal hooks below are declared weak so that this file also links
  * when the OpenCL backend is compiled out (the runner then skips it).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tally/philox.h"
 #include "testutil.h"
 #include "backends/opencl/opencl_loader.h"
 
@@ -85,6 +87,63 @@ START_TEST(test_build_failure_log)
     st = tally__opencl_context_create_with_source(0, "__kernel void k(__global float *x) { x[0] = 1.0f; }\n", &ctx);
     ck_assert_int_eq(st, TALLY_BACKEND_ERROR);
     ck_assert_msg(strstr(tally_last_error(NULL), "CL_INVALID_KERNEL_NAME") != NULL, "%s", tally_last_error(NULL));
+}
+END_TEST
+
+/* A sum over several tiles (a short last quad, two tree levels) and a
+ * normal fill from an odd offset, in a context of the given kernel shape
+ * (TALLY_OPENCL_KERNELS; NULL: unset). */
+static void shape_results(const char *shape, const float *x, size_t n, float *sum, float *normal, size_t m)
+{
+    if (shape != NULL) setenv("TALLY_OPENCL_KERNELS", shape, 1);
+    else unsetenv("TALLY_OPENCL_KERNELS");
+    tally_context *ctx = NULL;
+    ck_assert_msg(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx) == TALLY_OK, "%s: %s", shape ? shape : "unset",
+                  tally_last_error(NULL));
+    *sum = tt_reduce_all(ctx, TALLY_SUM, x, 1, (int64_t)n);
+    tally_buffer *out = tt_buffer(ctx, m);
+    tally_rng rng = {.seed = 11, .subsequence = 3, .offset = 5};
+    ck_assert_int_eq(tally_rng_fill(ctx, TALLY_DIST_NORMAL, rng, tally_view_f32(out, 0, 1, (int64_t)m), NULL),
+                     TALLY_OK);
+    tt_read(out, 0, normal, m);
+    tally_buffer_release(out);
+    tally_context_release(ctx);
+}
+
+/* The CPU-shaped twins (kernels/cpu.h) and the GPU kernels give the same
+ * bits, both equal to the definition (the scalar stream, a float64 sum
+ * within rounding); TALLY_OPENCL_KERNELS chooses between them and refuses
+ * a value it does not know. */
+START_TEST(test_kernel_shapes)
+{
+    enum { N = 70001, M = 4099 };
+    float *x = tt_alloc(N * sizeof *x);
+    double want = 0.0;
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((i * 7919) % 1000) / 997.0f - 0.25f;
+        want += x[i];
+    }
+    const char *shapes[] = {NULL, "auto", "gpu", "cpu"};
+    float sums[4], *normals[4];
+    for (int s = 0; s < 4; s++) {
+        normals[s] = tt_alloc(M * sizeof(float));
+        shape_results(shapes[s], x, N, &sums[s], normals[s], M);
+        tt_assert_bits(sums[s], sums[0], "sum under TALLY_OPENCL_KERNELS=%s", shapes[s] ? shapes[s] : "(unset)");
+        for (int i = 0; i < M; i++)
+            tt_assert_bits(normals[s][i], tally_stream_normal(11, 3, 5 + (uint64_t)i), "normal %d under %s", i,
+                           shapes[s] ? shapes[s] : "(unset)");
+    }
+    ck_assert_msg(fabs((double)sums[0] - want) <= 1e-5 * fabs(want) + 1e-3, "sum %.9g against %.9g", sums[0], want);
+
+    setenv("TALLY_OPENCL_KERNELS", "fastest", 1);
+    tally_context *ctx = (tally_context *)1;
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx), TALLY_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_OPENCL_KERNELS='fastest'") != NULL, "%s",
+                  tally_last_error(NULL));
+    unsetenv("TALLY_OPENCL_KERNELS");
+    for (int s = 0; s < 4; s++) free(normals[s]);
+    free(x);
 }
 END_TEST
 
@@ -278,4 +337,5 @@ END_TEST
 TT_SUITE("opencl",
          {.name = "errors", .tests = {test_devices_and_bad_index, test_build_failure_log, test_interop},
           .timeout = 600},
+         {.name = "kernel_shapes", .tests = {test_kernel_shapes}, .timeout = 600},
          {.name = "errors_ctx", .tests = {test_huge_allocation, test_context_queries}, TT_FIXTURE, .timeout = 600})

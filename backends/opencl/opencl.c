@@ -212,6 +212,7 @@ static void teardown(tally__cl_context *cc, int message_to_thread)
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++)
         if (cc->kernels[k] != NULL) (void)tally__cl.clReleaseKernel(cc->kernels[k]);
     if (cc->program != NULL) (void)tally__cl.clReleaseProgram(cc->program);
+    if (cc->cpu_program != NULL) (void)tally__cl.clReleaseProgram(cc->cpu_program);
     if (cc->queue != NULL) (void)tally__cl.clReleaseCommandQueue(cc->queue);
     if (cc->context != NULL) (void)tally__cl.clReleaseContext(cc->context);
     if (cc->device_retained) (void)tally__cl.clReleaseDevice(cc->device);
@@ -251,11 +252,22 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
 
     st = pick_kernel_shape(cc);
     if (st != TALLY_OK) return st;
-    st = tally__cl_build_program(cc, source, source_size);
+    st = tally__cl_build_program(cc, source, source_size, TALLY__CL_BUILD_OPTIONS, &cc->program,
+                                 &cc->program_from_cache);
     if (st != TALLY_OK) return st;
+    int cpu_from_cache = 0;
+    if (cc->cpu_kernels) {
+        st = tally__cl_build_program(cc, source, source_size, TALLY__CL_BUILD_OPTIONS_CPU, &cc->cpu_program,
+                                     &cpu_from_cache);
+        if (st != TALLY_OK) return st;
+    }
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {
         const char *kname = tally__gpu_kernel_name((tally__kernel_id)k);
-        cc->kernels[k] = tally__cl.clCreateKernel(cc->program, kname, &err);
+        const int twin = tally__gpu_kernel_is_cpu_twin((tally__kernel_id)k);
+        /* A GPU program's twins are empty: a context without cpu_kernels
+         * creates them (every id has a kernel) but never launches them. */
+        cl_program from = twin && cc->cpu_program != NULL ? cc->cpu_program : cc->program;
+        cc->kernels[k] = tally__cl.clCreateKernel(from, kname, &err);
         if (err != CL_SUCCESS) {
             cc->kernels[k] = NULL;
             char what[96];

@@ -18,6 +18,7 @@ typedef struct tally__cl_context {
     cl_command_queue queue;  /* retained (created or the app's) */
     int device_retained;     /* 1 once clRetainDevice succeeded */
     cl_program program;
+    cl_program cpu_program;  /* the twins' program (TALLY_CL_CPU=1) when cpu_kernels, else NULL */
     cl_kernel kernels[TALLY__KERNEL_COUNT];
     cl_ulong max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     uint32_t base_align;     /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
@@ -48,16 +49,18 @@ extern const size_t tally__opencl_source_size;
 
 /* The only build options tally ever passes: no fast or relaxed math, no
  * mad, no flushing of denormals (they all change result bits). A context
- * that launches the CPU-shaped twins (cpu_kernels) builds with
- * TALLY_CL_CPU=1, which gives the twins their bodies and inlines every
- * shared function (tally/dialect.h); neither changes what is computed. */
+ * that launches the CPU-shaped twins (cpu_kernels) builds a second program
+ * from the same text with TALLY_CL_CPU=1: the twins alone, with their
+ * bodies and every shared function inlined (tally/dialect.h), which
+ * changes how the text compiles, never what it computes. */
 #define TALLY__CL_BUILD_OPTIONS "-cl-std=CL1.2"
 #define TALLY__CL_BUILD_OPTIONS_CPU "-cl-std=CL1.2 -DTALLY_CL_CPU=1"
-#define TALLY__CL_OPTIONS(cc) ((cc)->cpu_kernels ? TALLY__CL_BUILD_OPTIONS_CPU : TALLY__CL_BUILD_OPTIONS)
 
-/* Builds (or loads from the on-disk cache) the program for cc's device.
- * Errors go to cc's message; a build failure carries the build log. */
-tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size);
+/* Builds (or loads from the on-disk cache) the program of `source` under
+ * `options` for cc's device into *out; *from_cache says which. Errors go
+ * to cc's message; a build failure carries the build log. */
+tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size,
+                                     const char *options, cl_program *out, int *from_cache);
 
 /* The likely cause of a platform without devices (the driver's kernel
  * cache directory, /sys) and how to skip OpenCL, as text that starts with

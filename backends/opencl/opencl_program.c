@@ -46,7 +46,7 @@ static void platform_field(tally__sha256 *h, cl_platform_id p, cl_platform_info 
     hash_field(h, text, strlen(text));
 }
 
-static void key_of(const tally__cl_context *cc, const char *source, size_t source_size,
+static void key_of(const tally__cl_context *cc, const char *source, size_t source_size, const char *options,
                    unsigned char key[TALLY__SHA256_BYTES])
 {
     tally__sha256 h;
@@ -58,7 +58,7 @@ static void key_of(const tally__cl_context *cc, const char *source, size_t sourc
     device_field(&h, cc->device, CL_DEVICE_VERSION);
     device_field(&h, cc->device, CL_DRIVER_VERSION);
     hash_field(&h, TALLY_VERSION_STRING, strlen(TALLY_VERSION_STRING));
-    hash_field(&h, TALLY__CL_OPTIONS(cc), strlen(TALLY__CL_OPTIONS(cc)));
+    hash_field(&h, options, strlen(options));
     hash_field(&h, source, source_size);
     tally__sha256_final(&h, key);
 }
@@ -128,7 +128,7 @@ static tally_status build_failed(tally__cl_context *cc, cl_program program, cl_i
 }
 
 /* The program from a cached binary, or NULL. */
-static cl_program from_binary(tally__cl_context *cc, const unsigned char *data, size_t size)
+static cl_program from_binary(tally__cl_context *cc, const unsigned char *data, size_t size, const char *options)
 {
     cl_int err, binary_status = CL_SUCCESS;
     cl_program program =
@@ -137,7 +137,7 @@ static cl_program from_binary(tally__cl_context *cc, const unsigned char *data, 
         if (err == CL_SUCCESS) (void)tally__cl.clReleaseProgram(program);
         return NULL;
     }
-    err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_OPTIONS(cc), NULL, NULL);
+    err = tally__cl.clBuildProgram(program, 1, &cc->device, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         (void)tally__cl.clReleaseProgram(program);
         return NULL;
@@ -145,24 +145,25 @@ static cl_program from_binary(tally__cl_context *cc, const unsigned char *data, 
     return program;
 }
 
-tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size)
+tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, size_t source_size,
+                                     const char *options, cl_program *out, int *from_cache)
 {
     tally_context *ctx = &cc->gpu.base;
     unsigned char key[TALLY__SHA256_BYTES];
-    key_of(cc, source, source_size, key);
+    key_of(cc, source, source_size, options, key);
     /* Static storage would not be thread-safe; the object is about 8 KiB. */
     tally__cl_cache *cache = malloc(sizeof *cache);
     int use_cache = cache != NULL && tally__cl_cache_open(cache, key);
-    cc->program_from_cache = 0;
+    *from_cache = 0;
     if (use_cache) {
         size_t size = 0;
         unsigned char *data = tally__cl_cache_read(cache, &size);
         if (data != NULL) {
-            cl_program program = from_binary(cc, data, size);
+            cl_program program = from_binary(cc, data, size, options);
             free(data);
             if (program != NULL) {
-                cc->program = program;
-                cc->program_from_cache = 1;
+                *out = program;
+                *from_cache = 1;
                 free(cache);
                 return TALLY_OK;
             }
@@ -178,14 +179,14 @@ tally_status tally__cl_build_program(tally__cl_context *cc, const char *source, 
         free(cache);
         return tally__cl_error(ctx, err, "clCreateProgramWithSource");
     }
-    err = tally__cl.clBuildProgram(program, 1, &cc->device, TALLY__CL_OPTIONS(cc), NULL, NULL);
+    err = tally__cl.clBuildProgram(program, 1, &cc->device, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         free(cache);
         tally_status st = build_failed(cc, program, err);
         (void)tally__cl.clReleaseProgram(program);
         return st;
     }
-    cc->program = program;
+    *out = program;
     if (use_cache) {
         size_t size = 0;
         unsigned char *binary = program_binary(cc, program, &size);

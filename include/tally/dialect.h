@@ -80,15 +80,15 @@ typedef uint64_t tally_u64;
 #ifndef TALLY_CL_CPU
 #  define TALLY_CL_CPU 0
 #endif
-#if TALLY_TARGET_OPENCL
-#  if TALLY_CL_CPU
-/* Always inlined, as CUDA's __forceinline__ below: a call left inside a
- * loop keeps a CPU compiler (PoCL) from vectorising the loop, and its
- * inliner declines the larger portable functions (sincospi) on cost. */
-#    define TALLY_FN static inline __attribute__((always_inline))
-#  else
-#    define TALLY_FN static inline
-#  endif
+#if TALLY_TARGET_OPENCL && TALLY_CL_CPU
+/* The twins' program (kernels/cpu.h) inlines everything, as CUDA's
+ * __forceinline__ below does: a call left inside a loop keeps a CPU
+ * compiler (PoCL) from vectorising the loop, and PoCL's inliner declines
+ * the larger portable functions (sincospi's core) on cost. That program
+ * holds the twins alone, so this costs no compile time elsewhere. */
+#  define TALLY_FN static inline __attribute__((always_inline))
+#elif TALLY_TARGET_OPENCL
+#  define TALLY_FN static inline
 #elif TALLY_TARGET_CUDA
 /* Device only: host-side CUDA code never needs these (the host backend
  * compiles the same bodies as C), and device-only functions may read
