@@ -390,28 +390,18 @@ TALLY_KERNEL void tally_k_cpu_rng_fill(TALLY_K_PARAMS(rng_fill))
 {
 #if TALLY_K_CPU_BODIES
     (void)stride;
-    const tally_u64 n = rows * cols;
-    if (n == 0u) return;
-    const tally_u64 b0 = offset >> 2;
-    const tally_u64 nb = ((offset + (n - 1u)) >> 2) - b0 + 1u;
-    const tally_u64 q0 = out_off >> 2;
-    const tally_u64 jlo = (offset & 3u) != 0u ? 1u : 0u;
-    const tally_u64 jend = nb - (((offset + n) & 3u) != 0u ? 1u : 0u);
+    const tally_k_quad_fill f = tally_k_quad_fill_of(rows, cols, offset, out_off);
+    if (f.n == 0u) return;
+    const tally_u64 b0 = f.b0, q0 = f.q0, jlo = f.jlo, jend = f.jend;
     const tally_u64 item = TALLY_K_CPU_ITEM(), items = TALLY_K_CPU_ITEMS();
-    if (item == 0u) {
+    for (tally_u32 edge = 0; edge < 2u && item == 0u; edge++) {
         /* The partial edge blocks, as tally_k_rng_fill writes them. */
-        for (tally_u32 edge = 0; edge < 2u; edge++) {
-            const tally_u64 j = edge == 0u ? 0u : nb - 1u;
-            const int partial = edge == 0u ? jlo != 0u : (jend != nb && (nb > 1u || jlo == 0u));
-            if (partial) {
-                tally_u32 bits[4];
-                const tally_philox4 blk = tally_stream_block(seed, subsequence, b0 + j);
-                TALLY_K_CPU_RNG_WORDS(bits, blk, dist);
-                for (tally_u32 w = 0; w < 4u; w++) {
-                    const tally_u64 i = ((b0 + j) << 2) + w;
-                    if (i >= offset && i - offset < n) out[out_off + (i - offset)] = bits[w];
-                }
-            }
+        tally_u64 j;
+        if (tally_k_quad_fill_edge(&f, edge, &j)) {
+            tally_u32 bits[4];
+            const tally_philox4 blk = tally_stream_block(seed, subsequence, b0 + j);
+            TALLY_K_CPU_RNG_WORDS(bits, blk, dist);
+            tally_k_quad_fill_store_edge(out, out_off, &f, j, offset, bits);
         }
     }
     const tally_u64 nfull = jend > jlo ? jend - jlo : 0u;

@@ -94,27 +94,15 @@ TALLY_FN void tally_k_rng_quads(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tall
 TALLY_KERNEL void tally_k_rng_fill(TALLY_K_PARAMS(rng_fill))
 {
     (void)stride;
-    const tally_u64 n = rows * cols;
-    if (n == 0u) return;
-    const tally_u64 b0 = offset >> 2;
-    const tally_u64 nb = ((offset + (n - 1u)) >> 2) - b0 + 1u;
-    const tally_u64 q0 = out_off >> 2;
-    const tally_u64 jlo = (offset & 3u) != 0u ? 1u : 0u;
-    const tally_u64 jend = nb - (((offset + n) & 3u) != 0u ? 1u : 0u);
-    if (TALLY_GROUP_ID() == 0u && TALLY_LID() < 2u) {
-        /* The partial edge blocks: j = 0 (lid 0) and j = nb - 1 (lid 1),
-         * when partial and, for lid 1, not the block lid 0 writes. */
-        const tally_u64 j = TALLY_LID() == 0u ? 0u : nb - 1u;
-        const int partial = TALLY_LID() == 0u ? jlo != 0u : (jend != nb && (nb > 1u || jlo == 0u));
-        if (partial) {
-            const tally_philox4 blk = tally_stream_block(seed, subsequence, b0 + j);
-            tally_u32 bits[4];
-            tally_k_rng_words(blk, dist, bits);
-            for (tally_u32 w = 0; w < 4u; w++) {
-                const tally_u64 i = ((b0 + j) << 2) + w;
-                if (i >= offset && i - offset < n) out[out_off + (i - offset)] = bits[w];
-            }
-        }
+    const tally_k_quad_fill f = tally_k_quad_fill_of(rows, cols, offset, out_off);
+    if (f.n == 0u) return;
+    const tally_u64 b0 = f.b0, q0 = f.q0, jlo = f.jlo, jend = f.jend;
+    tally_u64 j;
+    /* The partial edge blocks: work-item 0 the first, 1 the last. */
+    if (TALLY_GROUP_ID() == 0u && TALLY_LID() < 2u && tally_k_quad_fill_edge(&f, TALLY_LID(), &j)) {
+        tally_u32 bits[4];
+        tally_k_rng_words(tally_stream_block(seed, subsequence, b0 + j), dist, bits);
+        tally_k_quad_fill_store_edge(out, out_off, &f, j, offset, bits);
     }
     const tally_u64 nfull = jend > jlo ? jend - jlo : 0u;
     if (dist == TALLY_DIST_RAW)

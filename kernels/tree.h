@@ -290,6 +290,48 @@ TALLY_FN void tally_k_local_uniforms(TALLY_LOCAL float *u, tally_u64 row0, tally
     }
 }
 
+/*
+ * The layout of a quad fill (tally_k_rng_fill and its CPU twin): stream
+ * elements offset .. offset + n - 1 (n = rows * cols) lie in Philox blocks
+ * b0 .. b0 + nb - 1; blocks j = jlo .. jend - 1 of them are whole and land
+ * on output quad q0 + j; block 0 (when jlo is 1) and block nb - 1 (when
+ * jend < nb) are partial and written word by word.
+ */
+typedef struct tally_k_quad_fill {
+    tally_u64 n, b0, nb, q0, jlo, jend;
+} tally_k_quad_fill;
+
+TALLY_FN tally_k_quad_fill tally_k_quad_fill_of(tally_u64 rows, tally_u64 cols, tally_u64 offset, tally_u64 out_off)
+{
+    tally_k_quad_fill f;
+    f.n = rows * cols;
+    f.b0 = offset >> 2;
+    f.nb = f.n == 0u ? 0u : ((offset + (f.n - 1u)) >> 2) - f.b0 + 1u;
+    f.q0 = out_off >> 2;
+    f.jlo = (offset & 3u) != 0u ? 1u : 0u;
+    f.jend = f.n == 0u ? 0u : f.nb - (((offset + f.n) & 3u) != 0u ? 1u : 0u);
+    return f;
+}
+
+/* Whether edge e (0: the first block, 1: the last) is partial and, for the
+ * last, not the block edge 0 writes; *j is its block. */
+TALLY_FN int tally_k_quad_fill_edge(const tally_k_quad_fill *f, tally_u32 e, tally_u64 *j)
+{
+    *j = e == 0u ? 0u : f->nb - 1u;
+    return e == 0u ? f->jlo != 0u : (f->jend != f->nb && (f->nb > 1u || f->jlo == 0u));
+}
+
+/* Stores the words `bits` of block j that lie inside the fill. */
+TALLY_FN void tally_k_quad_fill_store_edge(TALLY_GLOBAL tally_u32 *TALLY_RESTRICT out, tally_u64 out_off,
+                                          const tally_k_quad_fill *f, tally_u64 j, tally_u64 offset,
+                                          const tally_u32 *bits)
+{
+    for (tally_u32 w = 0; w < 4u; w++) {
+        const tally_u64 i = ((f->b0 + j) << 2) + w;
+        if (i >= offset && i - offset < f->n) out[out_off + (i - offset)] = bits[w];
+    }
+}
+
 /* normal(4m + w) for w = 0..3: the two Box-Muller pairs of Philox block m,
  * exactly as tally_stream_normal computes each element. */
 TALLY_FN void tally_k_normals4(tally_u64 seed, tally_u64 subsequence, tally_u64 m, float *n4)
