@@ -63,17 +63,21 @@ static fview read_view(fuzz_reader *r)
     return f;
 }
 
-/* Marks the elements of an output view (of an OK call) as writable. */
-static void allow(const fview *f, unsigned char writable[2][ELEMS])
+/* Marks the bytes of an output view (of an OK call) as writable: its
+ * offset and stride count elements of its own dtype, so a half view (2
+ * bytes an element) may reach twice as many elements as a buffer holds
+ * words. */
+static void allow(const fview *f, unsigned char writable[2][ELEMS * 4])
 {
     const tally_view *v = &f->v;
     if (f->buf > 1 || v->rows <= 0 || v->cols <= 0) return; /* an empty view writes nothing */
+    const int64_t size = v->dtype == TALLY_BF16 || v->dtype == TALLY_F16 ? 2 : 4;
     int64_t stride = v->rows > 1 ? v->stride : v->cols;
     for (int64_t r = 0; r < v->rows; r++)
         for (int64_t c = 0; c < v->cols; c++) {
-            int64_t at = v->offset + r * stride + c;
-            if (at < 0 || at >= ELEMS) abort(); /* an OK view outside its buffer */
-            writable[f->buf][at] = 1;
+            int64_t at = (v->offset + r * stride + c) * size;
+            if (at < 0 || at + size > ELEMS * 4) abort(); /* an OK view outside its buffer */
+            for (int64_t k = 0; k < size; k++) writable[f->buf][at + k] = 1;
         }
 }
 
@@ -135,17 +139,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (st == TALLY_OK && tally_sync(ctx) != TALLY_OK) abort();
     if (st != TALLY_OK && tally_last_error(c)[0] == '\0') abort(); /* every failure says why */
-    static unsigned char writable[2][ELEMS];
+    static unsigned char writable[2][ELEMS * 4];
     memset(writable, 0, sizeof writable);
     if (st == TALLY_OK)
         for (int i = 0; i < 3; i++)
             if (outs[i] >= 0 && v[outs[i]].v.buffer != NULL) allow(&v[outs[i]], writable);
-    static uint32_t now[ELEMS];
+    static unsigned char now[ELEMS * 4];
     for (int b = 0; b < 2; b++) {
         if (tally_buffer_download(bufs[b], 0, now, sizeof now) != TALLY_OK) abort();
-        for (int i = 0; i < ELEMS; i++)
-            if (now[i] != initial[b][i] && !writable[b][i]) {
-                fprintf(stderr, "fuzz_api: op %d (status %s) changed element %d of buffer %d\n", op,
+        const unsigned char *was = (const unsigned char *)initial[b];
+        for (int i = 0; i < ELEMS * 4; i++)
+            if (now[i] != was[i] && !writable[b][i]) {
+                fprintf(stderr, "fuzz_api: op %d (status %s) changed byte %d of buffer %d\n", op,
                         tally_status_name(st), i, b);
                 abort();
             }
