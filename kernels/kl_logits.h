@@ -368,6 +368,7 @@ TALLY_FN void tally_k_kl_logits_rows_pick(TALLY_K_KLL_RUN_PARAMS)
 
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_rows(TALLY_K_PARAMS(kl_logits_rows))
 {
+#if TALLY_HAS_REGISTER_TILES
     /* Five arrays rather than one of five parts: PoCL 3.1's compiler
      * crashed on the constant offsets into one. */
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
@@ -377,9 +378,12 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_row
     TALLY_LOCAL_ARRAY(float, ve, TALLY_K_GROUP_SIZE);
     tally_k_kl_logits_rows_pick(va, vb, vc, vd, ve, 0, 0, 0u, TALLY_GROUP_ID(), TALLY_GROUP_COUNT(), x, x_off, t, t_off, cols, tiles, flags, finish, divisor, out, out_off,
                                 x_dtype, t_dtype);
+#endif
 }
 
-/* The same for fp32 inputs with groups of two parts of 256 work-items
+/* Where TALLY_HAS_REGISTER_TILES is 0 (OpenCL C) the kernel above exists
+ * with an empty body, as the program must define every kernel of the list,
+ * and is never launched. The same for fp32 inputs with groups of two parts of 256 work-items
  * (TALLY_K_KLL_PAIR_GROUP_SIZE), each with its own tiles, barriers and
  * half of TALLY_K_KLL_STAGE_BYTES of dynamic local memory for its target
  * quads. Where TALLY_HAS_STAGE is 0 (OpenCL C: no dynamic local memory, no

@@ -188,6 +188,19 @@ typedef float4 tally_f4;
 #  define TALLY_STORE_F4(p, i, value) (((TALLY_GLOBAL tally_f4 *)(p))[(i)] = (value))
 #endif
 
+/* TALLY_HAS_REGISTER_TILES is 1 where a kernel may hold a whole tile in a
+ * work-item's constant-indexed private arrays across barriers (CUDA) and 0
+ * in OpenCL C, where the backend never launches such a kernel
+ * (tally__gpu_context's register_tiles). There the fused KL kernel's body
+ * is left out: an assertion-enabled PoCL build aborted compiling it
+ * (region_entry_barrier in createParallelRegionBefore), and a kernel that
+ * never runs must not keep a program from building. */
+#if TALLY_TARGET_CUDA
+#  define TALLY_HAS_REGISTER_TILES 1
+#else
+#  define TALLY_HAS_REGISTER_TILES 0
+#endif
+
 /* Staging quads in local memory without passing them through registers.
  * TALLY_HAS_STAGE is 1 where a kernel can declare TALLY_STAGE(name), an
  * array of tally_f4 in dynamic local memory whose size the launch sets
