@@ -60,6 +60,21 @@
 #ifndef TALLY_K_KLL_PAIR
 #define TALLY_K_KLL_PAIR 1u
 #endif
+/* 1: the fused path's trees run one array per warp (tally_k_tree_full3)
+ * and a tile's final sum tree waits for the next tile's first maxima tree
+ * and runs beside it (two trees a row of 16384 instead of three); 0: each
+ * tree by itself, its arrays one after another by the first warp (a bench
+ * variant). Either gives the same bits. */
+/* 1: on CUDA, tally_k_tree and tally_k_tree3 take a segment of 256 active
+ * lanes (rows of 1024 elements or more, full tiles) in two barriers, one
+ * warp an array (tally_k_tree_full, tally_k_tree_full3); 0: step by step,
+ * a barrier a step (a bench variant). Either gives the same bits. */
+#ifndef TALLY_K_TREE_FULL_SEGMENTS
+#define TALLY_K_TREE_FULL_SEGMENTS 1u
+#endif
+#ifndef TALLY_K_KLL_MERGED_TREES
+#define TALLY_K_KLL_MERGED_TREES 1u
+#endif
 
 /* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */

@@ -246,6 +246,11 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
         const tally_u64 g0 = first * tile_quads + lid;
         TALLY_K_KLL_EACH(TALLY_K_KLL_LOAD_FIRST)
     }
+    /* TALLY_K_KLL_MERGED_TREES: the tile whose final sum tree (in ve) waits
+     * to run beside the next tile's first maxima tree. Every work-item of a
+     * part walks the same tiles, so the part agrees on it. */
+    int pending = 0;
+    tally_u64 pending_tile = 0;
     for (tally_u64 tile = first; tile < tiles; tile += step) {
         const tally_u64 next = tile + step;
         const tally_u64 g_next = next * tile_quads + lid;
@@ -273,7 +278,14 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
 #undef TALLY_K_KLL_A
             va[lid] = mx;
             vb[lid] = my;
-            tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX, part);
+            if (TALLY_K_KLL_MERGED_TREES) {
+                tally_k_tree_full3(va, TALLY_COMBINE_MAX, vb, TALLY_COMBINE_MAX, pending ? ve : 0, TALLY_COMBINE_SUM,
+                                   lid, part);
+                if (pending && lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + pending_tile);
+                pending = 0;
+            } else {
+                tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX, part);
+            }
             mx = va[0];
             my = vb[0];
             /* z - m is monotonic in z, so the lane's smallest shifted logit
@@ -309,7 +321,10 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
 #undef TALLY_K_KLL_B
             vc[lid] = sx;
             vd[lid] = sy;
-            tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM, part);
+            if (TALLY_K_KLL_MERGED_TREES)
+                tally_k_tree_full3(vc, TALLY_COMBINE_SUM, vd, TALLY_COMBINE_SUM, 0, TALLY_COMBINE_SUM, lid, part);
+            else
+                tally_k_tree_full(vc, vd, lid, TALLY_COMBINE_SUM, part);
             const float Lx = xl ? tally_softmax_log_norm(mx, vc[0]) : 0.0f;
             const float Ly = yl ? tally_softmax_log_norm(my, vd[0]) : 0.0f;
             const float ry = yl ? tally_softmax_recip_norm(my, vd[0]) : 0.0f;
@@ -339,12 +354,30 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
 #undef TALLY_K_KLL_C
         }
         ve[lid] = acc;
-        tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM, part);
-        if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
-        /* Every target quad of the tile was read before the tree's barriers. */
-        if (TALLY_K_KLL_Y_LOCAL && prefetch) {
-            TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_NEXT)
+        if (TALLY_K_KLL_MERGED_TREES) {
+            /* The next tile's copies go out now: each work-item copies only
+             * its own slots, which it has read above; the fence orders
+             * those reads before the copies. The sum tree waits (ve is
+             * next written after two more barriers). */
+            pending = 1;
+            pending_tile = tile;
+            if (TALLY_K_KLL_Y_LOCAL && prefetch) {
+                TALLY_BARRIER_EACH32();
+                TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_NEXT)
+            }
+        } else {
+            tally_k_tree_full(ve, 0, lid, TALLY_COMBINE_SUM, part);
+            if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + tile);
+            /* Every target quad of the tile was read before the tree's barriers. */
+            if (TALLY_K_KLL_Y_LOCAL && prefetch) {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_COPY_NEXT)
+            }
         }
+    }
+    if (pending) {
+        /* The part's last tile. */
+        tally_k_tree_full3(ve, TALLY_COMBINE_SUM, 0, TALLY_COMBINE_SUM, 0, TALLY_COMBINE_SUM, lid, part);
+        if (lid == 0u) tally_k_store_tile(ve[0], finish, divisor, out + out_off + pending_tile);
     }
 #undef TALLY_K_KLL_COPY_NEXT
 #undef TALLY_K_KLL_LOAD_FIRST

@@ -167,25 +167,6 @@ TALLY_FN tally_u32 tally_k_load_quad(const tally_k_src *s, tally_u64 n, tally_u6
     return count;
 }
 
-/*
- * The in-group tree over each segment of `lanes` work-items: after it,
- * v[segment * lanes] holds combine-order result of v[segment*lanes ..
- * segment*lanes + active - 1]. Every work-item of the group must call it
- * with the same lanes (barriers); active may differ per segment. The result
- * must be read by the segment's lane 0 only (other lanes may already be
- * writing their next values to their own slots).
- */
-TALLY_FN void tally_k_tree(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes, tally_u64 active,
-                           tally_u32 kind)
-{
-    const tally_u32 j = lid & (lanes - 1u);
-    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
-        TALLY_BARRIER();
-        if (j < s && (tally_u64)(j + s) < active) v[lid] = tally_combine((int)kind, v[lid], v[lid + s]);
-    }
-    TALLY_BARRIER();
-}
-
 /* The value at j of the three tree steps s = 4d, 2d, d (d = 32 or 4) over
  * the eight values j + d m, m = 0 .. 7, as tally_k_tree computes them. */
 TALLY_FN float tally_k_tree_three_steps(TALLY_LOCAL const float *v, tally_u32 j, tally_u32 d, tally_u32 kind)
@@ -230,6 +211,71 @@ TALLY_FN void tally_k_tree_full(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tall
     TALLY_BARRIER_PART(part);
 }
 
+/* Steps of tally_k_tree_full for one array v and its run of 32 work-items
+ * (j: the work-item's place in the run), between the barriers that the
+ * caller reaches: stage 0 the steps 128, 64 and 32 (j < 32), stage 1 the
+ * steps 16, 8 and 4 (j < 4), stage 2 the steps 2 and 1 (j == 0). */
+TALLY_FN void tally_k_tree_full_stage(TALLY_LOCAL float *v, tally_u32 j, tally_u32 kind, tally_u32 stage)
+{
+    const int k = (int)kind;
+    if (stage == 0u) v[j] = tally_k_tree_three_steps(v, j, 32u, kind);
+    else if (stage == 1u && j < 4u) v[j] = tally_k_tree_three_steps(v, j, 4u, kind);
+    else if (stage == 2u && j == 0u) v[0] = tally_combine(k, tally_combine(k, v[0], v[2]), tally_combine(k, v[1], v[3]));
+}
+
+/* tally_k_tree_full over up to three arrays at once, each by its own run of
+ * 32 work-items of the part: a (combine ka) by work-items 0 .. 31, b (kb)
+ * by 32 .. 63, c (kc) by 64 .. 95; b and c may be 0. The same operations
+ * on the same values as tally_k_tree_full, so the same bits; the runs take
+ * their steps in parallel (on CUDA three warps instead of one), and the
+ * arrays may combine differently (a tile's sum beside the next tile's
+ * maxima). The results are in a[0], b[0] and c[0] for every work-item of
+ * the part after the last barrier. */
+TALLY_FN void tally_k_tree_full3(TALLY_LOCAL float *a, tally_u32 ka, TALLY_LOCAL float *b, tally_u32 kb,
+                                 TALLY_LOCAL float *c, tally_u32 kc, tally_u32 lid, tally_u32 part)
+{
+    const tally_u32 run = lid >> 5, j = lid & 31u;
+    TALLY_BARRIER_PART(part);
+    for (tally_u32 stage = 0; stage < 3u; stage++) {
+        /* Constant combines in each branch, so that each compiles to its
+         * own straight-line steps. */
+        if (run == 0u) tally_k_tree_full_stage(a, j, ka, stage);
+        else if (run == 1u && b != 0) tally_k_tree_full_stage(b, j, kb, stage);
+        else if (run == 2u && c != 0) tally_k_tree_full_stage(c, j, kc, stage);
+        if (stage < 2u) TALLY_BARRIER_EACH32();
+    }
+    TALLY_BARRIER_PART(part);
+}
+
+/*
+ * The in-group tree over each segment of `lanes` work-items: after it,
+ * v[segment * lanes] holds combine-order result of v[segment*lanes ..
+ * segment*lanes + active - 1]. Every work-item of the group must call it
+ * with the same lanes (barriers); active may differ per segment. The result
+ * must be read by the segment's lane 0 only (other lanes may already be
+ * writing their next values to their own slots).
+ */
+TALLY_FN void tally_k_tree(TALLY_LOCAL float *v, tally_u32 lid, tally_u32 lanes, tally_u64 active,
+                           tally_u32 kind)
+{
+#if TALLY_TARGET_CUDA && TALLY_K_TREE_FULL_SEGMENTS
+    /* One segment, every lane active (a row of 1024 or more, a full tile):
+     * the same steps with two barriers instead of nine. CUDA only: PoCL
+     * duplicates code around a barrier under a branch (see the random
+     * stream helpers below), and its debug builds refused such a form. */
+    if (lanes == TALLY_K_GROUP_SIZE && active == (tally_u64)lanes) {
+        tally_k_tree_full(v, 0, lid, kind, 0u);
+        return;
+    }
+#endif
+    const tally_u32 j = lid & (lanes - 1u);
+    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
+        TALLY_BARRIER();
+        if (j < s && (tally_u64)(j + s) < active) v[lid] = tally_combine((int)kind, v[lid], v[lid + s]);
+    }
+    TALLY_BARRIER();
+}
+
 /* Writes a tile's value r to *dst, divided by `divisor` under
  * TALLY_K_FINISH_DIVIDE, stored canonical. */
 TALLY_FN void tally_k_store_tile(float r, tally_u32 finish, float divisor, TALLY_GLOBAL float *dst)
@@ -252,6 +298,13 @@ TALLY_FN void tally_k_tile_sum_store(TALLY_LOCAL float *v, tally_u32 lid, tally_
 TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c,
                             tally_u32 lid, tally_u32 lanes, tally_u64 active)
 {
+#if TALLY_TARGET_CUDA && TALLY_K_TREE_FULL_SEGMENTS
+    /* As in tally_k_tree: a full segment in two barriers, one warp an array. */
+    if (lanes == TALLY_K_GROUP_SIZE && active == (tally_u64)lanes) {
+        tally_k_tree_full3(a, TALLY_COMBINE_SUM, b, TALLY_COMBINE_SUM, c, TALLY_COMBINE_SUM, lid, 0u);
+        return;
+    }
+#endif
     const tally_u32 j = lid & (lanes - 1u);
     for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
         TALLY_BARRIER();

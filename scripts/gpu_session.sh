@@ -113,6 +113,7 @@ sanitize memcheck 150 check_ops
 sanitize memcheck 60 check_cuda_interop
 sanitize memcheck 90 check_half
 sanitize racecheck 150 check_ops
+sanitize racecheck 90 check_kl_logits
 sanitize initcheck 120 check_ops
 sanitize synccheck 120 check_ops
 

@@ -167,6 +167,13 @@ typedef uint64_t tally_u64;
 #  define TALLY_BARRIER_FIRST32() __syncwarp()
 #endif
 
+/* Orders local memory within each run of 32 work-items, 32 w .. 32 w + 31,
+ * of a group (for trees that runs of 32 take in parallel, one array each).
+ * The same definitions as TALLY_BARRIER_FIRST32: every work-item must
+ * reach it; OpenCL C gives a full barrier, and on CUDA each run is one
+ * warp that synchronises only itself. */
+#define TALLY_BARRIER_EACH32() TALLY_BARRIER_FIRST32()
+
 /* Barrier that also orders global memory among the work-items of a group,
  * for kernels that read back what other work-items of the group wrote to
  * global memory (a sampled row, say). __syncthreads already covers global
