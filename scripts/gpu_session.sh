@@ -109,11 +109,11 @@ sanitize() { # tool, seconds, program
         compute-sanitizer --tool "$1" --report-api-errors "$api" --error-exitcode 9 "$build/tests/$3"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks:" "$logs/sanitizer-$1-$3.log" | tail -n 2 | tee -a "$summary"
 }
+sanitize racecheck 90 check_kl_logits
 sanitize memcheck 150 check_ops
 sanitize memcheck 60 check_cuda_interop
 sanitize memcheck 90 check_half
 sanitize racecheck 150 check_ops
-sanitize racecheck 90 check_kl_logits
 sanitize initcheck 120 check_ops
 sanitize synccheck 120 check_ops
 
