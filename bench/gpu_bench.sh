@@ -28,7 +28,8 @@
 #                    they touch (default "TALLY_K_GMM_LANES_PER_ITEM=1u TALLY_K_RNG_BLOCKS_PER_ITEM=2u":
 #                    the one-lane-per-work-item mixture trees, two Philox blocks per fill work-item);
 #                    empty: none. BENCH_VARIANT_ONLY: the workloads (default the fills and mixtures)
-#   GPU_SANITIZE=0   skip compute-sanitizer; GPU_CROSSCHECK=0 skip the crosscheck
+#   GPU_SANITIZE=0   skip compute-sanitizer; GPU_CROSSCHECK=0 skip the crosscheck; BENCH_OPENCL=0 skip
+#                    the NVIDIA OpenCL timings
 #
 # The machine has no Check and no OpenCL headers: they come from the Debian
 # packages in .debs/ (carried by the device tool: carry [".debs"]), unpacked
@@ -98,7 +99,7 @@ run_step torch 210 python3 bench/torch_baseline.py --scales "${torch_scales%,}" 
     ${BENCH_ARGS:-} --json "$out/torch.jsonl"
 tail -n 3 "$logs/torch.log"
 # shellcheck disable=SC2086
-run_step tally-opencl 120 "$bench" --backend opencl --scales "$scales" --batch-ms 20 ${BENCH_ARGS:-} \
+[ "${BENCH_OPENCL:-1}" = 0 ] || run_step tally-opencl 120 "$bench" --backend opencl --scales "$scales" --batch-ms 20 ${BENCH_ARGS:-} \
     --json "$out/tally-opencl.jsonl"
 tail -n 3 "$logs/tally-opencl.log"
 
