@@ -65,10 +65,10 @@
  * and runs beside it (two trees a row of 16384 instead of three); 0: each
  * tree by itself, its arrays one after another by the first warp (a bench
  * variant). Either gives the same bits. */
-/* 1: on CUDA, tally_k_tree and tally_k_tree3 take a segment of 256 active
- * lanes (rows of 1024 elements or more, full tiles) in two barriers, one
- * warp an array (tally_k_tree_full, tally_k_tree_full3); 0: step by step,
- * a barrier a step (a bench variant). Either gives the same bits. */
+/* 1: on CUDA, tally_k_tree takes a segment of 256 active lanes (rows of
+ * 1024 elements or more, full tiles) in two barriers (tally_k_tree_full);
+ * 0: step by step, a barrier a step (a bench variant). Either gives the
+ * same bits. */
 #ifndef TALLY_K_TREE_FULL_SEGMENTS
 #define TALLY_K_TREE_FULL_SEGMENTS 1u
 #endif

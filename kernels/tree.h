@@ -298,13 +298,10 @@ TALLY_FN void tally_k_tile_sum_store(TALLY_LOCAL float *v, tally_u32 lid, tally_
 TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c,
                             tally_u32 lid, tally_u32 lanes, tally_u64 active)
 {
-#if TALLY_TARGET_CUDA && TALLY_K_TREE_FULL_SEGMENTS
-    /* As in tally_k_tree: a full segment in two barriers, one warp an array. */
-    if (lanes == TALLY_K_GROUP_SIZE && active == (tally_u64)lanes) {
-        tally_k_tree_full3(a, TALLY_COMBINE_SUM, b, TALLY_COMBINE_SUM, c, TALLY_COMBINE_SUM, lid, 0u);
-        return;
-    }
-#endif
+    /* Unlike tally_k_tree, no two-barrier form for a full segment: with
+     * one warp an array (tally_k_tree_full3) the Dirichlet-multinomial of
+     * 65536 x 1024 took 295.7 us against 248.1 us step by step on the H200
+     * (bench/RESULTS.md, GPU run 11). */
     const tally_u32 j = lid & (lanes - 1u);
     for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
         TALLY_BARRIER();
