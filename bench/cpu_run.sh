@@ -22,8 +22,15 @@ py=python3
 if ! "$py" -c 'import numpy, scipy' 2>/dev/null; then
   venv=${CPU_BENCH_VENV:-/tmp/tally-cpu-bench-venv}
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -c 'import numpy, scipy' 2>/dev/null || "$venv/bin/pip" install -q numpy scipy
-  py=$venv/bin/python
+  if "$venv/bin/python" -c 'import numpy, scipy' 2>/dev/null || "$venv/bin/pip" install -q numpy scipy; then
+    py=$venv/bin/python
+  elif python3 -c 'import numpy' 2>/dev/null; then
+    # No package index (the GPU machine): NumPy alone; the SciPy baselines are left out.
+    echo "no SciPy and no package index: NumPy baselines only"
+  else
+    echo "bench/cpu_run.sh: needs numpy (and scipy)" >&2
+    exit 1
+  fi
 fi
 impls=$("$py" - "$build" <<'PY'
 import os, subprocess, sys
