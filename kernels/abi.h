@@ -72,17 +72,6 @@
 #ifndef TALLY_K_TREE_FULL_SEGMENTS
 #define TALLY_K_TREE_FULL_SEGMENTS 1u
 #endif
-/* Units (tiles) a group of tally_k_reduce_tiles takes at once where a unit
- * is 256 lanes of at most four quads (rows of 513 to 4096 elements, the
- * short last levels): their loads go out together, then one tree after
- * another, instead of one short unit's load and tree at a time. CUDA only
- * (the CUDA backend sets tally__gpu_context's reduce_batch to it, and the
- * op layer launches that many times fewer groups); 1 turns it off (a bench
- * variant). Which group computes a unit never changes its bits. */
-#ifndef TALLY_K_REDUCE_BATCH
-#define TALLY_K_REDUCE_BATCH 4u
-#endif
-#define TALLY_K_REDUCE_BATCHED(lanes, qpl) ((lanes) == TALLY_K_GROUP_SIZE && (qpl) <= 4u)
 #ifndef TALLY_K_KLL_MERGED_TREES
 #define TALLY_K_KLL_MERGED_TREES 1u
 #endif

@@ -50,83 +50,6 @@ TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
     return x;
 }
 
-#if TALLY_TARGET_CUDA && TALLY_K_REDUCE_BATCH > 1
-/* tally_k_reduce_tiles_run's units where TALLY_K_REDUCE_BATCHED(lanes,
- * qpl) holds (one segment of 256 lanes, QPL or fewer quads a lane: QPL a
- * constant after inlining), TALLY_K_REDUCE_BATCH units a pass: each lane
- * folds its quads of every unit of the pass in the order of the one-unit
- * path (a unit of whole aligned quads with one load a quad, the others
- * through tally_k_load_quad), then the units' trees run one after another.
- * The same operations on the same values as one unit at a time. */
-TALLY_FN void tally_k_reduce_batch_run(TALLY_LOCAL float *v, const tally_k_segs *lay, tally_u32 QPL, tally_u32 qpl,
-                                       TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_cols,
-                                       tally_u64 x_stride, tally_u32 mode, tally_u64 vec_stride, tally_u64 n,
-                                       tally_u32 term, tally_u32 kind, TALLY_GLOBAL const float *TALLY_RESTRICT shift,
-                                       tally_u64 shift_off, tally_u32 finish, float divisor,
-                                       TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off, tally_u64 out_stride,
-                                       tally_u32 x_dtype)
-{
-    const tally_u32 lid = TALLY_LID();
-    const tally_u64 units = lay->units, quads = lay->quads, L = TALLY_K_GROUP_SIZE;
-    const tally_u64 B = TALLY_K_REDUCE_BATCH;
-    for (tally_u64 first = TALLY_GROUP_ID() * B; first < units; first += TALLY_GROUP_COUNT() * B) {
-        /* Unrolled, so that acc and active stay in registers. */
-        float acc[TALLY_K_REDUCE_BATCH];
-        tally_u64 active[TALLY_K_REDUCE_BATCH];
-#pragma unroll
-        for (tally_u32 u = 0; u < TALLY_K_REDUCE_BATCH; u++) {
-            const tally_u64 unit = first + u;
-            const tally_k_unit at = tally_k_unit_at(lay, unit);
-            active[u] = at.active;
-            acc[u] = 0.0f;
-            if (unit >= units || (tally_u64)lid >= at.active) continue;
-            const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + at.vec * vec_stride, x_cols, x_stride, mode);
-            const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + at.vec] : 0.0f;
-            if (mode == TALLY_K_LOAD_VEC4 && at.base + (tally_u64)qpl * L <= (n >> 2)) {
-                for (tally_u32 q = 0; q < QPL; q++) {
-                    if (q < qpl) {
-                        const tally_f4 a = tally_k_quad4(&src, at.base + (tally_u64)q * L + lid);
-                        const float t0 = tally_k_reduce_term(term, a.x, sh);
-                        acc[u] = q == 0u ? t0 : tally_combine((int)kind, acc[u], t0);
-                        TALLY_K_REDUCE_FOLD(acc[u], a.y);
-                        TALLY_K_REDUCE_FOLD(acc[u], a.z);
-                        TALLY_K_REDUCE_FOLD(acc[u], a.w);
-                    }
-                }
-            } else {
-                int first_term = 1;
-                for (tally_u32 q = 0; q < QPL; q++) {
-                    const tally_u64 g = at.base + (tally_u64)q * L + lid;
-                    if (q >= qpl || g >= quads) break;
-                    float e[4];
-                    const tally_u32 count = tally_k_load_quad(&src, n, g, e);
-                    for (tally_u32 c = 0; c < 4u; c++) {
-                        if (c < count) {
-                            const float t = tally_k_reduce_term(term, e[c], sh);
-                            acc[u] = first_term ? t : tally_combine((int)kind, acc[u], t);
-                            first_term = 0;
-                        }
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (tally_u32 u = 0; u < TALLY_K_REDUCE_BATCH; u++) {
-            const tally_u64 unit = first + u;
-            if (unit < units && (tally_u64)lid < active[u]) v[lid] = acc[u];
-            tally_k_tree(v, lid, TALLY_K_GROUP_SIZE, active[u], kind);
-            if (unit < units && lid == 0u) {
-                float r = v[0];
-                const tally_u64 b = unit / lay->tiles;
-                if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
-                if (finish == TALLY_K_FINISH_LSE) r = tally_lse_finish(shift[shift_off + b], r);
-                out[out_off + unit * out_stride] = tally_canonical(r);
-            }
-        }
-    }
-}
-#endif
-
 /*
  * One level of the tree for nvec vectors of n elements each.
  *
@@ -152,18 +75,6 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
 {
     const tally_u32 lid = TALLY_LID();
     const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, nvec, tiles, n);
-#if TALLY_TARGET_CUDA && TALLY_K_REDUCE_BATCH > 1
-    if (TALLY_K_REDUCE_BATCHED(lanes, qpl)) {
-        /* A copy per common quad count, so that its loop is fixed. */
-        if (qpl == 1u)
-            tally_k_reduce_batch_run(v, &lay, 1u, 1u, x, x_off, x_cols, x_stride, mode, vec_stride, n, term, kind, shift,
-                                     shift_off, finish, divisor, out, out_off, out_stride, x_dtype);
-        else
-            tally_k_reduce_batch_run(v, &lay, 4u, qpl, x, x_off, x_cols, x_stride, mode, vec_stride, n, term, kind, shift,
-                                     shift_off, finish, divisor, out, out_off, out_stride, x_dtype);
-        return;
-    }
-#endif
     const tally_u32 j = lay.j;
     const tally_u64 units = lay.units, quads = lay.quads, tile_quads = lay.tile_quads;
     for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < units;
@@ -253,9 +164,7 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
 
 /* fp32 input only (x_dtype is ignored): the halves' code is compiled out,
  * so the fp32 kernel keeps its registers and occupancy. */
-/* Four groups a multiprocessor cap a work-item at 64 registers: the batch
- * path above takes 72 when left alone (three groups), five groups spill it. */
-TALLY_KERNEL_GROUPS_PER_CU(4) void tally_k_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
+TALLY_KERNEL void tally_k_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
@@ -264,7 +173,7 @@ TALLY_KERNEL_GROUPS_PER_CU(4) void tally_k_reduce_tiles(TALLY_K_PARAMS(reduce_ti
 }
 
 /* The same on a bf16 or f16 input. */
-TALLY_KERNEL_GROUPS_PER_CU(4) void tally_k_reduce_tiles_half(TALLY_K_PARAMS(reduce_tiles))
+TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_PARAMS(reduce_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     tally_k_reduce_tiles_run(v, x, x_off, x_cols, x_stride, mode, nvec, vec_stride, n, lanes, qpl, tiles, term, kind,

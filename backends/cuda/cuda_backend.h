@@ -9,7 +9,6 @@
 #ifndef TALLY_CUDA_BACKEND_H
 #define TALLY_CUDA_BACKEND_H
 
-#include "kernels/abi.h"
 #include "../gpu/gpu.h"
 #include "cuda_driver.h"
 

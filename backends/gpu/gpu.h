@@ -128,12 +128,6 @@ typedef struct tally__gpu_context {
      * and PoCL 3.1 on a CPU, with more than one thread, gave wrong sums
      * from it (OpenCL: 0). */
     int register_tiles;
-    /* Units a group of tally_k_reduce_tiles takes at once where
-     * TALLY_K_REDUCE_BATCHED(lanes, qpl) holds (kernels/abi.h), set by the
-     * backend at context creation: TALLY_K_REDUCE_BATCH where the kernel
-     * is built with that path (CUDA), 1 elsewhere (OpenCL). Sizes grids
-     * only (never results). */
-    uint32_t reduce_batch;
     /* The most dynamic local memory (bytes) a group of a kernel with a
      * stage may have, set by the backend at context creation: the CUDA
      * backend sets it where the device grants every such kernel its stage

@@ -278,11 +278,7 @@ static tally_status launch_level(tally_context *ctx, const tally__gpu_vectors *s
         .qpl = lv->quads_per_lane, .tiles = lv->tiles, .term = term, .kind = kind, .shift = {shift, shift_off},
         .finish = finish, .divisor = divisor, .out = {out, out_off}, .out_stride = out_stride,
         .x_dtype = src->dtype != 0 ? src->dtype : TALLY_F32};
-    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    const uint64_t batch = TALLY_K_REDUCE_BATCHED(lv->lanes, lv->quads_per_lane) && g->reduce_batch > 1u
-                               ? g->reduce_batch
-                               : 1u;
-    const uint64_t groups = tally__gpu_ceil_div(src->nvec * lv->tiles, (TALLY_GPU_GROUP_SIZE / lv->lanes) * batch);
+    const uint64_t groups = tally__gpu_ceil_div(src->nvec * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
     if (src->dtype != 0 && src->dtype != TALLY_F32) return tally__gpu_launch_reduce_tiles_half(ctx, groups, &a);
     return tally__gpu_launch_reduce_tiles(ctx, groups, &a);
 }

@@ -244,7 +244,6 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     cc->base_align = align_bits / 8u;
     cc->gpu.compute_units = units;
     cc->gpu.register_tiles = 0; /* see tally__gpu_context */
-    cc->gpu.reduce_batch = 1; /* see tally__gpu_context */
     /* Deprecated by OpenCL 2.0 but still answered; a device that does not
      * answer is taken not to share memory, so wrap_host is refused. */
     cl_bool unified = CL_FALSE;
