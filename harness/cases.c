@@ -25,6 +25,9 @@ static const harness_shape rows[] = {
     {.families = R | K, .rows = 5, .cols = 4099, .label = "odd"},
     {.families = R | K | D | C | L | H, .rows = 33, .cols = 517, .strided = 1, .label = "odd"},
     {.families = D, .rows = 512, .cols = 256, .label = "founding"},
+    /* A shared alpha's lgamma table (256 rows or more, 2^18 elements or
+     * more: tally_k_dm_rows_table and its CPU twin), with a short last quad. */
+    {.families = D, .rows = 600, .cols = 1001, .quick_rows = 300, .label = "lgamma table"},
     {.families = R | K | D | L | H, .rows = 3, .cols = 20001, .label = "2-level rows"},
     {.families = R | K | L, .rows = 2, .cols = 16387, .strided = 1, .label = "2-level rows"},
     {.families = R | K | L, .rows = 4096, .cols = 4096, .quick_rows = 1024, .quick_cols = 1024, .label = "large"},

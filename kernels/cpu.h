@@ -29,6 +29,7 @@
 #define TALLY_KERNELS_CPU_H
 
 #include "tree.h"
+#include "dm_terms.h"
 
 #define TALLY_K_CPU_BODIES (TALLY_TARGET_OPENCL && TALLY_CL_CPU)
 
@@ -340,6 +341,91 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_rng_blocks(TALLY_GLOBAL tally_u32 *TA
 /* Blocks in one call of tally_k_cpu_rng_blocks (its count is 32-bit). */
 #define TALLY_K_CPU_RNG_CHUNK 65536u
 
+/* The Dirichlet-multinomial terms of a step of row counts (n in e, the
+ * step's first column c0): ea[c] = exp(alpha) and the table rows of
+ * tally_k_dm_rows_table (tab[c] = lgamma(a), tab[k V + c] = lgamma(k + a)).
+ * First, as straight-line code over the step, every term that is a zero
+ * count or a table read without the coefficient; then, only if the step
+ * has any other count, tally_k_dm_term for those: the same operations as
+ * the GPU kernel's per element, so the same bits. a to ta, terms to ts. */
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_dm_terms(const float *e, tally_u32 m, tally_u32 c0, TALLY_GLOBAL const float *ea,
+                                                    TALLY_GLOBAL const float *tab, tally_u32 V32, tally_u32 flags,
+                                                    TALLY_LOCAL const float *fact, float *ta, float *ts)
+{
+    const int coefficient = (flags & TALLY_DM_WITH_COEFFICIENT) != 0u;
+    int slow = 0;
+    for (tally_u32 i = 0; i < m; i++) {
+        const float n = e[i];
+        const tally_u32 c = c0 + i;
+        const int has_lgn = n > 0.0f && n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n);
+        const float lga = tab[c];
+        const float lgn = tab[(has_lgn ? (tally_u32)n : 0u) * V32 + c];
+        ta[i] = ea[c];
+        ts[i] = n == 0.0f ? 0.0f : lgn - lga;
+        slow |= !(n == 0.0f || (has_lgn && !coefficient));
+    }
+    if (!slow) return;
+    for (tally_u32 i = 0; i < m; i++) {
+        const float n = e[i];
+        const tally_u32 c = c0 + i;
+        const int has_lgn = n > 0.0f && n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n);
+        if (!(n == 0.0f || (has_lgn && !coefficient))) {
+            const float lgn = tab[(has_lgn ? (tally_u32)n : 0u) * V32 + c];
+            ts[i] = tally_k_dm_term(n, ta[i], tab[c], lgn, has_lgn, fact, flags);
+        }
+    }
+}
+
+/* Row b's value under tally_k_dm_rows_table's arguments: the row's plan
+ * (lanes, qpl) step by step, A, N and S each folded lane by lane in element
+ * order (tally_k_cpu_fold), then the three trees (tally_k_cpu_pairs). */
+TALLY_FN float tally_k_cpu_dm_row(const tally_k_src *src, tally_u32 V32, tally_u32 lanes, tally_u32 qpl,
+                                  TALLY_GLOBAL const float *ea, TALLY_GLOBAL const float *tab, tally_u32 flags,
+                                  TALLY_LOCAL const float *fact, float *A, float *N, float *S, float *e, float *ta,
+                                  float *ts)
+{
+    const tally_u32 quads = (tally_u32)tally_k_quads(V32);
+    const tally_u32 active = quads < lanes ? quads : lanes;
+    for (tally_u32 q = 0; q < qpl; q++) {
+        const tally_u32 q0 = q * lanes;
+        if (q0 >= quads) break;
+        const tally_u32 nq = lanes < quads - q0 ? lanes : quads - q0;
+        const tally_u32 k0 = q0 << 2;
+        const tally_u32 k1 = (q0 + nq) << 2;
+        const tally_u32 m = (k1 < V32 ? k1 : V32) - k0;
+        tally_k_cpu_gather(src, k0, m, e);
+        tally_k_cpu_dm_terms(e, m, k0, ea, tab, V32, flags, fact, ta, ts);
+        const tally_u32 full = m >> 2;
+        tally_k_cpu_fold(TALLY_COMBINE_SUM, A, ta, full, q == 0u);
+        tally_k_cpu_fold(TALLY_COMBINE_SUM, N, e, full, q == 0u);
+        tally_k_cpu_fold(TALLY_COMBINE_SUM, S, ts, full, q == 0u);
+        if (full < nq) {
+            /* The row's short last quad (only in the last step). */
+            float a = q == 0u ? ta[4u * full] : A[full] + ta[4u * full];
+            float n = q == 0u ? e[4u * full] : N[full] + e[4u * full];
+            float t = q == 0u ? ts[4u * full] : S[full] + ts[4u * full];
+            for (tally_u32 c = 4u * full + 1u; c < m; c++) {
+                a = a + ta[c];
+                n = n + e[c];
+                t = t + ts[c];
+            }
+            A[full] = a;
+            N[full] = n;
+            S[full] = t;
+        }
+    }
+    if (active == 0u) return tally_dm_row(0.0f, 0.0f, 0.0f, flags);
+    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
+        if (s < active) {
+            const tally_u32 count = active - s < s ? active - s : s;
+            tally_k_cpu_pairs(TALLY_COMBINE_SUM, A, s, count);
+            tally_k_cpu_pairs(TALLY_COMBINE_SUM, N, s, count);
+            tally_k_cpu_pairs(TALLY_COMBINE_SUM, S, s, count);
+        }
+    }
+    return tally_dm_row(A[0], N[0], S[0], flags);
+}
+
 #endif /* TALLY_K_CPU_BODIES */
 
 TALLY_KERNEL void tally_k_cpu_reduce_tiles(TALLY_K_PARAMS(reduce_tiles))
@@ -381,6 +467,30 @@ TALLY_KERNEL void tally_k_cpu_kl_logits_tiles(TALLY_K_PARAMS(kl_logits_tiles))
 #if TALLY_K_CPU_BODIES
     tally_k_cpu_kl_run(x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
                        divisor, out, out_off, x_dtype, t_dtype, st + st_off, rows);
+#endif
+}
+
+/* tally_k_dm_rows_table's rows, each row in one work-item. */
+TALLY_KERNEL void tally_k_cpu_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
+{
+#if TALLY_K_CPU_BODIES
+    (void)vec4;
+    /* A group is one work-item here (TALLY_K_CPU_LOCAL() is 1 for the
+     * twins' launches), so the work-item that writes the table reads it
+     * with no barrier; with more, each would write the same values. */
+    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
+    if (flags & TALLY_DM_WITH_COEFFICIENT)
+        for (tally_u32 k = 0; k < TALLY_K_DM_FACT_TABLE; k++) fact[k] = tally_lgammaf((float)k + 1.0f);
+    float A[TALLY_K_GROUP_SIZE], N[TALLY_K_GROUP_SIZE], S[TALLY_K_GROUP_SIZE];
+    float e[TALLY_K_CPU_STEP], ta[TALLY_K_CPU_STEP], ts[TALLY_K_CPU_STEP];
+    /* V <= 16384, as for the kernel: 32-bit columns. */
+    const tally_u32 V32 = (tally_u32)V;
+    for (tally_u64 b = TALLY_K_CPU_ITEM(); b < B; b += TALLY_K_CPU_ITEMS()) {
+        const tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b * c_stride, V, V, TALLY_K_LOAD_CONTIGUOUS);
+        const float r = tally_k_cpu_dm_row(&src, V32, lanes, qpl, pre + ea_off, pre + lga_off, flags, fact, A, N, S,
+                                           e, ta, ts);
+        out[out_off + b * out_stride] = tally_canonical(r);
+    }
 #endif
 }
 

@@ -39,14 +39,15 @@
     K(kl_logits_pointwise, kl_logits_pointwise) K(kl_logits_rows, kl_logits_rows)                               \
     K(kl_logits_rows_pair, kl_logits_rows) K(cpu_reduce_tiles, reduce_tiles)                                  \
     K(cpu_reduce_tiles_half, reduce_tiles) K(cpu_kl_tiles, kl_tiles) K(cpu_kl_tiles_half, kl_tiles)            \
-    K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles)
+    K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles) K(cpu_dm_rows_table, dm_rows_table)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches
  * the twin instead of the kernel on a CPU device. */
 #define TALLY_K_CPU_TWINS(T)                                                                                    \
     T(reduce_tiles, cpu_reduce_tiles) T(reduce_tiles_half, cpu_reduce_tiles_half) T(kl_tiles, cpu_kl_tiles)    \
-    T(kl_tiles_half, cpu_kl_tiles_half) T(rng_fill, cpu_rng_fill) T(kl_logits_tiles, cpu_kl_logits_tiles)
+    T(kl_tiles_half, cpu_kl_tiles_half) T(rng_fill, cpu_rng_fill) T(kl_logits_tiles, cpu_kl_logits_tiles)      \
+    T(dm_rows_table, cpu_dm_rows_table)
 
 /* ---- kernels/reduce.h ---- */
 
