@@ -14,6 +14,7 @@ Per-implementation rows for the host backend are taken by re-creating the
 context with TALLY_HOST_IMPL set (the choice is made at context creation).
 """
 import argparse
+import concurrent.futures
 import ctypes as C
 import json
 import os
@@ -222,13 +223,26 @@ def ratio_text(entry):
 
 
 def bandwidth(repeat):
+    """The machine's memory bandwidth as NumPy sees it: one thread, then every core (one
+    contiguous slice per thread; copyto and fill release the GIL), the denominator of the
+    issue's "near the memory bandwidth" targets."""
     src = np.ones(1 << 26, dtype=np.float32)
     dst = np.empty_like(src)
     copy = best_ms(lambda: np.copyto(dst, src), repeat)
     fill = best_ms(lambda: dst.fill(0.0), repeat)
     nbytes = src.nbytes
+    threads = os.cpu_count() or 1
+    edges = [len(src) * i // threads for i in range(threads + 1)]
+    slices = [slice(edges[i], edges[i + 1]) for i in range(threads)]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        def each(fn):
+            list(pool.map(fn, slices))
+        copy_mt = best_ms(lambda: each(lambda s: np.copyto(dst[s], src[s])), repeat)
+        fill_mt = best_ms(lambda: each(lambda s: dst[s].fill(0.0)), repeat)
     return {"copy_ms": copy, "copy_GBps": 2 * nbytes / copy / 1e6, "fill_ms": fill,
-            "fill_GBps": nbytes / fill / 1e6, "bytes": nbytes}
+            "fill_GBps": nbytes / fill / 1e6, "bytes": nbytes, "threads": threads,
+            "copy_mt_ms": copy_mt, "copy_mt_GBps": 2 * nbytes / copy_mt / 1e6, "fill_mt_ms": fill_mt,
+            "fill_mt_GBps": nbytes / fill_mt / 1e6}
 
 
 def main():
@@ -245,7 +259,8 @@ def main():
     rng = np.random.default_rng(0)
     rows = []
     bw = bandwidth(args.repeat)
-    print(f"memory bandwidth (numpy): copy {bw['copy_GBps']:.1f} GB/s (read+write), fill {bw['fill_GBps']:.1f} GB/s")
+    print(f"memory bandwidth (numpy): copy {bw['copy_GBps']:.1f} GB/s (read+write), fill {bw['fill_GBps']:.1f} GB/s; "
+          f"{bw['threads']} threads: copy {bw['copy_mt_GBps']:.1f} GB/s, fill {bw['fill_mt_GBps']:.1f} GB/s")
     targets = []
     for b in args.backends.split(","):
         if b == "host":
@@ -305,7 +320,9 @@ def main():
             numpy_cell = f"{r['numpy_ms']:.1f} ms ({r['numpy_impl']})" if r["numpy_ms"] else r["numpy_impl"]
             print(f"| {r['workload']} | {numpy_cell} | " + " | ".join(cells) + " |")
         print(f"\nmemory bandwidth probe (NumPy, 2^26 float32): copy {bw['copy_ms']:.1f} ms "
-              f"({bw['copy_GBps']:.1f} GB/s read+write), fill {bw['fill_ms']:.1f} ms ({bw['fill_GBps']:.1f} GB/s)")
+              f"({bw['copy_GBps']:.1f} GB/s read+write), fill {bw['fill_ms']:.1f} ms ({bw['fill_GBps']:.1f} GB/s); "
+              f"on {bw['threads']} threads: copy {bw['copy_mt_ms']:.1f} ms ({bw['copy_mt_GBps']:.1f} GB/s), "
+              f"fill {bw['fill_mt_ms']:.1f} ms ({bw['fill_mt_GBps']:.1f} GB/s)")
     if args.json:
         info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
