@@ -414,9 +414,11 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KLL_GROUPS_PER_CU) void tally_k_kl_logits_row
 #endif
 }
 
-/* Where TALLY_HAS_REGISTER_TILES is 0 (OpenCL C) the kernel above exists
- * with an empty body, as the program must define every kernel of the list,
- * and is never launched. The same for fp32 inputs with groups of two parts of 256 work-items
+/* (Where TALLY_HAS_REGISTER_TILES is 0, in OpenCL C, the kernel above
+ * exists with an empty body, as the program must define every kernel of
+ * the list, and is never launched.)
+ *
+ * The same for fp32 inputs with groups of two parts of 256 work-items
  * (TALLY_K_KLL_PAIR_GROUP_SIZE), each with its own tiles, barriers and
  * half of TALLY_K_KLL_STAGE_BYTES of dynamic local memory for its target
  * quads. Where TALLY_HAS_STAGE is 0 (OpenCL C: no dynamic local memory, no
