@@ -132,6 +132,34 @@ TALLY_KERNEL void tally_k_kl_logits_pointwise(TALLY_K_PARAMS(kl_logits_pointwise
         m = (q4).w < m ? (q4).w : m;                     \
     } while (0)
 
+/* A lane's maximum m and minimum n over a quad with the hardware's
+ * instructions (TALLY_MAXNUM, one instruction an element where the fold
+ * above takes a comparison and a select). Without NaNs m has the value of
+ * the fold above; only the sign of a zero maximum may differ, and the
+ * caller folds a row whose maximum is zero again with the fold above. A
+ * NaN is ignored here, which leaves every value of its row NaN as above.
+ * n is the test for the short exponential, which a zero's sign does not
+ * change. */
+#define TALLY_K_KLL_MAXMIN4(m, n, q4, first)                                     \
+    do {                                                                         \
+        m = (first) ? (q4).x : TALLY_MAXNUM((q4).x, m);                          \
+        n = (first) ? (q4).x : TALLY_MINNUM((q4).x, n);                          \
+        m = TALLY_MAXNUM((q4).y, m);                                             \
+        n = TALLY_MINNUM((q4).y, n);                                             \
+        m = TALLY_MAXNUM((q4).z, m);                                             \
+        n = TALLY_MINNUM((q4).z, n);                                             \
+        m = TALLY_MAXNUM((q4).w, m);                                             \
+        n = TALLY_MINNUM((q4).w, n);                                             \
+    } while (0)
+
+/* The same with the exact folds (TALLY_K_KLL_HW_MAX 0, and the second
+ * fold of a row whose maximum is zero). */
+#define TALLY_K_KLL_MAXMIN4_EXACT(m, n, q4, first) \
+    do {                                           \
+        TALLY_K_KLL_MAX4(m, q4, first);            \
+        TALLY_K_KLL_MIN4(n, q4, first);            \
+    } while (0)
+
 /* The lowest shifted logit d = z - m of a lane for which its exponentials
  * take tally_pm_expf_normal (the same bits as tally_expf there). */
 #define TALLY_K_KLL_EXP_LOW (-87.0f)
@@ -262,20 +290,21 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
             /* Pass A: the row's maxima (and the lane's minima, for the
              * choice of exponential below). */
             float mx = 0.0f, my = 0.0f, nx = 0.0f, ny = 0.0f;
-#define TALLY_K_KLL_A(q)                                         \
+#define TALLY_K_KLL_A(q, MAXMIN)                                 \
     if ((q) >= lo && (q) < hi) {                                 \
-        if (xl) {                                                \
-            TALLY_K_KLL_MAX4(mx, a[q], (q) == lo);               \
-            TALLY_K_KLL_MIN4(nx, a[q], (q) == lo);               \
-        }                                                        \
+        if (xl) MAXMIN(mx, nx, a[q], (q) == lo);                 \
         if (yl) {                                                \
             const tally_f4 y4_ = TALLY_K_KLL_Y(q);               \
-            TALLY_K_KLL_MAX4(my, y4_, (q) == lo);                \
-            TALLY_K_KLL_MIN4(ny, y4_, (q) == lo);                \
+            MAXMIN(my, ny, y4_, (q) == lo);                      \
         }                                                        \
     }
-            TALLY_K_KLL_EACH(TALLY_K_KLL_A)
-#undef TALLY_K_KLL_A
+#define TALLY_K_KLL_A_HW(q) TALLY_K_KLL_A(q, TALLY_K_KLL_MAXMIN4)
+#define TALLY_K_KLL_A_EXACT(q) TALLY_K_KLL_A(q, TALLY_K_KLL_MAXMIN4_EXACT)
+            if (TALLY_K_KLL_HW_MAX) {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_A_HW)
+            } else {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_A_EXACT)
+            }
             va[lid] = mx;
             vb[lid] = my;
             if (TALLY_K_KLL_MERGED_TREES) {
@@ -288,6 +317,26 @@ TALLY_FN void tally_k_kl_logits_rows_run(TALLY_K_KLL_RUN_PARAMS)
             }
             mx = va[0];
             my = vb[0];
+            /* A zero maximum may carry the other sign than the plan's
+             * fold gives (TALLY_K_KLL_MAXMIN4), so such a row, rare
+             * outside tests, is folded again exactly: then m is the
+             * plan's bit for bit and nothing rests on where the sign of a
+             * zero goes. Every work-item of the part read the same
+             * maxima, so all of them take this branch and its barriers,
+             * the first of which orders their reads of va[0] and vb[0]
+             * before the arrays are written again. */
+            if (TALLY_K_KLL_HW_MAX && ((xl && mx == 0.0f) || (yl && my == 0.0f))) {
+                TALLY_K_KLL_EACH(TALLY_K_KLL_A_EXACT)
+                TALLY_BARRIER_PART(part);
+                va[lid] = mx;
+                vb[lid] = my;
+                tally_k_tree_full(va, vb, lid, TALLY_COMBINE_MAX, part);
+                mx = va[0];
+                my = vb[0];
+            }
+#undef TALLY_K_KLL_A_HW
+#undef TALLY_K_KLL_A_EXACT
+#undef TALLY_K_KLL_A
             /* z - m is monotonic in z, so the lane's smallest shifted logit
              * is its minimum's: when it is >= -87 every exponential of the
              * lane is the short form, as straight-line code whose elements
@@ -439,7 +488,9 @@ TALLY_KERNEL_GROUP_OF(TALLY_K_KLL_PAIR_GROUP_SIZE) void tally_k_kl_logits_rows_p
     (void)t_dtype;
     tally_k_kl_logits_rows_pick(va + o, vb + o, vc + o, vd + o, ve + o,
                                 stage + (tally_u64)part * TALLY_TREE_QUADS_PER_LANE * TALLY_K_GROUP_SIZE, 1, part,
-                                TALLY_GROUP_ID() * 2u + part, TALLY_GROUP_COUNT() * 2u, x, x_off, t, t_off,
+                                TALLY_K_KLL_SPREAD_TAIL ? TALLY_GROUP_ID() + part * TALLY_GROUP_COUNT()
+                                                        : TALLY_GROUP_ID() * 2u + part,
+                                TALLY_GROUP_COUNT() * 2u, x, x_off, t, t_off,
                                 cols, tiles, flags, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
 #endif
 }

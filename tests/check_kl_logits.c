@@ -52,9 +52,29 @@ static const unsigned flag_sets[] = {
 /* ---- Inputs ------------------------------------------------------------------ */
 
 /* Logits rows: plain N(0, 2^2); with masked (-inf) target elements and the
- * odd -inf input element where the target is masked too; or offset by +-1e4
- * (large magnitudes, where only the max shift keeps exp finite). */
-typedef enum gen_kind { GEN_PLAIN, GEN_MASKED, GEN_LARGE } gen_kind;
+ * odd -inf input element where the target is masked too; offset by +-1e4
+ * (large magnitudes, where only the max shift keeps exp finite); or with a
+ * maximum of exactly zero held by both -0 and +0, the -0 first (the GPU's
+ * fused path takes maxima with the hardware's instruction and folds such
+ * a row again exactly), every other row with the rest of its elements
+ * more than 87 below (the general form of the exponential there); a side
+ * that is not logits is made as for plain rows. */
+typedef enum gen_kind { GEN_PLAIN, GEN_MASKED, GEN_LARGE, GEN_ZERO_MAX } gen_kind;
+
+static void zero_max_row(float *z, int64_t cols, int64_t row)
+{
+    if (cols < 16) return;
+    float m = z[0];
+    for (int64_t c = 1; c < cols; c++) m = z[c] > m ? z[c] : m;
+    for (int64_t c = 0; c < cols; c++) {
+        z[c] = z[c] - m; /* <= 0, and +0 where z[c] is the maximum */
+        if (z[c] == 0.0f) z[c] = -1.0f;
+        if (row % 2 == 1) z[c] -= 100.0f;
+    }
+    z[row % 5] = -0.0f;
+    z[10 + row % 7] = 0.0f;
+    z[cols - 1 - row % 3] = -0.0f;
+}
 
 /* A row of logits z turned, in double, into what a side without the logits
  * flag holds: probabilities (softmax) or log-probabilities (log-softmax). */
@@ -86,6 +106,10 @@ static void make_inputs(float *x, float *y, int64_t rows, int64_t cols, unsigned
             x[i] += 1.0e4f;
             y[i] -= 1.0e4f;
         }
+    for (int64_t row = 0; gen == GEN_ZERO_MAX && row < rows; row++) {
+        if (flags & TALLY_KL_INPUT_LOGITS) zero_max_row(x + row * cols, cols, row);
+        if (flags & TALLY_KL_TARGET_LOGITS) zero_max_row(y + row * cols, cols, row + 1);
+    }
     for (int64_t row = 0; row < rows; row++) {
         if (!(flags & TALLY_KL_INPUT_LOGITS)) softmax_row_to(x + row * cols, cols, !(flags & TALLY_KL_INPUT_IS_PROB));
         if (!(flags & TALLY_KL_TARGET_LOGITS)) softmax_row_to(y + row * cols, cols, (flags & TALLY_KL_LOG_TARGET) != 0);
@@ -165,6 +189,9 @@ static const shape_row shapes[] = {
     {32, 2048, GEN_MASKED, 1, "fused 32x2048 masked"},
     {8, 16384, GEN_PLAIN, 1, "fused 8x16384"},
     {4, 4096, GEN_LARGE, 1, "fused 4x4096 +-1e4"},
+    {16, 1024, GEN_ZERO_MAX, 1, "fused 16x1024 zero maxima"},
+    {2, 16384, GEN_ZERO_MAX, 1, "fused 2x16384 zero maxima"},
+    {16, 1024, GEN_ZERO_MAX, 0, "16x1024 strided zero maxima"},
     {16, 1024, GEN_MASKED, 0, "16x1024 strided masked"},
     /* The general path: odd widths, one column, a row wider than a tile
      * (two-level row trees), empty rows and columns. */

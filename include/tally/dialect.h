@@ -184,6 +184,20 @@ typedef uint64_t tally_u64;
 #  define TALLY_BARRIER_GLOBAL() __syncthreads()
 #endif
 
+/* The hardware's maximum and minimum of two floats (one instruction on a
+ * GPU, where a comparison and a select take two). They ignore a NaN
+ * operand, and the sign of a zero result is the target's: so they never
+ * decide result bits by themselves. A caller shows why its results do not
+ * depend on either, or redoes the rare case with an exact fold, as the
+ * fused KL from logits does (kernels/kl_logits.h). */
+#if TALLY_TARGET_OPENCL
+#  define TALLY_MAXNUM(a, b) fmax((a), (b))
+#  define TALLY_MINNUM(a, b) fmin((a), (b))
+#else
+#  define TALLY_MAXNUM(a, b) fmaxf((a), (b))
+#  define TALLY_MINNUM(a, b) fminf((a), (b))
+#endif
+
 /* Four floats moved as one 16-byte access. Both OpenCL C and CUDA call the
  * type float4 and name its members x, y, z, w. TALLY_LOAD_F4(p, i) reads
  * p[4i .. 4i+3] and TALLY_STORE_F4(p, i, v) writes them; p + 4i must be
