@@ -82,14 +82,6 @@
 #ifndef TALLY_K_KLL_HW_MAX
 #define TALLY_K_KLL_HW_MAX 1u
 #endif
-/* 1: part p of group g of tally_k_kl_logits_rows_pair starts at tile
- * g + p * groups, so that the last round's few tiles fall to one part of
- * as many groups (multiprocessors) as there are tiles; 0: at 2 g + p, both
- * parts of half as many (a bench variant). Which part runs a tile changes
- * no bit. */
-#ifndef TALLY_K_KLL_SPREAD_TAIL
-#define TALLY_K_KLL_SPREAD_TAIL 1u
-#endif
 
 /* Where tally_k_dm_rows finds exp(log_alpha) and lgamma of it. */
 #define TALLY_K_DM_ALPHA_PER_ROW 0u  /* computed per element from the row's log_alpha */

@@ -488,9 +488,7 @@ TALLY_KERNEL_GROUP_OF(TALLY_K_KLL_PAIR_GROUP_SIZE) void tally_k_kl_logits_rows_p
     (void)t_dtype;
     tally_k_kl_logits_rows_pick(va + o, vb + o, vc + o, vd + o, ve + o,
                                 stage + (tally_u64)part * TALLY_TREE_QUADS_PER_LANE * TALLY_K_GROUP_SIZE, 1, part,
-                                TALLY_K_KLL_SPREAD_TAIL ? TALLY_GROUP_ID() + part * TALLY_GROUP_COUNT()
-                                                        : TALLY_GROUP_ID() * 2u + part,
-                                TALLY_GROUP_COUNT() * 2u, x, x_off, t, t_off,
+                                TALLY_GROUP_ID() * 2u + part, TALLY_GROUP_COUNT() * 2u, x, x_off, t, t_off,
                                 cols, tiles, flags, finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
 #endif
 }
