@@ -84,28 +84,37 @@ TALLY_FN void tally_k_load_pair(TALLY_GLOBAL const float *p, TALLY_GLOBAL const 
     }
 }
 
-/*
- * o[k] = widen(x[r * x_stride + c]) for element k = r * cols + c of the
+/* The walk of tally_k_widen and tally_k_narrow over their rows x cols
+ * elements: MOVE(k, h) for each element, k its index in the contiguous
+ * fp32 side (k = r * cols + c) and h in the half view of row stride
+ * `stride`. A contiguous view is walked flat; a strided one row by row
+ * (groups over rows, work-items over columns), so no element needs a
+ * division. */
+#define TALLY_K_HALF_WALK(stride, MOVE)                                                                   \
+    do {                                                                                                  \
+        const tally_u32 lid_ = TALLY_LID();                                                               \
+        if (rows <= 1u || (stride) == cols) {                                                             \
+            const tally_u64 n_ = rows * cols;                                                             \
+            const tally_u64 step_ = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;                             \
+            for (tally_u64 k_ = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid_; k_ < n_; k_ += step_)       \
+                MOVE(k_, k_);                                                                             \
+        } else {                                                                                          \
+            for (tally_u64 r_ = TALLY_GROUP_ID(); r_ < rows; r_ += TALLY_GROUP_COUNT())                   \
+                for (tally_u64 c_ = lid_; c_ < cols; c_ += TALLY_K_GROUP_SIZE)                            \
+                    MOVE(r_ * cols + c_, r_ * (stride) + c_);                                             \
+        }                                                                                                 \
+    } while (0)
+
+/* o[k] = widen(x[r * x_stride + c]) for element k = r * cols + c of the
  * rows x cols view at x + x_off (offsets and stride in halves). dtype is
- * TALLY_BF16 or TALLY_F16. A contiguous view is walked
- * flat; a strided one row by row (groups over rows, work-items over
- * columns), so no element needs a division.
- */
+ * TALLY_BF16 or TALLY_F16. */
 TALLY_KERNEL void tally_k_widen(TALLY_K_PARAMS(widen))
 {
-    const tally_u32 lid = TALLY_LID();
     TALLY_GLOBAL const tally_u16 *xp = x + x_off;
     TALLY_GLOBAL float *op = o + o_off;
-    if (rows <= 1u || x_stride == cols) {
-        const tally_u64 n = rows * cols;
-        const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-        for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step)
-            op[k] = tally_half_to_f32(dtype, (tally_u32)xp[k]);
-        return;
-    }
-    for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT())
-        for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE)
-            op[r * cols + c] = tally_half_to_f32(dtype, (tally_u32)xp[r * x_stride + c]);
+#define TALLY_K_WIDEN1(k, h) op[k] = tally_half_to_f32(dtype, (tally_u32)xp[h])
+    TALLY_K_HALF_WALK(x_stride, TALLY_K_WIDEN1);
+#undef TALLY_K_WIDEN1
 }
 
 /* fp32 value f rounded to half dtype `dtype` (TALLY_BF16 or TALLY_F16) by
@@ -116,30 +125,18 @@ TALLY_FN tally_u16 tally_k_narrow1(tally_u32 dtype, float f)
     return (tally_u16)(dtype == TALLY_BF16 ? tally_f32_to_bf16(f) : tally_f32_to_f16(f));
 }
 
-/*
- * o[r * o_stride + c] = narrow(x[k]) for element k = r * cols + c of the
+/* o[r * o_stride + c] = narrow(x[k]) for element k = r * cols + c of the
  * contiguous fp32 source and the rows x cols half view at o + o_off (offset
  * and stride in halves). Each element is one 2-byte store, so a strided
  * view's gaps and the other half of a shared 32-bit word are never
- * written (byte-addressable stores are core in OpenCL C 1.1 and later). A
- * contiguous view is walked flat; a strided one row by row, as
- * tally_k_widen does.
- */
+ * written (byte-addressable stores are core in OpenCL C 1.1 and later). */
 TALLY_KERNEL void tally_k_narrow(TALLY_K_PARAMS(narrow))
 {
-    const tally_u32 lid = TALLY_LID();
     TALLY_GLOBAL const float *xp = x + x_off;
     TALLY_GLOBAL tally_u16 *op = o + o_off;
-    if (rows <= 1u || o_stride == cols) {
-        const tally_u64 n = rows * cols;
-        const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-        for (tally_u64 k = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + lid; k < n; k += step)
-            op[k] = tally_k_narrow1(dtype, xp[k]);
-        return;
-    }
-    for (tally_u64 r = TALLY_GROUP_ID(); r < rows; r += TALLY_GROUP_COUNT())
-        for (tally_u64 c = lid; c < cols; c += TALLY_K_GROUP_SIZE)
-            op[r * o_stride + c] = tally_k_narrow1(dtype, xp[r * cols + c]);
+#define TALLY_K_NARROW1(k, h) op[h] = tally_k_narrow1(dtype, xp[k])
+    TALLY_K_HALF_WALK(o_stride, TALLY_K_NARROW1);
+#undef TALLY_K_NARROW1
 }
 
 #endif /* TALLY_KERNELS_HALVES_H */

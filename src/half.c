@@ -188,34 +188,27 @@ static tally_status narrow_end(tally_context *ctx, narrowing *n, tally_status st
     return st;
 }
 
-tally_status tally__run_kl_div(tally_context *ctx, const tally__kl_job *job)
+/* The entry of an op whose output `field` may be a half view: `run` writes
+ * a contiguous fp32 temporary, which is then narrowed into the view; a
+ * backend that narrows as it stores for this op (native bit) writes the
+ * view itself. */
+#define RUN_NARROWED(op_name, job_type, field, run, native)                                   \
+    tally_status tally__run_##op_name(tally_context *ctx, const job_type *job)                 \
+    {                                                                                          \
+        if (!is_half(&job->field) || (ctx->ops->half_native & (native))) return run(ctx, job); \
+        job_type copy = *job;                                                                  \
+        narrowing n;                                                                           \
+        tally_status st = narrow_begin(ctx, "tally_" #op_name, #field, &copy.field, &n);       \
+        if (st != TALLY_OK) return st;                                                         \
+        return narrow_end(ctx, &n, run(ctx, &copy));                                           \
+    }
+
+static tally_status run_rng_fill_f32(tally_context *ctx, const tally__rng_job *job)
 {
-    if (!is_half(&job->out)) return run_kl_div_widened(ctx, job);
-    tally__kl_job copy = *job;
-    narrowing n;
-    tally_status st = narrow_begin(ctx, "tally_kl_div", "out", &copy.out, &n);
-    if (st != TALLY_OK) return st;
-    return narrow_end(ctx, &n, run_kl_div_widened(ctx, &copy));
+    return ctx->ops->rng_fill(ctx, job);
 }
 
-tally_status tally__run_gmm_sample(tally_context *ctx, const tally__gmm_job *job)
-{
-    if (!is_half(&job->z)) return run_gmm_sample_widened(ctx, job);
-    tally__gmm_job copy = *job;
-    narrowing n;
-    tally_status st = narrow_begin(ctx, "tally_gmm_sample", "z", &copy.z, &n);
-    if (st != TALLY_OK) return st;
-    return narrow_end(ctx, &n, run_gmm_sample_widened(ctx, &copy));
-}
-
-tally_status tally__run_rng_fill(tally_context *ctx, const tally__rng_job *job)
-{
-    /* A backend that narrows as it stores (the GPUs) writes the view itself. */
-    if (!is_half(&job->out) || (ctx->ops->half_native & TALLY__HALF_NATIVE_RNG_FILL))
-        return ctx->ops->rng_fill(ctx, job);
-    tally__rng_job copy = *job;
-    narrowing n;
-    tally_status st = narrow_begin(ctx, "tally_rng_fill", "out", &copy.out, &n);
-    if (st != TALLY_OK) return st;
-    return narrow_end(ctx, &n, ctx->ops->rng_fill(ctx, &copy));
-}
+RUN_NARROWED(kl_div, tally__kl_job, out, run_kl_div_widened, 0u)
+RUN_NARROWED(gmm_sample, tally__gmm_job, z, run_gmm_sample_widened, 0u)
+/* The GPUs narrow a fill as they store it. */
+RUN_NARROWED(rng_fill, tally__rng_job, out, run_rng_fill_f32, TALLY__HALF_NATIVE_RNG_FILL)
