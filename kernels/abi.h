@@ -75,6 +75,12 @@
 #ifndef TALLY_K_KLL_MERGED_TREES
 #define TALLY_K_KLL_MERGED_TREES 1u
 #endif
+/* Groups of tally_k_reduce_tiles per compute unit at most (0: one group
+ * per 256 / lanes units, uncapped; a bench variant caps it). The kernel
+ * strides over its units, so either gives the same bits. */
+#ifndef TALLY_K_REDUCE_GROUPS_PER_CU
+#define TALLY_K_REDUCE_GROUPS_PER_CU 0u
+#endif
 /* 1: the fused path's pass A takes each lane's maxima with the hardware's
  * maximum instruction (one an element instead of a comparison and a
  * select) and folds a row again exactly where its maximum is zero; 0: the
