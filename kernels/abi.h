@@ -75,6 +75,11 @@
 #ifndef TALLY_K_KLL_MERGED_TREES
 #define TALLY_K_KLL_MERGED_TREES 1u
 #endif
+/* 1: tally_k_unit_at finds the unit of a vector of one tile without a
+ * division; 0: divides always (a bench variant). The same values. */
+#ifndef TALLY_K_UNIT_ONE_TILE
+#define TALLY_K_UNIT_ONE_TILE 1u
+#endif
 /* Groups of tally_k_reduce_tiles per compute unit at most (0: one group
  * per 256 / lanes units, uncapped; a bench variant caps it). The kernel
  * strides over its units, so either gives the same bits. */

@@ -82,8 +82,16 @@ TALLY_FN tally_k_unit tally_k_unit_at(const tally_k_segs *s, tally_u64 unit)
     u.base = 0;
     u.active = 0;
     if (unit < s->units) {
-        u.vec = unit / s->tiles;
-        u.base = (unit - u.vec * s->tiles) * s->tile_quads;
+        /* A vector of one tile (a row reduction's rows of up to 16384
+         * elements) needs no division: GPUs divide 64-bit integers in a
+         * subroutine of some 70 instructions, which a unit of 1024 elements
+         * would otherwise pay in every work-item. */
+        if (TALLY_K_UNIT_ONE_TILE && s->tiles == 1u) {
+            u.vec = unit;
+        } else {
+            u.vec = unit / s->tiles;
+            u.base = (unit - u.vec * s->tiles) * s->tile_quads;
+        }
         u.active = tally_k_active(s->quads, u.base, s->lanes);
     }
     return u;
