@@ -80,6 +80,13 @@
 #ifndef TALLY_K_UNIT_ONE_TILE
 #define TALLY_K_UNIT_ONE_TILE 1u
 #endif
+/* 1: where the backend has warp shuffles, a level whose vectors are one
+ * full tile of 256 one-quad lanes (rows of 1021 to 1024 elements) runs
+ * tally_k_reduce_rows_warp, a warp a vector; 0: tally_k_reduce_tiles, a
+ * group a vector (a bench variant). Either gives the same bits. */
+#ifndef TALLY_K_REDUCE_ROWS_WARP
+#define TALLY_K_REDUCE_ROWS_WARP 1u
+#endif
 /* Groups of tally_k_reduce_tiles per compute unit at most (0: one group
  * per 256 / lanes units, uncapped; a bench variant caps it). The kernel
  * strides over its units, so either gives the same bits. */

@@ -39,7 +39,8 @@
     K(kl_logits_pointwise, kl_logits_pointwise) K(kl_logits_rows, kl_logits_rows)                               \
     K(kl_logits_rows_pair, kl_logits_rows) K(cpu_reduce_tiles, reduce_tiles)                                  \
     K(cpu_reduce_tiles_half, reduce_tiles) K(cpu_kl_tiles, kl_tiles) K(cpu_kl_tiles_half, kl_tiles)            \
-    K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles) K(cpu_dm_rows_table, dm_rows_table)
+    K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles) K(cpu_dm_rows_table, dm_rows_table)    \
+    K(reduce_rows_warp, reduce_tiles)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches
@@ -55,7 +56,8 @@
 #define TALLY_K_ARGS_fill(BUF, VAL, _) BUF(out, off, RW, u32) _ VAL(u64, stride) _ VAL(u64, n) _ VAL(u32, pattern)
 
 /* One level of a reduction tree over nvec vectors (tally_k_reduce_tiles_half:
- * the same with a half x_dtype). */
+ * the same with a half x_dtype; tally_k_reduce_rows_warp: vectors of one
+ * full tile of 256 one-quad lanes, either dtype). */
 #define TALLY_K_ARGS_reduce_tiles(BUF, VAL, _)                                                                  \
     BUF(x, x_off, IN, f32) _ VAL(u64, x_cols) _ VAL(u64, x_stride) _ VAL(u32, mode) _ VAL(u64, nvec) _          \
     VAL(u64, vec_stride) _ VAL(u64, n) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, term) _    \

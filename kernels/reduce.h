@@ -180,6 +180,82 @@ TALLY_KERNEL void tally_k_reduce_tiles_half(TALLY_K_PARAMS(reduce_tiles))
                              shift, shift_off, finish, divisor, out, out_off, out_stride, x_dtype);
 }
 
+/*
+ * The level of tally_k_reduce_tiles for vectors of one full tile of 256
+ * lanes of one quad each (lanes 256, qpl 1, tiles 1: n of 1021 to 1024,
+ * rows of about 1024 elements), a warp of 32 work-items a vector instead of
+ * a group: work-item t of the warp takes lanes t + 32 k (k = 0 .. 7), folds
+ * each lane's quad as tally_k_reduce_tiles does, then takes the steps of
+ * tally_k_tree_full in registers (128, 64, 32: its own lanes) and across
+ * the warp by shuffles (16, 8, 4 from work-items t + 4 m; 2 and 1 from
+ * work-items 0 .. 3): the same operations on the same values, so the same
+ * bits, with no barrier and eight vectors a group. A group of the general
+ * kernel gives such a vector 256 work-items with four elements each, and
+ * its fixed costs a vector (the unit's place, the tree's barriers) then
+ * bound the level, not the loads. Where TALLY_HAS_WARP_SHUFFLE is 0 the
+ * kernel is empty and never launched.
+ */
+TALLY_KERNEL void tally_k_reduce_rows_warp(TALLY_K_PARAMS(reduce_tiles))
+{
+#if TALLY_HAS_WARP_SHUFFLE
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 t = lid & 31u;
+    const int k = (int)kind;
+    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u;
+    (void)lanes;
+    (void)qpl;
+    (void)tiles;
+    /* The vector loop is the same for the 32 work-items of a warp, so each
+     * shuffle below has its whole warp. */
+    for (tally_u64 b = TALLY_GROUP_ID() * per_group + lid / 32u; b < nvec; b += TALLY_GROUP_COUNT() * per_group) {
+        const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
+        const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
+        float r[8];
+        if (mode == TALLY_K_LOAD_VEC4 && n == 4u * TALLY_K_GROUP_SIZE) {
+            /* Whole aligned quads: the eight loads go out together. */
+            tally_f4 q[8];
+#pragma unroll
+            for (tally_u32 m = 0; m < 8u; m++) q[m] = tally_k_quad4(&src, t + 32u * m);
+#pragma unroll
+            for (tally_u32 m = 0; m < 8u; m++) {
+                float acc = tally_k_reduce_term(term, q[m].x, sh);
+                acc = tally_combine(k, acc, tally_k_reduce_term(term, q[m].y, sh));
+                acc = tally_combine(k, acc, tally_k_reduce_term(term, q[m].z, sh));
+                r[m] = tally_combine(k, acc, tally_k_reduce_term(term, q[m].w, sh));
+            }
+        } else {
+#pragma unroll
+            for (tally_u32 m = 0; m < 8u; m++) {
+                float e[4];
+                const tally_u32 count = tally_k_load_quad(&src, n, t + 32u * m, e);
+                float acc = tally_k_reduce_term(term, e[0], sh);
+                for (tally_u32 c = 1; c < 4u; c++)
+                    if (c < count) acc = tally_combine(k, acc, tally_k_reduce_term(term, e[c], sh));
+                r[m] = acc;
+            }
+        }
+        /* tally_k_tree_three_steps(v, t, 32): v[t + 32 m] is r[m]. */
+        float w = tally_combine(k, tally_combine(k, tally_combine(k, r[0], r[4]), tally_combine(k, r[2], r[6])),
+                                tally_combine(k, tally_combine(k, r[1], r[5]), tally_combine(k, r[3], r[7])));
+        /* tally_k_tree_three_steps(v, j, 4) for j = t & 3: v[j + 4 m] is w
+         * of work-item j + 4 m. */
+        float s[8];
+#pragma unroll
+        for (tally_u32 m = 0; m < 8u; m++) s[m] = TALLY_WARP_SHUFFLE(w, (t & 3u) + 4u * m);
+        w = tally_combine(k, tally_combine(k, tally_combine(k, s[0], s[4]), tally_combine(k, s[2], s[6])),
+                          tally_combine(k, tally_combine(k, s[1], s[5]), tally_combine(k, s[3], s[7])));
+        const float a0 = TALLY_WARP_SHUFFLE(w, 0u), a1 = TALLY_WARP_SHUFFLE(w, 1u);
+        const float a2 = TALLY_WARP_SHUFFLE(w, 2u), a3 = TALLY_WARP_SHUFFLE(w, 3u);
+        if (t == 0u) {
+            float v = tally_combine(k, tally_combine(k, a0, a2), tally_combine(k, a1, a3));
+            if (finish == TALLY_K_FINISH_DIVIDE) v = tally_divf(v, divisor);
+            if (finish == TALLY_K_FINISH_LSE) v = tally_lse_finish(shift[shift_off + b], v);
+            out[out_off + b * out_stride] = tally_canonical(v);
+        }
+    }
+#endif
+}
+
 /* out[off + k * stride] = pattern (as bits) for k < n. Used for the results
  * of empty inputs, whose values the host computes. */
 TALLY_KERNEL void tally_k_fill(TALLY_K_PARAMS(fill))

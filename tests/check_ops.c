@@ -208,6 +208,29 @@ START_TEST(reduce_rows_of_1000)
 }
 END_TEST
 
+/* Rows of one full tile of 256 lanes of one quad each (1021 to 1024
+ * elements: CUDA reduces each with a warp, tally_k_reduce_rows_warp), as
+ * whole aligned quads, with a short last quad, at an unaligned offset (the
+ * element loads) and strided; a NaN and an infinity in two rows. */
+START_TEST(reduce_one_tile_rows)
+{
+    static const int64_t cases[][4] = {/* rows, cols, offset, stride */
+                                       {40, 1024, 0, 1024}, {17, 1023, 0, 1023}, {9, 1022, 5, 1035}, {12, 1024, 1, 1024},
+                                       {3, 1021, 4, 1021}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t rows = cases[i][0], cols = cases[i][1];
+        float *x = tt_alloc((size_t)(rows * cols) * sizeof *x);
+        tt_fill_normal(x, (size_t)(rows * cols), 23 + i, 0.5, 3.0);
+        check_all_ops(x, rows, cols, cases[i][2], cases[i][3]);
+        x[1 * cols + 700] = NAN;
+        x[2 * cols + 1020] = INFINITY;
+        for (int op = 0; op < 6; op++)
+            check_reduce(all_ops[op], TALLY_AXIS_ROW, x, rows, cols, cases[i][2], cases[i][3], 1, 0);
+        free(x);
+    }
+}
+END_TEST
+
 /* 64 rows of 16385 (two tiles per row) in a strided view at offset 3; as
  * one vector, 64 * 16385 elements make 65 tiles. */
 START_TEST(reduce_two_tile_rows_strided)
@@ -1492,7 +1515,7 @@ END_TEST
 TT_SUITE("ops",
          {.name = "reduce", TT_FIXTURE, .timeout = 300,
           .tests = {reduce_small_shapes, reduce_all_contiguous_any_shape, reduce_many_short_rows, reduce_rows_of_1000,
-                    reduce_two_tile_rows_strided, reduce_two_levels, reduce_order_sensitive, reduce_nan_propagates,
+                    reduce_one_tile_rows, reduce_two_tile_rows_strided, reduce_two_levels, reduce_order_sensitive, reduce_nan_propagates,
                     reduce_infinities, reduce_logsumexp_edge_rows, reduce_empty, reduce_exact_values,
                     nan_results_are_canonical}},
          {.name = "kl", TT_FIXTURE, .timeout = 300,

@@ -128,6 +128,11 @@ typedef struct tally__gpu_context {
      * and PoCL 3.1 on a CPU, with more than one thread, gave wrong sums
      * from it (OpenCL: 0). */
     int register_tiles;
+    /* 1 when the backend's kernels have warp shuffles (TALLY_HAS_WARP_SHUFFLE:
+     * CUDA), set by the backend at context creation: row reductions of
+     * about 1024 elements then run a warp a row (tally_k_reduce_rows_warp).
+     * Picks kernel variants only (never results). */
+    int warp_shuffle;
     /* The most dynamic local memory (bytes) a group of a kernel with a
      * stage may have, set by the backend at context creation: the CUDA
      * backend sets it where the device grants every such kernel its stage

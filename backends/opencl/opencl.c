@@ -244,6 +244,7 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     cc->base_align = align_bits / 8u;
     cc->gpu.compute_units = units;
     cc->gpu.register_tiles = 0; /* see tally__gpu_context */
+    cc->gpu.warp_shuffle = 0;
     /* Deprecated by OpenCL 2.0 but still answered; a device that does not
      * answer is taken not to share memory, so wrap_host is refused. */
     cl_bool unified = CL_FALSE;

@@ -222,6 +222,19 @@ typedef float4 tally_f4;
 #  define TALLY_HAS_REGISTER_TILES 0
 #endif
 
+/* TALLY_HAS_WARP_SHUFFLE is 1 where the work-items 32 w .. 32 w + 31 of a
+ * group form one warp that TALLY_WARP_SHUFFLE(v, j) reads across: the
+ * value v of work-item j of the caller's warp (every work-item of the warp
+ * must reach it). CUDA: __shfl_sync over the whole warp; 0 in OpenCL C 1.2,
+ * which has no sub-groups, where such kernels have empty bodies and the
+ * backend never launches them (tally__gpu_context's warp_shuffle). */
+#if TALLY_TARGET_CUDA
+#  define TALLY_HAS_WARP_SHUFFLE 1
+#  define TALLY_WARP_SHUFFLE(v, j) __shfl_sync(0xffffffffu, (v), (int)(j))
+#else
+#  define TALLY_HAS_WARP_SHUFFLE 0
+#endif
+
 /* Staging quads in local memory without passing them through registers.
  * TALLY_HAS_STAGE is 1 where a kernel can declare TALLY_STAGE(name), an
  * array of tally_f4 in dynamic local memory whose size the launch sets
