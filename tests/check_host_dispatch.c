@@ -26,6 +26,7 @@
 
 #include "backends/host/host_simd.h"
 #include "tally/terms.h"
+#include "tally/terms_backward.h"
 #include "testutil.h"
 
 /* ---- Mismatch bookkeeping: count them, keep the first. ---- */
@@ -160,9 +161,9 @@ static void check_multi(tally__host_term term, uint32_t flags, int inputs, uint6
     size_t n_impls = vector_impls(impls, &all);
     const uint64_t cols = 37, stride = 41, rows = CHUNK / stride;
     const uint64_t n = rows * cols;
-    float *in[3], *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
+    float *in[3], *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want), *got_b = malloc(n * sizeof *got_b);
     for (int j = 0; j < 3; j++) in[j] = malloc(rows * stride * sizeof *in[j]);
-    ck_assert(got && want && in[0] && in[1] && in[2]);
+    ck_assert(got && want && got_b && in[0] && in[1] && in[2]);
     mismatch m = {0};
     uint64_t s = seed, edge_at = 0;
     const uint64_t edge_total = inputs == 2 ? N_EDGES * N_EDGES : N_EDGES * N_EDGES * N_EDGES;
@@ -196,12 +197,26 @@ static void check_multi(tally__host_term term, uint32_t flags, int inputs, uint6
                 impls[k]->kernels->kl_map(in[0], in[1], flags, n, got);
                 for (uint64_t i = 0; i < n; i++)
                     note(&m, fbits(got[i]), fbits(tally_canonical(want[i])), impls[k]->name, "kl_map", done + i);
+                /* The gradients, with the third input as the upstream
+                 * gradient of each element, then with one scalar. */
+                for (int scalar = 0; scalar < 2; scalar++) {
+                    const float gs = 0.75f;
+                    impls[k]->kernels->kl_grad_map(in[0], in[1], scalar ? NULL : in[2], gs, flags, n, got, got_b);
+                    for (uint64_t i = 0; i < n; i++) {
+                        const tally_grad2 d = tally_kl_grad(in[0][i], in[1][i], scalar ? gs : in[2][i], flags);
+                        note(&m, fbits(got[i]), fbits(tally_canonical(d.a)), impls[k]->name, "kl_grad_map input",
+                             done + i);
+                        note(&m, fbits(got_b[i]), fbits(tally_canonical(d.b)), impls[k]->name, "kl_grad_map target",
+                             done + i);
+                    }
+                }
             }
         }
     }
     for (int j = 0; j < 3; j++) free(in[j]);
     free(got);
     free(want);
+    free(got_b);
     ASSERT_NONE(&m);
 }
 

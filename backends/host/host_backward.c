@@ -19,6 +19,7 @@ static float *host_ptr(const tally__array *a)
 /* ---- KL divergence ----------------------------------------------------- */
 
 typedef struct kl_bw_task {
+    const tally__host_kernels *k; /* the vector kernels, NULL: the scalar path */
     const tally__kl_backward_job *job;
     const float *x, *t, *g;
     float *gx, *gt;
@@ -35,6 +36,10 @@ static void kl_bw_rows(void *arg, uint64_t begin, uint64_t end)
         const float *g = pointwise ? s->g + r * job->grad_out.stride : NULL;
         float *gx = s->gx != NULL ? s->gx + r * job->grad_input.stride : NULL;
         float *gt = s->gt != NULL ? s->gt + r * job->grad_target.stride : NULL;
+        if (s->k != NULL) {
+            s->k->kl_grad_map(x, t, g, s->g_scalar, job->flags, job->input.cols, gx, gt);
+            continue;
+        }
         for (uint64_t c = 0; c < job->input.cols; c++) {
             const tally_grad2 d = tally_kl_grad(x[c], t[c], pointwise ? g[c] : s->g_scalar, job->flags);
             if (gx != NULL) gx[c] = tally_canonical(d.a);
@@ -45,8 +50,7 @@ static void kl_bw_rows(void *arg, uint64_t begin, uint64_t end)
 
 tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_backward_job *job)
 {
-    (void)ctx;
-    kl_bw_task s = {.job = job, .x = host_ptr(&job->input), .t = host_ptr(&job->target),
+    kl_bw_task s = {.k = tally__host_kernels_of(ctx), .job = job, .x = host_ptr(&job->input), .t = host_ptr(&job->target),
                     .g = host_ptr(&job->grad_out), .gx = host_ptr(&job->grad_input),
                     .gt = host_ptr(&job->grad_target), .g_scalar = 0.0f};
     if (job->reduction != TALLY_REDUCTION_NONE) s.g_scalar = tally_grad_scale(s.g[0], (tally_u32)job->divide, job->divisor);

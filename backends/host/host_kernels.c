@@ -19,6 +19,7 @@
 
 #include "host_simd.h"
 #include "tally/terms.h"
+#include "tally/terms_backward.h"
 
 #ifndef TALLY_HOST_KERNELS
 #  error "meson defines TALLY_HOST_KERNELS and TALLY_HOST_KERNELS_NAME"
@@ -373,6 +374,66 @@ static void kl_map(const float *x, const float *t, uint32_t flags, uint64_t n, f
     }
 }
 
+/* The KL gradients of one chunk (n <= STEP_MAX), the flags a constant in
+ * each copy and the choices of logarithm and quotient made for the whole
+ * chunk, as the forward's map does: tally_kl_grad_form with fast 1 where
+ * every element qualifies, else 0, and with the short quotient where every
+ * element's quotient t / p (e / p under LOG_TARGET) has a normal result,
+ * all of which give tally_kl_grad's bits. The short forms have no branch,
+ * so the loop becomes vector code. */
+#define DEFINE_KL_GRAD_MAP(suffix, FLAGS)                                                                  \
+    static void map_kl_grad_##suffix(const float *restrict x, const float *restrict t,                     \
+                                     const float *restrict g, uint64_t n, float *restrict ga,              \
+                                     float *restrict gb)                                                   \
+    {                                                                                                      \
+        int ok = 1, div_ok = 1;                                                                            \
+        for (uint64_t i = 0; i < n; i++) ok &= tally_kl_fast_ok(x[i], t[i], (FLAGS));                      \
+        if (ok && ((FLAGS) & TALLY_KL_INPUT_IS_PROB)) {                                                    \
+            /* Under LOG_TARGET the dividend is e = tally_expf(t). */                                      \
+            for (uint64_t i = 0; i < n; i++)                                                               \
+                div_ok &= tally_pm_divf_normal_ok(((FLAGS) & TALLY_KL_LOG_TARGET) ? tally_expf(t[i]) : t[i], x[i]); \
+        }                                                                                                  \
+        if (ok && div_ok) {                                                                                \
+            for (uint64_t i = 0; i < n; i++) {                                                             \
+                const tally_grad2 d = tally_kl_grad_form(x[i], t[i], g[i], (FLAGS), 1, 1);                 \
+                ga[i] = d.a;                                                                               \
+                gb[i] = d.b;                                                                               \
+            }                                                                                              \
+        } else {                                                                                           \
+            for (uint64_t i = 0; i < n; i++) {                                                             \
+                const tally_grad2 d = tally_kl_grad_form(x[i], t[i], g[i], (FLAGS), ok, 0);                \
+                ga[i] = d.a;                                                                               \
+                gb[i] = d.b;                                                                               \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+DEFINE_KL_GRAD_MAP(0, 0u)
+DEFINE_KL_GRAD_MAP(1, 1u)
+DEFINE_KL_GRAD_MAP(2, 2u)
+DEFINE_KL_GRAD_MAP(3, 3u)
+
+static void kl_grad_map(const float *x, const float *t, const float *g, float g_scalar, uint32_t flags, uint64_t n,
+                        float *gx, float *gt)
+{
+    float gbuf[STEP_MAX], ga[STEP_MAX], gb[STEP_MAX];
+    if (g == NULL)
+        for (uint64_t i = 0; i < STEP_MAX; i++) gbuf[i] = g_scalar;
+    for (uint64_t c = 0; c < n; c += STEP_MAX) {
+        const uint64_t len = n - c < STEP_MAX ? n - c : STEP_MAX;
+        const float *gc = g != NULL ? g + c : gbuf;
+        switch (flags & 3u) {
+        case 0u: map_kl_grad_0(x + c, t + c, gc, len, ga, gb); break;
+        case 1u: map_kl_grad_1(x + c, t + c, gc, len, ga, gb); break;
+        case 2u: map_kl_grad_2(x + c, t + c, gc, len, ga, gb); break;
+        default: map_kl_grad_3(x + c, t + c, gc, len, ga, gb); break;
+        }
+        if (gx != NULL)
+            for (uint64_t i = 0; i < len; i++) gx[c + i] = tally_canonical(ga[i]);
+        if (gt != NULL)
+            for (uint64_t i = 0; i < len; i++) gt[c + i] = tally_canonical(gb[i]);
+    }
+}
+
 static void terms_range(const tally__host_src *src, uint64_t k0, uint64_t n, float *out)
 {
     float buf[STEP_MAX], g0[STEP_MAX], g1[STEP_MAX], g2[STEP_MAX];
@@ -388,6 +449,7 @@ const tally__host_kernels TALLY_HOST_KERNELS = {
     .tile = tile_reduce,
     .fill = fill_range,
     .kl_map = kl_map,
+    .kl_grad_map = kl_grad_map,
     .terms = terms_range,
     .dm_table = dm_table,
 };

@@ -79,6 +79,11 @@ typedef struct tally__host_kernels {
     void (*fill)(tally_distribution dist, uint64_t seed, uint64_t subsequence, uint64_t i0, uint64_t n, float *out);
     /* out[c] = tally_canonical(tally_kl_term(x[c], t[c], flags)), c < n. */
     void (*kl_map)(const float *x, const float *t, uint32_t flags, uint64_t n, float *out);
+    /* gx[c] and gt[c] = tally_canonical of tally_kl_grad(x[c], t[c], g,
+     * flags)'s two gradients, c < n, with g = g[c], or g_scalar where g is
+     * NULL; gx or gt NULL: that gradient is not stored. */
+    void (*kl_grad_map)(const float *x, const float *t, const float *g, float g_scalar, uint32_t flags, uint64_t n,
+                        float *gx, float *gt);
     /* out[c] = the term of element k0 + c of src, c < n (uncanonicalised):
      * what tile() folds, exposed for tests/check_host_dispatch.c. */
     void (*terms)(const tally__host_src *src, uint64_t k0, uint64_t n, float *out);

@@ -37,29 +37,41 @@ TALLY_FN float tally_grad_scale(float g, tally_u32 divide, float divisor)
  * autograd); at t == 0 the target gradient is g * (-inf), the one-sided
  * derivative of t log t, where torch's xlogy backward gives 0/0 = NaN.
  */
-TALLY_FN tally_grad2 tally_kl_grad(float xin, float t, float g, tally_u32 flags)
+/* tally_kl_grad with its choices of logarithm and quotient given: fast
+ * must be tally_kl_fast_ok(xin, t, flags) or 0 (tally_logf throughout), and
+ * div_normal 1 only where the quotient below satisfies
+ * tally_pm_divf_normal_ok (0: tally_divf), which give the same bits; a
+ * caller that knows a whole run's choices passes them as constants (the
+ * host's vector kernels). */
+TALLY_FN tally_grad2 tally_kl_grad_form(float xin, float t, float g, tally_u32 flags, int fast, int div_normal)
 {
     const int prob = (flags & TALLY_KL_INPUT_IS_PROB) != 0u;
-    /* The forward's short path (tally/terms.h): where the logarithms'
-     * arguments are positive normal floats, tally_pm_logf_normal gives
-     * tally_logf's bits with fewer instructions. */
-    const int fast = tally_kl_fast_ok(xin, t, flags);
     const float x = prob ? (fast ? tally_pm_logf_normal(xin) : tally_logf(xin)) : xin;
     tally_grad2 r;
     if (flags & TALLY_KL_LOG_TARGET) {
         const float e = tally_expf(t);
         const float eg = e * g;
-        r.a = prob ? -(tally_divf(e, xin) * g) : -eg;
+        r.a = prob ? -((div_normal ? tally_pm_divf_normal(e, xin) : tally_divf(e, xin)) * g) : -eg;
         r.b = eg * ((t - x) + 1.0f);
     } else {
         r.a = -(t * g);
         if (prob) {
-            const float ratio = (t == 0.0f && xin == xin) ? 0.0f : tally_divf(t, xin);
+            const float ratio = (t == 0.0f && xin == xin) ? 0.0f
+                                : div_normal                 ? tally_pm_divf_normal(t, xin)
+                                                             : tally_divf(t, xin);
             r.a = -(ratio * g);
         }
         r.b = g * (((fast ? tally_pm_logf_normal(t) : tally_logf(t)) - x) + 1.0f);
     }
     return r;
+}
+
+TALLY_FN tally_grad2 tally_kl_grad(float xin, float t, float g, tally_u32 flags)
+{
+    /* The forward's short path (tally/terms.h): where the logarithms'
+     * arguments are positive normal floats, tally_pm_logf_normal gives
+     * tally_logf's bits with fewer instructions. */
+    return tally_kl_grad_form(xin, t, g, flags, tally_kl_fast_ok(xin, t, flags), 0);
 }
 
 /*
