@@ -120,11 +120,19 @@ static void dm_bw_elements(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
-/* Shared alpha: column v is a_v times the tree over b of the weights. */
+/* Shared alpha: column v is a_v times the tree over b of the weights.
+ * The column's digammas are tabulated once, as the GPU kernel does: psi(a)
+ * and psi(k + a) for the whole counts k = 1 .. DM_BW_PSI_TABLE - 1, the
+ * values the element-wise form computes (k + a is the same sum as n + a
+ * for n == k), so a weight is tally_dm_grad_weight's operations on the
+ * same values, g (R + T), whatever the table's length. */
+#define DM_BW_PSI_TABLE 16u
 typedef struct dm_bw_col {
     const dm_bw_task *t;
     uint64_t v;
     float a;
+    float psi_a;
+    float psi_tab[DM_BW_PSI_TABLE];
 } dm_bw_col;
 
 static float term_col_weight(const void *st, uint64_t b)
@@ -132,7 +140,12 @@ static float term_col_weight(const void *st, uint64_t b)
     const dm_bw_col *c = st;
     const dm_bw_task *t = c->t;
     const float n = t->counts[b * t->job->counts.stride + c->v];
-    return tally_dm_grad_weight(t->row_g[b], t->row_R[b], n, c->a);
+    float psi_na = 0.0f;
+    if (n >= 1.0f && n < (float)DM_BW_PSI_TABLE && n == tally_floor(n))
+        psi_na = c->psi_tab[(uint32_t)n];
+    else if (n != 0.0f)
+        psi_na = tally_digammaf(n + c->a);
+    return t->row_g[b] * (t->row_R[b] + tally_dm_grad_term_of(n, psi_na, c->psi_a));
 }
 
 static void dm_bw_columns(void *arg, uint64_t begin, uint64_t end)
@@ -140,6 +153,9 @@ static void dm_bw_columns(void *arg, uint64_t begin, uint64_t end)
     dm_bw_task *t = arg;
     for (uint64_t v = begin; v < end; v++) {
         dm_bw_col c = {.t = t, .v = v, .a = tally_expf(t->log_alpha[v])};
+        c.psi_a = tally_digammaf(c.a);
+        c.psi_tab[0] = 0.0f; /* n == 0 reads no digamma */
+        for (uint32_t k = 1; k < DM_BW_PSI_TABLE; k++) c.psi_tab[k] = tally_digammaf((float)k + c.a);
         float s;
         if (tally__host_tree_reduce(&t->job->col_plan, TALLY_COMBINE_SUM, term_col_weight, &c, 0, 0.0f, &s) !=
             TALLY_OK)
