@@ -211,6 +211,17 @@ static void check_multi(tally__host_term term, uint32_t flags, int inputs, uint6
                     }
                 }
             }
+            if (term == TALLY__HOST_TERM_GAUSS && !strided) {
+                /* The mixture's gradients of each element, with a weight. */
+                const float c = -0.625f;
+                impls[k]->kernels->gmm_grad_map(in[0], in[1], in[2], c, n, got, got_b);
+                for (uint64_t i = 0; i < n; i++) {
+                    const tally_grad2 d = tally_gmm_grad_elem(in[0][i], in[1][i], in[2][i], c);
+                    note(&m, nan_as_one(got[i]), nan_as_one(d.a), impls[k]->name, "gmm_grad_map mu", done + i);
+                    note(&m, nan_as_one(got_b[i]), nan_as_one(d.b), impls[k]->name, "gmm_grad_map log_var",
+                         done + i);
+                }
+            }
         }
     }
     for (int j = 0; j < 3; j++) free(in[j]);

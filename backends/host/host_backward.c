@@ -198,6 +198,7 @@ tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, cons
 /* ---- Gaussian mixture --------------------------------------------------- */
 
 typedef struct gmm_bw_task {
+    const tally__host_kernels *k; /* the vector kernels, NULL: the scalar path */
     const tally__gmm_backward_job *job;
     const float *logits;
     float llse;        /* tally_lse_seq of the logits (K > 1) */
@@ -212,14 +213,19 @@ static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
     const tally__gmm_job *f = &job->fwd;
     const uint64_t K = f->components, D = f->dim, B = f->mu.rows;
     const uint64_t B4 = tally__round_up4(B), D2 = D + (D & 1u);
-    float *s = malloc(K * sizeof *s);
+    /* Per component k: s[k] and its weight ck[k] (a row constant, computed
+     * once a row); per element (k, d) its two gradients ea[k D + d] and
+     * eb[k D + d] (computed once, for d/dz's sum and for the outputs). */
+    float *s = malloc(2u * K * sizeof *s);
     float *zs = malloc((D > 0 ? D : 1) * sizeof *zs); /* the sample's z */
     float *ts = malloc((D > 0 ? D : 1) * sizeof *ts); /* the sample's std * eps */
-    if (s == NULL || zs == NULL || ts == NULL) {
+    float *ea = malloc((K * D > 0 ? 2u * K * D : 1) * sizeof *ea);
+    if (s == NULL || zs == NULL || ts == NULL || ea == NULL) {
         t->failed = 1;
-        free(s), free(zs), free(ts);
+        free(s), free(zs), free(ts), free(ea);
         return;
     }
+    float *ck = s + K, *eb = ea + K * D;
     const float *gq = host_ptr(&job->grad_log_q), *gzi = host_ptr(&job->grad_z_in);
     float *gz = host_ptr(&job->grad_z), *gmu = host_ptr(&job->grad_mu), *glv = host_ptr(&job->grad_log_var);
     for (uint64_t b = begin; b < end; b++) {
@@ -241,8 +247,12 @@ static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
                 continue;
             }
             const float *mc = mu + (uint64_t)c * D, *lc = lv + (uint64_t)c * D;
+            const uint64_t i0 = r.offset + B4 + b * D2;
+            /* The row's noise: the vector kernels' fill gives the values of
+             * tally_stream_normal, whole Philox blocks at a time. */
+            if (t->k != NULL) t->k->fill(TALLY_DIST_NORMAL, r.seed, r.subsequence, i0, D, ts);
             for (uint64_t d = 0; d < D; d++) {
-                const float eps = tally_stream_normal(r.seed, r.subsequence, r.offset + B4 + b * D2 + d);
+                const float eps = t->k != NULL ? ts[d] : tally_stream_normal(r.seed, r.subsequence, i0 + d);
                 ts[d] = tally_gauss_std(lc[d]) * eps;
                 zs[d] = tally_canonical(mc[d] + ts[d]);
             }
@@ -251,32 +261,50 @@ static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
             z = host_ptr(&f->z) + b * f->z.stride;
         }
         for (uint64_t k = 0; k < K; k++) {
-            tally__host_gauss_state gs = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
-            if (tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &gs, 0, 0.0f,
-                                        &s[k]) != TALLY_OK)
-                t->failed = 1;
+            /* The forward's D-trees (host_ops.c's gmm_row_log_q), through
+             * the vector kernels where the context has them. */
+            tally_status st;
+            if (t->k != NULL && f->dim_plan.levels > 0) {
+                tally__host_src src = {.term = TALLY__HOST_TERM_GAUSS,
+                                       .in = {{.p = z, .cols = D, .stride = D},
+                                              {.p = mu + k * D, .cols = D, .stride = D},
+                                              {.p = lv + k * D, .cols = D, .stride = D}}};
+                st = tally__host_tree_reduce_k(&f->dim_plan, TALLY_COMBINE_SUM, t->k, &src, 0, 0.0f, &s[k]);
+            } else {
+                tally__host_gauss_state gs = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
+                st = tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &gs, 0, 0.0f,
+                                             &s[k]);
+            }
+            if (st != TALLY_OK) t->failed = 1;
         }
         const float L = tally_gmm_row_lse(s, t->logits, t->llse, K);
         const float g = gq != NULL ? gq[b * job->grad_log_q.stride] : 0.0f;
         if (t->weights != NULL)
             for (uint64_t k = 0; k < K; k++)
                 t->weights[b * K + k] = tally_gmm_logit_weight(g, s[k], t->logits[k], t->llse, L);
+        for (uint64_t k = 0; k < K; k++) {
+            ck[k] = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
+            if (t->k != NULL) {
+                t->k->gmm_grad_map(z, mu + k * D, lv + k * D, ck[k], D, ea + k * D, eb + k * D);
+                continue;
+            }
+            for (uint64_t d = 0; d < D; d++) {
+                const tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck[k]);
+                ea[k * D + d] = e.a;
+                eb[k * D + d] = e.b;
+            }
+        }
         for (uint64_t d = 0; d < D; d++) {
             /* d/dz of the density: minus the k-ordered sum of d/dmu. */
             float acc = 0.0f;
-            for (uint64_t k = 0; k < K; k++) {
-                const float ck = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
-                const tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck);
-                acc = k == 0 ? e.a : acc + e.a;
-            }
+            for (uint64_t k = 0; k < K; k++) acc = k == 0 ? ea[d] : acc + ea[k * D + d];
             const float dz = -acc;
             if (gz != NULL) gz[b * job->grad_z.stride + d] = tally_canonical(dz);
             if (gmu == NULL && glv == NULL) continue;
             /* The sample: the whole gradient of z flows into component c. */
             const float G = gzi != NULL ? gzi[b * job->grad_z_in.stride + d] + dz : dz;
             for (uint64_t k = 0; k < K; k++) {
-                const float ck = tally_gmm_grad_weight(g, s[k], K > 1 ? t->logits[k] : 0.0f, t->llse, L, K);
-                tally_grad2 e = tally_gmm_grad_elem(z[d], mu[k * D + d], lv[k * D + d], ck);
+                tally_grad2 e = {.a = ea[k * D + d], .b = eb[k * D + d]};
                 if (job->sample && (uint64_t)c == k) {
                     e.a = e.a + G;
                     e.b = e.b + G * (0.5f * ts[d]);
@@ -286,7 +314,7 @@ static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
             }
         }
     }
-    free(s), free(zs), free(ts);
+    free(s), free(zs), free(ts), free(ea);
 }
 
 typedef struct gmm_col {
@@ -304,7 +332,7 @@ tally_status tally__host_gmm_backward(tally_context *ctx, const tally__gmm_backw
 {
     const tally__gmm_job *f = &job->fwd;
     const uint64_t B = f->mu.rows, K = f->components;
-    gmm_bw_task t = {.job = job, .logits = NULL, .llse = 0.0f, .weights = NULL, .failed = 0};
+    gmm_bw_task t = {.k = tally__host_kernels_of(ctx), .job = job, .logits = NULL, .llse = 0.0f, .weights = NULL, .failed = 0};
     if (K > 1) {
         t.logits = host_ptr(&f->logits);
         t.llse = tally_lse_seq(t.logits, K);

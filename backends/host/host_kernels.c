@@ -434,6 +434,18 @@ static void kl_grad_map(const float *x, const float *t, const float *g, float g_
     }
 }
 
+/* One component's elements of the mixture's gradients, tally_gmm_grad_elem
+ * with the component's weight c: a plain loop, vector code. */
+static void gmm_grad_map(const float *restrict z, const float *restrict mu, const float *restrict lv, float c,
+                         uint64_t n, float *restrict ga, float *restrict gb)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const tally_grad2 e = tally_gmm_grad_elem(z[i], mu[i], lv[i], c);
+        ga[i] = e.a;
+        gb[i] = e.b;
+    }
+}
+
 static void terms_range(const tally__host_src *src, uint64_t k0, uint64_t n, float *out)
 {
     float buf[STEP_MAX], g0[STEP_MAX], g1[STEP_MAX], g2[STEP_MAX];
@@ -450,6 +462,7 @@ const tally__host_kernels TALLY_HOST_KERNELS = {
     .fill = fill_range,
     .kl_map = kl_map,
     .kl_grad_map = kl_grad_map,
+    .gmm_grad_map = gmm_grad_map,
     .terms = terms_range,
     .dm_table = dm_table,
 };

@@ -84,6 +84,10 @@ typedef struct tally__host_kernels {
      * NULL; gx or gt NULL: that gradient is not stored. */
     void (*kl_grad_map)(const float *x, const float *t, const float *g, float g_scalar, uint32_t flags, uint64_t n,
                         float *gx, float *gt);
+    /* ga[i] and gb[i] = tally_gmm_grad_elem(z[i], mu[i], lv[i], c)'s two
+     * gradients, i < n (not canonicalised: they are summed and adjusted
+     * before they are stored). */
+    void (*gmm_grad_map)(const float *z, const float *mu, const float *lv, float c, uint64_t n, float *ga, float *gb);
     /* out[c] = the term of element k0 + c of src, c < n (uncanonicalised):
      * what tile() folds, exposed for tests/check_host_dispatch.c. */
     void (*terms)(const tally__host_src *src, uint64_t k0, uint64_t n, float *out);
