@@ -61,6 +61,7 @@ tally_status tally__host_kl_div_backward(tally_context *ctx, const tally__kl_bac
 /* ---- Dirichlet-multinomial ------------------------------------------- */
 
 typedef struct dm_bw_task {
+    const tally__host_kernels *k; /* the vector kernels, NULL: the scalar path */
     const tally__dm_backward_job *job;
     const float *counts, *log_alpha, *grad_out;
     float *grad;
@@ -84,6 +85,20 @@ static float term_vec(const void *st, uint64_t k)
     return s->exp ? tally_expf(v) : v;
 }
 
+/* The tree sum over V of one row p (its elements, or their exponentials:
+ * exp), through the vector kernels k where the context has them. */
+static tally_status dm_bw_row_sum(const tally__host_kernels *k, const tally__tree_plan *plan, const float *p, int exp,
+                                  float *out)
+{
+    if (k != NULL && plan->levels > 0) {
+        const tally__host_src src = {.term = exp ? TALLY__HOST_TERM_EXP : TALLY__HOST_TERM_PLAIN,
+                                     .in = {{.p = p, .cols = plan->level[0].n, .stride = plan->level[0].n}}};
+        return tally__host_tree_reduce_k(plan, TALLY_COMBINE_SUM, k, &src, 0, 0.0f, out);
+    }
+    const dm_bw_vec v = {.p = p, .step = 1, .exp = exp};
+    return tally__host_tree_reduce(plan, TALLY_COMBINE_SUM, term_vec, &v, 0, 0.0f, out);
+}
+
 /* Per row: g_b and R_b, from the trees of A (per-row alpha) and N over V,
  * the forward's trees. */
 static void dm_bw_row_terms(void *arg, uint64_t begin, uint64_t end)
@@ -92,13 +107,10 @@ static void dm_bw_row_terms(void *arg, uint64_t begin, uint64_t end)
     const tally__dm_backward_job *job = t->job;
     for (uint64_t b = begin; b < end; b++) {
         float A = t->shared_A, N;
-        if (job->per_row_alpha) {
-            dm_bw_vec va = {.p = t->log_alpha + b * job->log_alpha.stride, .step = 1, .exp = 1};
-            if (tally__host_tree_reduce(&job->row_plan, TALLY_COMBINE_SUM, term_vec, &va, 0, 0.0f, &A) != TALLY_OK)
-                t->failed = 1;
-        }
-        dm_bw_vec vn = {.p = t->counts + b * job->counts.stride, .step = 1, .exp = 0};
-        if (tally__host_tree_reduce(&job->row_plan, TALLY_COMBINE_SUM, term_vec, &vn, 0, 0.0f, &N) != TALLY_OK)
+        if (job->per_row_alpha &&
+            dm_bw_row_sum(t->k, &job->row_plan, t->log_alpha + b * job->log_alpha.stride, 1, &A) != TALLY_OK)
+            t->failed = 1;
+        if (dm_bw_row_sum(t->k, &job->row_plan, t->counts + b * job->counts.stride, 0, &N) != TALLY_OK)
             t->failed = 1;
         t->row_R[b] = tally_dm_grad_row(A, N);
         t->row_g[b] = job->per_row_grad ? t->grad_out[b * job->grad_out.stride] : t->g_scalar;
@@ -167,7 +179,7 @@ static void dm_bw_columns(void *arg, uint64_t begin, uint64_t end)
 tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job)
 {
     const uint64_t B = job->counts.rows, V = job->counts.cols;
-    dm_bw_task t = {.job = job, .counts = host_ptr(&job->counts), .log_alpha = host_ptr(&job->log_alpha),
+    dm_bw_task t = {.k = tally__host_kernels_of(ctx), .job = job, .counts = host_ptr(&job->counts), .log_alpha = host_ptr(&job->log_alpha),
                     .grad_out = host_ptr(&job->grad_out), .grad = host_ptr(&job->grad_log_alpha),
                     .shared_A = 0.0f, .g_scalar = 0.0f, .failed = 0};
     if (!job->per_row_grad) t.g_scalar = tally_grad_scale(t.grad_out[0], (tally_u32)job->divide, job->divisor);
