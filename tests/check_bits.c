@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_names.h"
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
@@ -317,7 +318,6 @@ static const shape reduce_shapes[] = {
 static void reduce_case(const void *p, uint64_t seed, gen_fn gen)
 {
     static const tally_reduce_op ops[] = {TALLY_SUM, TALLY_MEAN, TALLY_MIN, TALLY_MAX, TALLY_LOGSUMEXP, TALLY_SUMSQ};
-    static const char *const op_names[] = {"sum", "mean", "min", "max", "logsumexp", "sumsq"};
     const shape sh = *(const shape *)p;
     dual x = d_data(extent(sh, 3), seed, gen);
     for (int a = 0; a < 2; a++) {
@@ -327,7 +327,8 @@ static void reduce_case(const void *p, uint64_t seed, gen_fn gen)
             /* Outputs as a strided column (stride 2) after one poisoned
              * element. */
             dual out = d_new((size_t)(1 + 2 * (outputs > 0 ? outputs : 1)), NULL);
-            const char *what = LABEL("reduce %s axis %s on %lldx%lld (offset %lld, stride %lld)", op_names[o],
+            const char *what = LABEL("reduce %s axis %s on %lldx%lld (offset %lld, stride %lld)",
+                                     harness_op_name((harness_op)harness_op_of_reduce(ops[o])),
                                      a == 0 ? "all" : "row", (long long)sh.rows, (long long)sh.cols,
                                      (long long)sh.offset, (long long)sh.stride);
             BOTH(what, tally_reduce(ctxs[s], ops[o], axis, dv(&x, s, TALLY_F32, sh),
