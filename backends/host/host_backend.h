@@ -47,5 +47,11 @@ typedef struct tally__host_gauss_state {
     const float *z, *mu, *log_var;
 } tally__host_gauss_state;
 float tally__host_term_gauss(const void *state, uint64_t d);
+/* s_k of one mixture component: the tree sum over D of tally_gauss_term
+ * (the job's dim_plan), through the vector kernels kn where the context
+ * has them (NULL: the scalar tree); the same bits either way. Safe inside
+ * a parallel loop. */
+tally_status tally__host_gmm_component_sum(const tally__host_kernels *kn, const tally__gmm_job *job, const float *z,
+                                           const float *mu, const float *lv, float *out);
 
 #endif

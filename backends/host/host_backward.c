@@ -272,23 +272,9 @@ static void gmm_bw_rows(void *arg, uint64_t begin, uint64_t end)
         } else {
             z = host_ptr(&f->z) + b * f->z.stride;
         }
-        for (uint64_t k = 0; k < K; k++) {
-            /* The forward's D-trees (host_ops.c's gmm_row_log_q), through
-             * the vector kernels where the context has them. */
-            tally_status st;
-            if (t->k != NULL && f->dim_plan.levels > 0) {
-                tally__host_src src = {.term = TALLY__HOST_TERM_GAUSS,
-                                       .in = {{.p = z, .cols = D, .stride = D},
-                                              {.p = mu + k * D, .cols = D, .stride = D},
-                                              {.p = lv + k * D, .cols = D, .stride = D}}};
-                st = tally__host_tree_reduce_k(&f->dim_plan, TALLY_COMBINE_SUM, t->k, &src, 0, 0.0f, &s[k]);
-            } else {
-                tally__host_gauss_state gs = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
-                st = tally__host_tree_reduce(&f->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &gs, 0, 0.0f,
-                                             &s[k]);
-            }
-            if (st != TALLY_OK) t->failed = 1;
-        }
+        /* The forward's D-trees. */
+        for (uint64_t k = 0; k < K; k++)
+            if (tally__host_gmm_component_sum(t->k, f, z, mu + k * D, lv + k * D, &s[k]) != TALLY_OK) t->failed = 1;
         const float L = tally_gmm_row_lse(s, t->logits, t->llse, K);
         const float g = gq != NULL ? gq[b * job->grad_log_q.stride] : 0.0f;
         if (t->weights != NULL)

@@ -463,6 +463,21 @@ float tally__host_term_gauss(const void *state, uint64_t d)
     return tally_gauss_term(s->z[d], s->mu[d], s->log_var[d]);
 }
 
+tally_status tally__host_gmm_component_sum(const tally__host_kernels *kn, const tally__gmm_job *job, const float *z,
+                                           const float *mu, const float *lv, float *out)
+{
+    const uint64_t D = job->dim;
+    if (kn != NULL && job->dim_plan.levels > 0) {
+        const tally__host_src src = {.term = TALLY__HOST_TERM_GAUSS,
+                                     .in = {{.p = z, .cols = D, .stride = D},
+                                            {.p = mu, .cols = D, .stride = D},
+                                            {.p = lv, .cols = D, .stride = D}}};
+        return tally__host_tree_reduce_k(&job->dim_plan, TALLY_COMBINE_SUM, kn, &src, 0, 0.0f, out);
+    }
+    const tally__host_gauss_state s = {.z = z, .mu = mu, .log_var = lv};
+    return tally__host_tree_reduce(&job->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &s, 0, 0.0f, out);
+}
+
 /* log q of one row: per component the tree sum over D, then (K > 1) the
  * sequential logsumexp of log w_k + s_k. `v` holds K floats of scratch. */
 static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *job, const float *z, const float *mu,
@@ -470,19 +485,8 @@ static float gmm_row_log_q(const tally__host_kernels *kn, const tally__gmm_job *
 {
     const uint64_t K = job->components, D = job->dim;
     for (uint64_t k = 0; k < K; k++) {
-        tally__host_gauss_state s = {.z = z, .mu = mu + k * D, .log_var = lv + k * D};
         float sk = 0.0f;
-        tally_status st;
-        if (kn != NULL && job->dim_plan.levels > 0) {
-            tally__host_src src = {.term = TALLY__HOST_TERM_GAUSS,
-                                   .in = {{.p = s.z, .cols = D, .stride = D},
-                                          {.p = s.mu, .cols = D, .stride = D},
-                                          {.p = s.log_var, .cols = D, .stride = D}}};
-            st = tally__host_tree_reduce_k(&job->dim_plan, TALLY_COMBINE_SUM, kn, &src, 0, 0.0f, &sk);
-        } else {
-            st = tally__host_tree_reduce(&job->dim_plan, TALLY_COMBINE_SUM, tally__host_term_gauss, &s, 0, 0.0f, &sk);
-        }
-        if (st != TALLY_OK) sk = TALLY_F32_NAN;
+        if (tally__host_gmm_component_sum(kn, job, z, mu + k * D, lv + k * D, &sk) != TALLY_OK) sk = TALLY_F32_NAN;
         v[k] = K > 1 ? (logits[k] - logits_lse) + sk : sk;
     }
     return K > 1 ? tally_lse_seq_private(v, K) : v[0];
