@@ -146,6 +146,21 @@
 #define TALLY_K_KL_HALF_PAIRS 0u
 #endif
 
+/* 1: the KL of two bf16 inputs takes its logarithms from a table of the
+ * 128 mantissas' parts in local memory (kernels/kl.h); 0: from the whole
+ * arithmetic. The same bits either way (a compile-time switch for
+ * bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_KL_BF16_TABLE_ON
+#define TALLY_K_KL_BF16_TABLE_ON 1u
+#endif
+
+/* Groups of 256 work-items that tally_k_kl_tiles_half is compiled to keep
+ * resident per multiprocessor on CUDA (its register budget: 4 gives 64
+ * registers). */
+#ifndef TALLY_K_KL_HALF_GROUPS_PER_CU
+#define TALLY_K_KL_HALF_GROUPS_PER_CU 4
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

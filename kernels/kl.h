@@ -92,6 +92,86 @@ TALLY_FN float tally_k_kl_batch_any(float acc, tally_u32 q, tally_f4 a0, tally_f
 }
 
 /*
+ * The logarithm table of two bf16 inputs (tally_pm_log_bf16_entry,
+ * include/tally/portable_math.h): the 128 entries in 32 copies, copy c of
+ * entry m at m * 32 + c. Work-item l reads copy l % 32, so the 32 reads of
+ * a warp fall in 32 different banks of local memory whatever the
+ * mantissas; one copy would make them wait on each other about 3.5 times
+ * over. 16 KiB per group.
+ */
+#define TALLY_K_LOG_BF16_ENTRIES 128u
+#define TALLY_K_LOG_BF16_COPIES 32u
+#define TALLY_K_LOG_BF16_TABLE (TALLY_K_LOG_BF16_ENTRIES * TALLY_K_LOG_BF16_COPIES)
+
+/* Fills the table, every work-item of the group taking part (a group of
+ * TALLY_K_GROUP_SIZE, which divides the table's size), and waits for it.
+ * Work-item l computes entry l % 128 once and writes copies of it in an
+ * order rotated by l, so that the stores of a warp fall in 32 banks too. */
+TALLY_FN void tally_k_log_bf16_fill(TALLY_LOCAL float *tab, tally_u32 lid)
+{
+    const tally_u32 per_item = TALLY_K_LOG_BF16_TABLE / TALLY_K_GROUP_SIZE;
+    const tally_u32 m = lid % TALLY_K_LOG_BF16_ENTRIES;
+    const tally_u32 first_copy = (lid / TALLY_K_LOG_BF16_ENTRIES) * per_item;
+    const float v = tally_pm_log_bf16_entry(m);
+    for (tally_u32 k = 0; k < per_item; k++)
+        tab[m * TALLY_K_LOG_BF16_COPIES + ((first_copy + k + lid) % TALLY_K_LOG_BF16_COPIES)] = v;
+    TALLY_BARRIER();
+}
+
+/* tally_pm_logf_normal(x) for a positive normal x widened from bf16; lane
+ * points at the work-item's copy (tab + lid % 32). */
+TALLY_FN float tally_k_log_bf16(TALLY_LOCAL const float *lane, float x)
+{
+    /* Entry (bits >> 16) & 0x7f, copy 0 at ((bits >> 16) & 0x7f) * 32: one
+     * shift and one mask. */
+    return tally_pm_logf_bf16(x, lane[(tally_as_u32(x) >> 11) & ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES)]);
+}
+
+/* tally_kl_term_fast (include/tally/terms.h) with its logarithms from the
+ * table: the same operations on the same values, so the same bits, for
+ * inputs widened from bf16 that pass tally_kl_fast_ok. */
+TALLY_FN float tally_k_kl_term_bf16(TALLY_LOCAL const float *lane, float x, float t, tally_u32 flags)
+{
+    const float lx = (flags & TALLY_KL_INPUT_IS_PROB) ? tally_k_log_bf16(lane, x) : x;
+    if (flags & TALLY_KL_LOG_TARGET) return tally_expf(t) * (t - lx);
+    return t * (tally_k_log_bf16(lane, t) - lx);
+}
+
+/* The term of TALLY_K_KL_ADD16 in tally_k_kl_batch_bf16, whose `lane` it
+ * reads. */
+#define TALLY_K_KL_TERM_BF16(x, t, flags) tally_k_kl_term_bf16(lane, x, t, flags)
+
+/* tally_k_kl_batch_any for two bf16 inputs, the short path's logarithms
+ * from the table. */
+TALLY_FN float tally_k_kl_batch_bf16(TALLY_LOCAL const float *lane, float acc, tally_u32 q, tally_f4 a0, tally_f4 a1,
+                                     tally_f4 a2, tally_f4 a3, tally_f4 b0, tally_f4 b1, tally_f4 b2, tally_f4 b3,
+                                     tally_u32 flags)
+{
+    if (tally_k_kl_fast16(a0, a1, a2, a3, b0, b1, b2, b3, flags)) {
+        TALLY_K_KL_ADD16(acc, q, TALLY_K_KL_TERM_BF16, flags);
+    } else {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+    }
+    return acc;
+}
+
+/* How a full tile's batch folds: fp32 inputs (tally_k_kl_batch), any half
+ * input (tally_k_kl_batch_any), or two bf16 inputs with the table. */
+#define TALLY_K_KL_BATCH_F32 0
+#define TALLY_K_KL_BATCH_HALF 1
+#define TALLY_K_KL_BATCH_BF16_TABLE 2
+
+TALLY_FN float tally_k_kl_batch_as(int kind, TALLY_LOCAL const float *lane, float acc, tally_u32 q, tally_f4 a0,
+                                   tally_f4 a1, tally_f4 a2, tally_f4 a3, tally_f4 b0, tally_f4 b1, tally_f4 b2,
+                                   tally_f4 b3, tally_u32 flags)
+{
+    if (kind == TALLY_K_KL_BATCH_BF16_TABLE)
+        return tally_k_kl_batch_bf16(lane, acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
+    if (kind == TALLY_K_KL_BATCH_HALF) return tally_k_kl_batch_any(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
+    return tally_k_kl_batch(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
+}
+
+/*
  * One lane's fold of a tile, quad by quad (any placement and dtype): the
  * lane's quads base + q * lanes + j, q < qpl, each term by tally_kl_term, or
  * with st (the statistics array of kernels/kl_logits.h, `rows` per plane;
@@ -147,7 +227,8 @@ TALLY_FN float tally_k_kl_lane(const tally_k_src *xs, const tally_k_src *ts, tal
  * brings eight halves, a quad for each lane (work-items 128 .. 255 only
  * join the tree). The fold order is the plan's either way.
  */
-TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
+TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_LOCAL float *log_tab,
+                                   TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                    tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off,
                                    tally_u64 t_stride, tally_u64 cols, tally_u32 mode, tally_u64 n, tally_u32 lanes,
                                    tally_u32 qpl, tally_u64 tiles, tally_u32 flags, tally_u32 finish, float divisor,
@@ -160,6 +241,14 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
     const tally_u64 full_quads = n >> 2;
     const tally_u64 tile_quads = (tally_u64)lanes * qpl;
     const int halves = x_dtype != TALLY_F32 || t_dtype != TALLY_F32;
+    /* bf16_table is a constant 1 only in the copies of tally_k_kl_tiles_half
+     * whose dtypes are the constants BF16, BF16; log_tab is unused
+     * elsewhere. */
+    const int kind = bf16_table && TALLY_K_KL_BF16_TABLE_ON ? TALLY_K_KL_BATCH_BF16_TABLE
+                     : halves                               ? TALLY_K_KL_BATCH_HALF
+                                                            : TALLY_K_KL_BATCH_F32;
+    if (kind == TALLY_K_KL_BATCH_BF16_TABLE) tally_k_log_bf16_fill(log_tab, lid);
+    TALLY_LOCAL const float *lane = log_tab + (lid % TALLY_K_LOG_BF16_COPIES);
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
     /* A plan narrower than a group has a single tile: segment 0 runs it and
@@ -187,8 +276,8 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + L2, &te1, &to1);
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + 2u * L2, &te2, &to2);
                     tally_k_load_pair(ts.p, ts.h, t_dtype, m + 3u * L2, &te3, &to3);
-                    accA = tally_k_kl_batch_any(accA, q, xe0, xe1, xe2, xe3, te0, te1, te2, te3, flags);
-                    accB = tally_k_kl_batch_any(accB, q, xo0, xo1, xo2, xo3, to0, to1, to2, to3, flags);
+                    accA = tally_k_kl_batch_as(kind, lane, accA, q, xe0, xe1, xe2, xe3, te0, te1, te2, te3, flags);
+                    accB = tally_k_kl_batch_as(kind, lane, accB, q, xo0, xo1, xo2, xo3, to0, to1, to2, to3, flags);
                 }
                 v[2u * lid] = accA;
                 v[2u * lid + 1u] = accB;
@@ -210,8 +299,7 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const floa
                     const tally_f4 a2 = tally_k_quad4(&xs, h + 2u * L), a3 = tally_k_quad4(&xs, h + 3u * L);
                     const tally_f4 b0 = tally_k_quad4(&ts, h), b1 = tally_k_quad4(&ts, h + L);
                     const tally_f4 b2 = tally_k_quad4(&ts, h + 2u * L), b3 = tally_k_quad4(&ts, h + 3u * L);
-                    acc = halves ? tally_k_kl_batch_any(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags)
-                                 : tally_k_kl_batch(acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
+                    acc = tally_k_kl_batch_as(kind, lane, acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
                 }
             } else {
                 acc = tally_k_kl_lane(&xs, &ts, n, base, lanes, j, qpl, flags, 0, 0u, 0u);
@@ -230,30 +318,31 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     (void)x_dtype;
     (void)t_dtype;
-    tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags, finish,
-                         divisor, out, out_off, TALLY_F32, TALLY_F32);
+    tally_k_kl_tiles_run(v, 0, v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags,
+                         finish, divisor, out, out_off, TALLY_F32, TALLY_F32);
 }
 
 /* The same with at least one half input (any mix of dtypes). Two bf16
  * inputs with the flags of the common forms (input_is_prob, or log input
  * and probability target) run copies of the body in which the dtypes and
  * the flags are constants, so the conversions are bare shifts and the
- * terms straight-line code; the copies compute exactly what the general
- * body computes for those arguments. */
-TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
+ * terms straight-line code, and whose logarithms come from the bf16 table;
+ * the copies compute exactly what the general body computes for those
+ * arguments. */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_HALF_GROUPS_PER_CU) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, log_tab, TALLY_K_LOG_BF16_TABLE);
     const int bf16 = x_dtype == TALLY_BF16 && t_dtype == TALLY_BF16;
     if (bf16 && flags == TALLY_KL_INPUT_IS_PROB)
-        tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
-                             TALLY_KL_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_BF16,
-                             TALLY_BF16);
+        tally_k_kl_tiles_run(v, 1, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             TALLY_KL_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_BF16, TALLY_BF16);
     else if (bf16 && flags == 0u)
-        tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, 0u, finish,
-                             divisor, out, out_off, TALLY_BF16, TALLY_BF16);
+        tally_k_kl_tiles_run(v, 1, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             0u, finish, divisor, out, out_off, TALLY_BF16, TALLY_BF16);
     else
-        tally_k_kl_tiles_run(v, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles, flags,
-                             finish, divisor, out, out_off, x_dtype, t_dtype);
+        tally_k_kl_tiles_run(v, 0, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             flags, finish, divisor, out, out_off, x_dtype, t_dtype);
 }
 
 /*

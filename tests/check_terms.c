@@ -200,6 +200,31 @@ END_TEST
 START_TEST(test_log_core_high) { check_log_core_range(0x40000000u, 0x7f7fffffu); }
 END_TEST
 
+/* The bf16 logarithm table's arithmetic (tally_pm_log_bf16_entry,
+ * tally_pm_logf_bf16) against tally_logf on every positive normal bf16
+ * value, 0x0080 .. 0x7f7f, each widened to the float with those high 16
+ * bits; the table's entry is the one a kernel looks up, bits 16..22. */
+START_TEST(test_log_bf16_table)
+{
+    fails_t fl = { 0, "" };
+    float entry[128];
+    for (uint32_t m = 0; m < 128u; m++) entry[m] = tally_pm_log_bf16_entry(m);
+    unsigned checked = 0;
+    for (uint32_t h = 0x0080u; h <= 0x7f7fu; h++) {
+        const uint32_t b = h << 16;
+        const float x = ffrom(b);
+        NOTE_MISMATCH(&fl, tally_pm_logf_bf16(x, entry[(b >> 16) & 0x7fu]), tally_logf(x), "logf_bf16(0x%08x)", b);
+        checked++;
+    }
+    ASSERT_NO_MISMATCH(&fl);
+    ck_assert_uint_eq(checked, 0x7f7fu - 0x0080u + 1u);
+    /* The entries are tally_logf's mantissa parts: log of 1 + m/128 itself
+     * for the mantissas that keep e = 0 (m < 43, x < 4/3). */
+    ck_assert_uint_eq(fbits(entry[0]), fbits(0.0f));
+    ck_assert_uint_eq(fbits(entry[16]), fbits(tally_logf(1.125f)));
+}
+END_TEST
+
 /* tally_pm_expf_normal against tally_expf over its whole domain [-87, 88]:
  * one bit pattern in 8 of each sign (the low three bits rotating, as
  * above), about 2.7e8 floats, or all of them with TALLY_TERMS_EXHAUSTIVE=1.
@@ -354,6 +379,6 @@ TT_SUITE("terms",
          {.name = "terms", .case_per_test = 1, .timeout = 240,
           .tests = {test_kl_edges, test_kl_random_plain, test_kl_random_log_target, test_kl_random_prob,
                     test_kl_random_prob_log_target, test_log_core_low, test_log_core_high, test_exp_normal_neg,
-                    test_exp_normal_pos, test_normal_pairs,
+                    test_exp_normal_pos, test_normal_pairs, test_log_bf16_table,
                     test_general_functions}},
          {.name = "normal_walks", .timeout = 240, .tests = {test_normal_walk}, .loops = (int)(sizeof walks / sizeof walks[0])})

@@ -241,6 +241,21 @@ TALLY_FN tally_pm_f2 tally_pm_log_parts(float x)
     return tally_pm_log_core(xs, sub ? 23 : 0);
 }
 
+/* tally_logf's two steps after the split xs = 2^e (1 + f): the mantissa's
+ * part v = f + f^2 Q(f), rounded once (f is exact), and then e ln2 added to
+ * v by two fmas whose products are exact.  v depends on the mantissa bits
+ * of xs alone, which lets kernels on bf16 inputs look it up
+ * (tally_pm_log_bf16_entry below). */
+TALLY_FN float tally_pm_log_mantissa(float f)
+{
+    return tally_fma(f * f, tally_pm_log_q(f), f);
+}
+
+TALLY_FN float tally_pm_log_join(float ef, float v)
+{
+    return tally_fma(ef, TALLY_PM_LN2, tally_fma(ef, TALLY_PM_LN2_TAIL, v));
+}
+
 /* tally_logf's arithmetic for a positive normal float xs, the argument
  * scaled by 2^eadj (eadj = 23 for a prescaled subnormal, else 0): the
  * logarithm of xs 2^-eadj with none of tally_logf's special-value selects.
@@ -251,9 +266,7 @@ TALLY_FN float tally_pm_logf_scaled(float xs, tally_i32 eadj)
 {
     tally_i32 e;
     float f = tally_pm_log_split(xs, &e);
-    float ef = (float)(e - eadj);
-    float v = tally_fma(f * f, tally_pm_log_q(f), f);
-    return tally_fma(ef, TALLY_PM_LN2, tally_fma(ef, TALLY_PM_LN2_TAIL, v));
+    return tally_pm_log_join((float)(e - eadj), tally_pm_log_mantissa(f));
 }
 
 /* tally_logf(x) for positive normal finite x (2^-126 <= x <= FLT_MAX)
@@ -261,6 +274,31 @@ TALLY_FN float tally_pm_logf_scaled(float xs, tally_i32 eadj)
 TALLY_FN float tally_pm_logf_normal(float x)
 {
     return tally_pm_logf_scaled(x, 0);
+}
+
+/* A positive normal float whose low 16 bits are zero (every positive
+ * normal bf16 value widened) has one of 128 mantissas, m << 16 for m <
+ * 128, and tally_pm_log_split's f depends on the mantissa bits alone (the
+ * exponent only moves e), so tally_pm_log_mantissa(f) is one of 128
+ * values.  tally_pm_log_bf16_entry(m) is that value for mantissa m, and
+ * tally_pm_logf_bf16(x, v) with v = tally_pm_log_bf16_entry((bits(x) >> 16)
+ * & 0x7f) performs the rest of tally_pm_logf_normal(x): the same operations
+ * on the same values, so the same bits (tests/check_terms.c checks every
+ * positive normal bf16 value).  A kernel keeps the 128 entries in local
+ * memory, and a logarithm then costs one lookup, an integer add and shift,
+ * one conversion and two fmas, where the whole arithmetic takes eleven
+ * fmas and the split. */
+TALLY_FN float tally_pm_log_bf16_entry(tally_u32 m)
+{
+    tally_i32 e;
+    return tally_pm_log_mantissa(tally_pm_log_split(tally_as_f32(0x3f800000u | (m << 16)), &e));
+}
+
+TALLY_FN float tally_pm_logf_bf16(float x, float v)
+{
+    /* tally_pm_log_split's exponent, without its mantissa. */
+    const tally_u32 t = tally_as_u32(x) + 0x00d55555u;
+    return tally_pm_log_join((float)((tally_i32)(t >> 23) - 128), v);
 }
 
 /* Natural logarithm, within one ulp (0.93 ulp worst case over every
