@@ -291,7 +291,7 @@ tally_status tally_dirichlet_multinomial(tally_context *ctx, tally_view counts, 
  * logits [1, K] when K > 1. */
 static tally_status check_gmm_params(tally_context *ctx, const char *name, tally_view mu, tally_view log_var,
                                      tally_view logits, int64_t components, uint64_t B, uint64_t D,
-                                     tally__gmm_job *job)
+                                     tally_dtype dtype, tally__gmm_job *job)
 {
     if (components < 1 || components > INT32_MAX)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT,
@@ -301,8 +301,8 @@ static tally_status check_gmm_params(tally_context *ctx, const char *name, tally
     if (tally__mul_u64(K, D, &KD) || !tally__count_ok(KD))
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "%s: components*dim = %llu*%llu is above 2^%d", name,
                             (unsigned long long)K, (unsigned long long)D, TALLY__MAX_COUNT_LOG2);
-    CHECK(check_view(ctx, name, "mu", mu, FLOAT_INPUT, &job->mu));
-    CHECK(check_view(ctx, name, "log_var", log_var, FLOAT_INPUT, &job->log_var));
+    CHECK(check_view(ctx, name, "mu", mu, dtype, &job->mu));
+    CHECK(check_view(ctx, name, "log_var", log_var, dtype, &job->log_var));
     if (job->mu.rows != B || job->mu.cols != KD || job->log_var.rows != B || job->log_var.cols != KD)
         return tally__error(ctx, TALLY_SHAPE_MISMATCH,
                             "%s: mu is %llu x %llu and log_var %llu x %llu, both must be B x K*D = %llu x %llu",
@@ -310,13 +310,13 @@ static tally_status check_gmm_params(tally_context *ctx, const char *name, tally
                             (unsigned long long)job->log_var.rows, (unsigned long long)job->log_var.cols,
                             (unsigned long long)B, (unsigned long long)KD);
     if (K > 1) {
-        CHECK(check_view(ctx, name, "logits", logits, FLOAT_INPUT, &job->logits));
+        CHECK(check_view(ctx, name, "logits", logits, dtype, &job->logits));
         if (job->logits.rows * job->logits.cols != K || (job->logits.rows != 1 && job->logits.cols != 1))
             return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: logits is %llu x %llu, must hold K = %llu values",
                                 name, (unsigned long long)job->logits.rows, (unsigned long long)job->logits.cols,
                                 (unsigned long long)K);
         /* Stored as 1 x K contiguous or K x 1 strided: normalise to a vector. */
-        CHECK(check_vector(ctx, name, "logits", logits, FLOAT_INPUT, K, &job->logits));
+        CHECK(check_vector(ctx, name, "logits", logits, dtype, K, &job->logits));
         if (job->logits.stride != 1)
             return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: logits must be contiguous", name);
     }
@@ -334,7 +334,7 @@ tally_status tally_gmm_log_prob(tally_context *ctx, tally_view z, tally_view mu,
     tally__gmm_job job = {.components = 0};
     CHECK(check_view(ctx, name, "z", z, FLOAT_INPUT, &job.z));
     uint64_t B = job.z.rows, D = job.z.cols;
-    CHECK(check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job));
+    CHECK(check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, FLOAT_INPUT, &job));
     CHECK(check_vector(ctx, name, "out", out, TALLY_F32, B, &job.log_q));
     CHECK(check_disjoint(ctx, name, "out", &job.log_q, "z", &job.z));
     CHECK(check_disjoint(ctx, name, "out", &job.log_q, "mu", &job.mu));
@@ -354,7 +354,7 @@ tally_status tally_gmm_sample(tally_context *ctx, tally_view mu, tally_view log_
     tally__gmm_job job = {.rng = rng};
     CHECK(check_view(ctx, name, "z", z, HALF_OUTPUT, &job.z));
     uint64_t B = job.z.rows, D = job.z.cols;
-    CHECK(check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job));
+    CHECK(check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, FLOAT_INPUT, &job));
     CHECK(check_vector(ctx, name, "log_q", log_q, TALLY_F32, B, &job.log_q));
     if (component.buffer != NULL) CHECK(check_vector(ctx, name, "component", component, TALLY_I32, B, &job.component));
     const tally__array *outs[3] = {&job.z, &job.log_q, component.buffer != NULL ? &job.component : NULL};

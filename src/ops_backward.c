@@ -161,7 +161,7 @@ tally_status tally_gmm_log_prob_backward(tally_context *ctx, tally_view z, tally
     tally__gmm_backward_job job = {.sample = 0};
     CHECK(tally__check_view(ctx, name, "z", z, TALLY_F32, &job.fwd.z));
     const uint64_t B = job.fwd.z.rows, D = job.fwd.z.cols;
-    CHECK(tally__check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job.fwd));
+    CHECK(tally__check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, TALLY_F32, &job.fwd));
     if (grad_log_q.buffer == NULL)
         return tally__error(ctx, TALLY_INVALID_ARGUMENT, "%s: grad_log_q has no buffer", name);
     CHECK(check_gmm_grads(ctx, name, &job, grad_log_q, (tally_view){.buffer = NULL}, grad_z, grad_mu, grad_log_var,
@@ -190,7 +190,7 @@ tally_status tally_gmm_sample_backward(tally_context *ctx, tally_view mu, tally_
         return tally__error(ctx, TALLY_SHAPE_MISMATCH, "%s: mu has %llu columns, not a multiple of K = %lld", name,
                             (unsigned long long)m.cols, (long long)components);
     const uint64_t B = m.rows, D = m.cols / (uint64_t)components;
-    CHECK(tally__check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, &job.fwd));
+    CHECK(tally__check_gmm_params(ctx, name, mu, log_var, logits, components, B, D, TALLY_F32, &job.fwd));
     CHECK(check_gmm_grads(ctx, name, &job, grad_log_q, grad_z, (tally_view){.buffer = NULL}, grad_mu, grad_log_var,
                           grad_logits));
     /* The forward's draws: B4 component uniforms, then B rows of D2 normals. */

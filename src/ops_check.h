@@ -31,10 +31,11 @@ tally_status tally__check_vector(tally_context *ctx, const char *op, const char 
 tally_status tally__check_disjoint(tally_context *ctx, const char *op, const char *out_name, const tally__array *out,
                                    const char *in_name, const tally__array *in);
 /* The mixture's parameters mu, log_var [B, K*D] and logits [1, K] (K > 1)
- * into job, with K, D and the D-plan. */
+ * into job, with K, D and the D-plan; dtype is TALLY_F32 for the backward
+ * passes, which read fp32 only. */
 tally_status tally__check_gmm_params(tally_context *ctx, const char *name, tally_view mu, tally_view log_var,
                                      tally_view logits, int64_t components, uint64_t B, uint64_t D,
-                                     tally__gmm_job *job);
+                                     tally_dtype dtype, tally__gmm_job *job);
 /* The KL divergence's reduction, flags (into *job_flags), input, target and
  * the view the reduction writes or reads (result_name: out or grad_out),
  * forward and backward alike; none_dtype is that view's dtype for

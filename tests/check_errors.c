@@ -312,6 +312,23 @@ START_TEST(gmm_errors)
     tally_rng late = {.seed = 1, .subsequence = 2, .offset = UINT64_MAX - 6};
     EXPECT(tally_gmm_sample(ctx, mu, lv, lg, 3, late, zo, lq, comp, &consumed), TALLY_RNG_EXHAUSTED, ctx, "offset");
     ck_assert_uint_eq(consumed, 0);
+    /* The backward passes read fp32 parameters only (the forward ones read
+     * halves too): a half mu, log_var or logits is refused by name, not
+     * read as fp32. */
+    const tally_view none = f32(NULL, 0, 0, 0), gq = f32(w.out, 0, 2, 1), gmu = f32(w.out, 4, 2, 6);
+    const tally_view mu_h = tally_view_typed(w.in, TALLY_BF16, 8, 2, 6);
+    const tally_view lv_h = tally_view_typed(w.in, TALLY_F16, 32, 2, 6);
+    const tally_view lg_h = tally_view_typed(w.in, TALLY_BF16, 56, 1, 3);
+    EXPECT(tally_gmm_log_prob_backward(ctx, z, mu_h, lv, lg, 3, gq, none, gmu, none, none), TALLY_UNSUPPORTED_DTYPE,
+           ctx, "mu");
+    EXPECT(tally_gmm_log_prob_backward(ctx, z, mu, lv_h, lg, 3, gq, none, gmu, none, none), TALLY_UNSUPPORTED_DTYPE,
+           ctx, "log_var");
+    EXPECT(tally_gmm_log_prob_backward(ctx, z, mu, lv, lg_h, 3, gq, none, gmu, none, none), TALLY_UNSUPPORTED_DTYPE,
+           ctx, "logits");
+    EXPECT(tally_gmm_sample_backward(ctx, mu, lv_h, lg, 3, rng, none, gq, gmu, none, none), TALLY_UNSUPPORTED_DTYPE,
+           ctx, "log_var");
+    EXPECT(tally_gmm_sample_backward(ctx, mu, lv, lg_h, 3, rng, none, gq, gmu, none, none), TALLY_UNSUPPORTED_DTYPE,
+           ctx, "logits");
     free_world(&w);
 }
 END_TEST
