@@ -18,11 +18,47 @@
 #define TALLY_KERNELS_GMM_H
 
 #include "tree.h"
+#include "halves.h"
+
+/* ---- The logits. Every input of the mixture may be fp32, bf16 or f16
+ * (its *_dtype argument, offsets and strides counted in its own elements);
+ * each element is widened by tally/half.h as it is loaded, so a half input
+ * gives the bits of the fp32 op on its widened values (docs/ops.md). The K
+ * logits are read through the three functions below. tally_lse_seq and
+ * tally_categorical_row (tally/terms.h) take fp32 pointers, so fp32 logits
+ * still go to them, and half logits to their bodies (TALLY_LSE_SEQ_BODY,
+ * TALLY_CATEGORICAL_ROW_BODY) stamped out over widening loads: the same
+ * operations in the same order (tests/check_half.c compares the two paths
+ * bit for bit). ---- */
+
+/* Logit k: element off + k of buffer `logits` of dtype `dtype`. */
+TALLY_FN float tally_k_gmm_logit(TALLY_GLOBAL const float *logits, tally_u32 dtype, tally_u64 off, tally_u64 k)
+{
+    return tally_k_ld_at(logits, dtype, off + k);
+}
+
+/* tally_lse_seq over the K logits: its body (terms.h) over widening loads. */
+#define TALLY_K_GMM_LOGIT_AT(k) tally_k_gmm_logit(logits, dtype, off, (k))
+TALLY_FN float tally_k_gmm_logits_lse(TALLY_GLOBAL const float *logits, tally_u32 dtype, tally_u64 off, tally_u64 K)
+{
+    if (dtype == TALLY_F32) return tally_lse_seq(logits + off, K);
+    TALLY_LSE_SEQ_BODY(TALLY_K_GMM_LOGIT_AT, K)
+}
+
+/* tally_categorical_row over the K logits (is_logits) with uniform u: the
+ * component of a sampled row. */
+TALLY_FN tally_i32 tally_k_gmm_component(TALLY_GLOBAL const float *logits, tally_u32 dtype, tally_u64 off,
+                                         tally_u64 K, float u)
+{
+    if (dtype == TALLY_F32) return tally_categorical_row(logits + off, K, 1, u);
+    TALLY_CATEGORICAL_ROW_BODY(TALLY_K_GMM_LOGIT_AT, K, 1, u)
+}
 
 /* logsumexp of the K logits, once, into out[out_off]. */
 TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
 {
-    if (TALLY_GROUP_ID() == 0u && TALLY_LID() == 0u) out[out_off] = tally_lse_seq(logits + logits_off, K);
+    if (TALLY_GROUP_ID() == 0u && TALLY_LID() == 0u)
+        out[out_off] = tally_k_gmm_logits_lse(logits, logits_dtype, logits_off, K);
 }
 
 /*
@@ -51,26 +87,37 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
                 zrow_[d_] = TALLY_F32_NAN;                                                                \
             } else {                                                                                      \
                 const tally_u64 col_ = (tally_u64)c_ * (D) + d_;                                          \
-                zrow_[d_] = tally_canonical(mu[mu_off + b_ * mu_stride + col_] +                          \
-                            tally_gauss_std(lv[lv_off + b_ * lv_stride + col_]) * n4_[w_]);               \
+                const float m_ = tally_k_ld_at(mu, mu_dtype, mu_off + b_ * mu_stride + col_);             \
+                const float l_ = tally_k_ld_at(lv, lv_dtype, lv_off + b_ * lv_stride + col_);             \
+                zrow_[d_] = tally_canonical(m_ + tally_gauss_std(l_) * n4_[w_]);                          \
             }                                                                                             \
         }                                                                                                 \
     } while (0)
 
+/* The D values of one (row, component) pair's input: the row of z, or the
+ * component's part of the row of mu or log_var, which is element `first` of
+ * buffer `base` of dtype `dtype`. */
+TALLY_FN tally_k_src tally_k_gmm_src(TALLY_GLOBAL const float *base, tally_u32 dtype, tally_u64 first, tally_u64 D,
+                                     int vec4)
+{
+    return tally_k_src_at(base, dtype, first, D, D, vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS);
+}
+
 /* One lane's fold of the Gaussian terms of quads base + j, base + j +
- * lanes, ... of one (row, component) pair; zr, mr, lr point at the row's z
- * and the component's mu and log_var. vec4: every quad is whole (D % 4 ==
- * 0) and 16-byte aligned, so each is read as three float4s. */
-TALLY_FN float tally_k_gauss_lane(TALLY_GLOBAL const float *zr, TALLY_GLOBAL const float *mr,
-                                  TALLY_GLOBAL const float *lr, tally_u64 D, tally_u64 quads, tally_u64 base,
-                                  tally_u32 lanes, tally_u32 qpl, tally_u32 j, int vec4)
+ * lanes, ... of one (row, component) pair; zr, mr, lr are the row's z and
+ * the component's mu and log_var, each of its own dtype. vec4: every quad is
+ * whole (D % 4 == 0) and starts on a quad boundary of its dtype, so each is
+ * one load a source (tally_k_quad4: a float4 of fp32, 8 bytes of halves). */
+TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, const tally_k_src *lr, tally_u64 D,
+                                  tally_u64 quads, tally_u64 base, tally_u32 lanes, tally_u32 qpl, tally_u32 j,
+                                  int vec4)
 {
     float acc = 0.0f;
     if (vec4) {
         for (tally_u32 q = 0; q < qpl; q++) {
             const tally_u64 g = base + (tally_u64)q * lanes + j;
             if (g >= quads) break;
-            const tally_f4 a = TALLY_LOAD_F4(zr, g), m = TALLY_LOAD_F4(mr, g), l = TALLY_LOAD_F4(lr, g);
+            const tally_f4 a = tally_k_quad4(zr, g), m = tally_k_quad4(mr, g), l = tally_k_quad4(lr, g);
             const float first = tally_gauss_term(a.x, m.x, l.x);
             acc = q == 0u ? first : acc + first;
             acc = acc + tally_gauss_term(a.y, m.y, l.y);
@@ -85,7 +132,9 @@ TALLY_FN float tally_k_gauss_lane(TALLY_GLOBAL const float *zr, TALLY_GLOBAL con
         const tally_u64 e0 = g << 2;
         const tally_u64 e1 = tally_k_min_u64(e0 + 4u, D);
         for (tally_u64 e = e0; e < e1; e++) {
-            const float t = tally_gauss_term(zr[e], mr[e], lr[e]);
+            const float t = tally_gauss_term(tally_k_ld(zr->p, zr->h, zr->dtype, e),
+                                             tally_k_ld(mr->p, mr->h, mr->dtype, e),
+                                             tally_k_ld(lr->p, lr->h, lr->dtype, e));
             acc = (q == 0u && e == e0) ? t : acc + t;
         }
     }
@@ -140,7 +189,8 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
     const tally_u64 D2 = D + (D & 1u);
 
     if (K > 1u && lid == 0u)
-        lse_l[0] = (flags & TALLY_K_GMM_LSE_PREPARED) ? pre[pre_off] : tally_lse_seq(logits + logits_off, K);
+        lse_l[0] = (flags & TALLY_K_GMM_LSE_PREPARED) ? pre[pre_off]
+                                                      : tally_k_gmm_logits_lse(logits, logits_dtype, logits_off, K);
     TALLY_BARRIER();
     const tally_u64 passes = (B + rows_per_pass - 1u) / rows_per_pass;
     for (tally_u64 pass = TALLY_GROUP_ID(); pass < passes; pass += TALLY_GROUP_COUNT()) {
@@ -152,7 +202,7 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
         TALLY_BARRIER();
         if (sample && lid < prow) {
             const tally_u64 b = row0 + lid;
-            const tally_i32 c = K > 1u ? tally_categorical_row(logits + logits_off, K, 1, ul[lid]) : 0;
+            const tally_i32 c = K > 1u ? tally_k_gmm_component(logits, logits_dtype, logits_off, K, ul[lid]) : 0;
             cl[lid] = c;
             if (flags & TALLY_K_GMM_HAS_COMPONENT) comp[comp_off + b * comp_stride] = c;
         }
@@ -177,13 +227,13 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
             float L0 = 0.0f, L1 = 0.0f, L2 = 0.0f, L3 = 0.0f;
             if (valid) {
                 const tally_u64 b = row0 + p;
-                TALLY_GLOBAL const float *zr = z + z_off + b * z_stride;
-                TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride + k * D;
-                TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride + k * D;
+                const tally_k_src zr = tally_k_gmm_src(z, z_dtype, z_off + b * z_stride, D, vec4);
+                const tally_k_src mr = tally_k_gmm_src(mu, mu_dtype, mu_off + b * mu_stride + k * D, D, vec4);
+                const tally_k_src lr = tally_k_gmm_src(lv, lv_dtype, lv_off + b * lv_stride + k * D, D, vec4);
                 for (tally_u32 i = 0; i < P; i++) {
                     const tally_u32 lane = t + i * T;
                     if ((tally_u64)lane >= active) break;
-                    const float acc = tally_k_gauss_lane(zr, mr, lr, D, quads, 0u, lanes, qpl, lane, vec4);
+                    const float acc = tally_k_gauss_lane(&zr, &mr, &lr, D, quads, 0u, lanes, qpl, lane, vec4);
                     if (i == 0u) L0 = acc;
                     else if (i == 1u) L1 = acc;
                     else if (i == 2u) L2 = acc;
@@ -212,7 +262,8 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
                 r = TALLY_F32_NAN;
             } else if (K > 1u) {
                 const float lse = lse_l[0];
-                for (tally_u64 k = 0; k < K; k++) row[k] = (logits[logits_off + k] - lse) + row[k];
+                for (tally_u64 k = 0; k < K; k++)
+                    row[k] = (tally_k_gmm_logit(logits, logits_dtype, logits_off, k) - lse) + row[k];
                 r = tally_lse_seq_local(row, K);
             } else {
                 r = row[0];
@@ -239,7 +290,7 @@ TALLY_KERNEL void tally_k_gmm_pick(TALLY_K_PARAMS(gmm_pick))
         TALLY_BARRIER();
         if (lid < count) {
             const tally_u64 b = row0 + lid;
-            const tally_i32 c = K > 1u ? tally_categorical_row(logits + logits_off, K, 1, ul[lid]) : 0;
+            const tally_i32 c = K > 1u ? tally_k_gmm_component(logits, logits_dtype, logits_off, K, ul[lid]) : 0;
             picks[picks_off + b] = c;
             if (has_comp) comp[comp_off + b * comp_stride] = c;
         }
@@ -266,11 +317,19 @@ TALLY_KERNEL void tally_k_gmm_noise(TALLY_K_PARAMS(gmm_noise))
 /*
  * Level 0 of the D trees of all B*K (row, component) pairs: unit u = pair *
  * tiles + t writes out[out_off + u]; with tiles == 1 that is s of the pair
- * (D == 0 is passed as lanes = qpl = tiles = 1 and gives 0).
+ * (D == 0 is passed as lanes = qpl = tiles = 1 and gives 0). The body of
+ * tally_k_gmm_tiles (fp32 inputs, the dtypes passed as constants) and of
+ * tally_k_gmm_tiles_half (any half input): the half loads would cost the
+ * fp32 kernel registers (40 -> 48 on sm_90) and so occupancy.
  */
-TALLY_KERNEL void tally_k_gmm_tiles(TALLY_K_PARAMS(gmm_tiles))
+TALLY_FN void tally_k_gmm_tiles_body(TALLY_LOCAL float *v, TALLY_GLOBAL const float *z, tally_u32 z_dtype,
+                                     tally_u64 z_off, tally_u64 z_stride, TALLY_GLOBAL const float *mu,
+                                     tally_u32 mu_dtype, tally_u64 mu_off, tally_u64 mu_stride,
+                                     TALLY_GLOBAL const float *lv, tally_u32 lv_dtype, tally_u64 lv_off,
+                                     tally_u64 lv_stride, tally_u64 B, tally_u64 K, tally_u64 D, tally_u32 lanes,
+                                     tally_u32 qpl, tally_u64 tiles, tally_u32 load_mode,
+                                     TALLY_GLOBAL float *TALLY_RESTRICT out, tally_u64 out_off)
 {
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
     const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B * K, tiles, D);
     for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < lay.units;
@@ -281,13 +340,34 @@ TALLY_KERNEL void tally_k_gmm_tiles(TALLY_K_PARAMS(gmm_tiles))
             /* The unit's vector is the (row, component) pair b * K + k. */
             const tally_u64 b = at.vec / K;
             const tally_u64 k = at.vec - b * K;
-            v[lid] = tally_k_gauss_lane(z + z_off + b * z_stride, mu + mu_off + b * mu_stride + k * D,
-                                        lv + lv_off + b * lv_stride + k * D, D, lay.quads, at.base, lanes, qpl,
-                                        lay.j, load_mode == TALLY_K_LOAD_VEC4);
+            const int vec4 = load_mode == TALLY_K_LOAD_VEC4;
+            const tally_k_src zr = tally_k_gmm_src(z, z_dtype, z_off + b * z_stride, D, vec4);
+            const tally_k_src mr = tally_k_gmm_src(mu, mu_dtype, mu_off + b * mu_stride + k * D, D, vec4);
+            const tally_k_src lr = tally_k_gmm_src(lv, lv_dtype, lv_off + b * lv_stride + k * D, D, vec4);
+            v[lid] = tally_k_gauss_lane(&zr, &mr, &lr, D, lay.quads, at.base, lanes, qpl, lay.j, vec4);
         }
         tally_k_tree(v, lid, lanes, at.active, TALLY_COMBINE_SUM);
         if (unit < lay.units && lay.j == 0u) out[out_off + unit] = at.active > 0u ? v[lid] : 0.0f;
     }
+}
+
+/* z, mu and log_var all fp32 (the dtype arguments are TALLY_F32). */
+TALLY_KERNEL void tally_k_gmm_tiles(TALLY_K_PARAMS(gmm_tiles))
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    (void)z_dtype;
+    (void)mu_dtype;
+    (void)lv_dtype;
+    tally_k_gmm_tiles_body(v, z, TALLY_F32, z_off, z_stride, mu, TALLY_F32, mu_off, mu_stride, lv, TALLY_F32, lv_off,
+                           lv_stride, B, K, D, lanes, qpl, tiles, load_mode, out, out_off);
+}
+
+/* At least one of z, mu and log_var a half view. */
+TALLY_KERNEL void tally_k_gmm_tiles_half(TALLY_K_PARAMS(gmm_tiles))
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    tally_k_gmm_tiles_body(v, z, z_dtype, z_off, z_stride, mu, mu_dtype, mu_off, mu_stride, lv, lv_dtype, lv_off,
+                           lv_stride, B, K, D, lanes, qpl, tiles, load_mode, out, out_off);
 }
 
 /* log q of every row from s[s_off + b*K + k] (overwritten with v_k) and,
@@ -302,7 +382,8 @@ TALLY_KERNEL void tally_k_gmm_finish(TALLY_K_PARAMS(gmm_finish))
             r = TALLY_F32_NAN;
         } else if (K > 1u) {
             const float lse = pre[pre_off];
-            for (tally_u64 k = 0; k < K; k++) row[k] = (logits[logits_off + k] - lse) + row[k];
+            for (tally_u64 k = 0; k < K; k++)
+                row[k] = (tally_k_gmm_logit(logits, logits_dtype, logits_off, k) - lse) + row[k];
             r = tally_lse_seq(row, K);
         } else {
             r = row[0];

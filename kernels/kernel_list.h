@@ -40,7 +40,7 @@
     K(kl_logits_rows_pair, kl_logits_rows) K(cpu_reduce_tiles, reduce_tiles)                                  \
     K(cpu_reduce_tiles_half, reduce_tiles) K(cpu_kl_tiles, kl_tiles) K(cpu_kl_tiles_half, kl_tiles)            \
     K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles) K(cpu_dm_rows_table, dm_rows_table)    \
-    K(reduce_rows_warp, reduce_tiles)
+    K(reduce_rows_warp, reduce_tiles) K(gmm_tiles_half, gmm_tiles) K(categorical_half, categorical)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches
@@ -133,41 +133,47 @@
 
 /* ---- kernels/gmm.h ---- */
 
-/* The logsumexp of K logits into out. */
+/* The logsumexp of K logits into out. The mixture's inputs z, mu, lv and
+ * logits are of their *_dtype (f32, bf16 or f16), with offsets and strides
+ * in their own elements, in every kernel below. */
 #define TALLY_K_ARGS_logits_lse(BUF, VAL, _)                                                                    \
-    BUF(logits, logits_off, IN, f32) _ VAL(u64, K) _ BUF(out, out_off, OUT, f32)
+    BUF(logits, logits_off, IN, f32) _ VAL(u64, K) _ BUF(out, out_off, OUT, f32) _ VAL(u32, logits_dtype)
 
-/* Sample (optional) and density in one launch; z is read back. */
+/* Sample (optional) and density in one launch; z is read back (a sampled z
+ * is written as fp32, so z_dtype is TALLY_F32 when sampling). */
 #define TALLY_K_ARGS_gmm_fused(BUF, VAL, _)                                                                     \
     BUF(z, z_off, RW, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
     BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(logits, logits_off, IN, f32) _                          \
     BUF(pre, pre_off, IN, f32) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, D) _ VAL(u32, lanes) _ VAL(u32, qpl) _      \
     VAL(u32, flags) _ VAL(u32, rows_per_pass) _ VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _      \
-    BUF(log_q, lq_off, OUT, f32) _ VAL(u64, lq_stride) _ BUF(comp, comp_off, OUT, i32) _ VAL(u64, comp_stride)
+    BUF(log_q, lq_off, OUT, f32) _ VAL(u64, lq_stride) _ BUF(comp, comp_off, OUT, i32) _ VAL(u64, comp_stride) _ \
+    VAL(u32, z_dtype) _ VAL(u32, mu_dtype) _ VAL(u32, lv_dtype) _ VAL(u32, logits_dtype)
 
 /* Each row's component draw. */
 #define TALLY_K_ARGS_gmm_pick(BUF, VAL, _)                                                                      \
     BUF(logits, logits_off, IN, f32) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, seed) _ VAL(u64, subsequence) _      \
     VAL(u64, offset) _ BUF(comp, comp_off, OUT, i32) _ VAL(u64, comp_stride) _ VAL(u32, has_comp) _              \
-    BUF(picks, picks_off, OUT, i32)
+    BUF(picks, picks_off, OUT, i32) _ VAL(u32, logits_dtype)
 
 /* z of the picked components. */
 #define TALLY_K_ARGS_gmm_noise(BUF, VAL, _)                                                                     \
     BUF(z, z_off, OUT, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _              \
     BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(picks, picks_off, IN, i32) _ VAL(u64, B) _ VAL(u64, D) _ \
-    VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset)
+    VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ VAL(u32, mu_dtype) _ VAL(u32, lv_dtype)
 
-/* Level 0 of every (row, component) D-tree. */
+/* Level 0 of every (row, component) D-tree (tally_k_gmm_tiles_half: at least
+ * one half input). */
 #define TALLY_K_ARGS_gmm_tiles(BUF, VAL, _)                                                                     \
     BUF(z, z_off, IN, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
     BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ VAL(u64, B) _ VAL(u64, K) _ VAL(u64, D) _ VAL(u32, lanes) _  \
-    VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, load_mode) _ BUF(out, out_off, OUT, f32)
+    VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, load_mode) _ BUF(out, out_off, OUT, f32) _ VAL(u32, z_dtype) _       \
+    VAL(u32, mu_dtype) _ VAL(u32, lv_dtype)
 
 /* log_q from the per-(row, component) sums s. */
 #define TALLY_K_ARGS_gmm_finish(BUF, VAL, _)                                                                    \
     BUF(s, s_off, OUT, f32) _ BUF(logits, logits_off, IN, f32) _ BUF(pre, pre_off, IN, f32) _ VAL(u64, B) _      \
     VAL(u64, K) _ BUF(picks, picks_off, IN, i32) _ VAL(u32, sample) _ BUF(log_q, lq_off, OUT, f32) _              \
-    VAL(u64, lq_stride)
+    VAL(u64, lq_stride) _ VAL(u32, logits_dtype)
 
 /* ---- kernels/rng.h ---- */
 
@@ -183,11 +189,13 @@
     BUF(out, out_off, OUT, u16) _ VAL(u64, stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, dist) _          \
     VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ VAL(u32, dtype)
 
-/* One index per row of weights or logits. */
+/* One index per row of weights or logits, of w_dtype (offset and stride in
+ * its elements; tally_k_categorical: fp32, tally_k_categorical_half: bf16 or
+ * f16). */
 #define TALLY_K_ARGS_categorical(BUF, VAL, _)                                                                   \
     BUF(w, w_off, IN, f32) _ VAL(u64, w_stride) _ VAL(u64, rows) _ VAL(u64, cols) _ VAL(u32, is_logits) _        \
     VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ BUF(out, out_off, OUT, i32) _                    \
-    VAL(u64, out_stride) _ VAL(u32, tile_log2)
+    VAL(u64, out_stride) _ VAL(u32, tile_log2) _ VAL(u32, w_dtype)
 
 /* ---- kernels/math_eval.h, kernels/halves.h ---- */
 

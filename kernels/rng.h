@@ -208,17 +208,39 @@ TALLY_KERNEL void tally_k_rng_fill_half(TALLY_K_PARAMS(rng_fill_half))
 
 /* ---- Categorical ---------------------------------------------------------- */
 
-/* Weight (or logit) i of the categorical kernel's input: the one place it
- * reads its input, so that another element type needs only this. */
-TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u64 i)
+/* Weight (or logit) i of the categorical kernel's input, of dtype `dtype`
+ * (fp32, or bf16 and f16 widened exactly by tally/half.h): the one place it
+ * reads its input. */
+TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u32 dtype, tally_u64 i)
 {
-    return w[i];
+    return tally_k_ld_at(w, dtype, i);
+}
+
+/* Stages columns c0 .. c0 + width - 1 of the group's `count` rows from row0
+ * into tile (row rr at tile + rr * stride), element e of the tile being row
+ * e / C, column e % C (C = 2^tile_log2). The constant trip count lets the
+ * compiler issue all 16 loads of a work-item at once; dtype is a constant
+ * (tally_k_categorical, tally_k_categorical_half), so each staging loop has
+ * one kind of load and no branch inside. */
+TALLY_FN void tally_k_cat_stage(TALLY_LOCAL float *tile, TALLY_GLOBAL const float *w, tally_u32 dtype, tally_u64 w_off,
+                                tally_u64 w_stride, tally_u64 row0, tally_u32 count, tally_u64 c0, tally_u32 width,
+                                tally_u32 tile_log2, tally_u32 stride, tally_u32 lid)
+{
+    const tally_u32 C = 1u << tile_log2;
+    for (tally_u32 i = 0; i < TALLY_K_CAT_TILE / TALLY_K_GROUP_SIZE; i++) {
+        const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
+        const tally_u32 rr = e >> tile_log2, cc = e & (C - 1u);
+        if (rr < count && cc < width)
+            tile[rr * stride + cc] = tally_k_cat_weight(w, dtype, w_off + (row0 + rr) * w_stride + c0 + cc);
+    }
 }
 
 
 /*
  * out[out_off + r * out_stride] = the categorical rule (tally_categorical_row,
- * include/tally/terms.h) on row r of w, with u_r = uniform(offset + r).
+ * include/tally/terms.h) on row r of w, with u_r = uniform(offset + r). A
+ * half w is widened as it is staged, so the rule runs on the fp32 values of
+ * the widened input (docs/ops.md).
  *
  * Each row's rule is sequential (the running sums fix the order), so one
  * work-item owns a row and walks it in index order; a group takes R = 4096 /
@@ -234,12 +256,21 @@ TALLY_FN float tally_k_cat_weight(TALLY_GLOBAL const float *w, tally_u64 i)
  * from the cache. The state carried from tile to tile is the rule's own
  * (maximum, total, last positive index, running sum), so every operation and
  * its order are tally_categorical_row's.
+ *
+ * The body of tally_k_categorical (fp32 weights) and tally_k_categorical_half
+ * (bf16, f16), called with the element type as a constant, so that each
+ * staging loop has one kind of load. The half bodies live in a kernel of
+ * their own because the registers their conversions need would otherwise be
+ * the fp32 kernel's too (56 -> 72 on sm_90 for one more body, 120 when the
+ * type is chosen per tile), and its occupancy is what keeps its loads in
+ * flight.
  */
-TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
+TALLY_FN void tally_k_categorical_rows(TALLY_LOCAL float *ul, TALLY_LOCAL float *tile, TALLY_GLOBAL const float *w,
+                                       tally_u32 w_dtype, tally_u64 w_off, tally_u64 w_stride, tally_u64 rows,
+                                       tally_u64 cols, tally_u32 is_logits, tally_u64 seed, tally_u64 subsequence,
+                                       tally_u64 offset, TALLY_GLOBAL tally_i32 *TALLY_RESTRICT out,
+                                       tally_u64 out_off, tally_u64 out_stride, tally_u32 tile_log2)
 {
-    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
-    /* R rows of C + 1 floats: R * C + R <= 4096 + 256. */
-    TALLY_LOCAL_ARRAY(float, tile, TALLY_K_CAT_TILE + TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 C = 1u << tile_log2;
     const tally_u32 R = TALLY_K_CAT_TILE >> tile_log2;
@@ -257,17 +288,10 @@ TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
             for (tally_u64 t = 0; t < tiles; t++) {
                 const tally_u64 c0 = t << tile_log2;
                 const tally_u32 width = (tally_u32)tally_k_min_u64(C, cols - c0);
-                /* Element e of the tile: row e / C, column e % C. A constant
-                 * trip count lets the compiler issue all 16 loads at once. A
-                 * row of one tile is loaded for the first pass only. */
-                if (tiles > 1u || pass == first_pass) {
-                    for (tally_u32 i = 0; i < TALLY_K_CAT_TILE / TALLY_K_GROUP_SIZE; i++) {
-                        const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
-                        const tally_u32 rr = e >> tile_log2, cc = e & (C - 1u);
-                        if (rr < count && cc < width)
-                            tile[rr * stride + cc] = tally_k_cat_weight(w, w_off + (row0 + rr) * w_stride + c0 + cc);
-                    }
-                }
+                /* A row of one tile is loaded for the first pass only. */
+                if (tiles > 1u || pass == first_pass)
+                    tally_k_cat_stage(tile, w, w_dtype, w_off, w_stride, row0, count, c0, width, tile_log2, stride,
+                                      lid);
                 TALLY_BARRIER();
                 if (lid < count && !bad) {
                     TALLY_LOCAL const float *v = tile + lid * stride;
@@ -307,5 +331,32 @@ TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
         TALLY_BARRIER();
     }
 }
+
+/* The kernels' local memory: the rows' uniforms, and R rows of C + 1 floats
+ * (R * C + R <= 4096 + 256). */
+#define TALLY_K_CAT_LOCALS                          \
+    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE); \
+    TALLY_LOCAL_ARRAY(float, tile, TALLY_K_CAT_TILE + TALLY_K_GROUP_SIZE)
+#define TALLY_K_CAT_ROWS(dtype)                                                                                  \
+    tally_k_categorical_rows(ul, tile, w, (dtype), w_off, w_stride, rows, cols, is_logits, seed, subsequence,    \
+                             offset, out, out_off, out_stride, tile_log2)
+
+/* fp32 weights (w_dtype is TALLY_F32). */
+TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
+{
+    TALLY_K_CAT_LOCALS;
+    (void)w_dtype;
+    TALLY_K_CAT_ROWS(TALLY_F32);
+}
+
+/* bf16 or f16 weights (w_dtype). */
+TALLY_KERNEL void tally_k_categorical_half(TALLY_K_PARAMS(categorical))
+{
+    TALLY_K_CAT_LOCALS;
+    if (w_dtype == TALLY_BF16) TALLY_K_CAT_ROWS(TALLY_BF16);
+    else TALLY_K_CAT_ROWS(TALLY_F16);
+}
+#undef TALLY_K_CAT_LOCALS
+#undef TALLY_K_CAT_ROWS
 
 #endif /* TALLY_KERNELS_RNG_H */

@@ -305,10 +305,13 @@ struct tally__backend_ops {
      * half outputs with UNSUPPORTED_DTYPE. */
     tally_status (*narrow)(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
     /* TALLY__HALF_NATIVE_* bits: the ops whose entries read BF16 and F16
-     * inputs (REDUCE, KL, DM) or write BF16 and F16 outputs (RNG_FILL)
-     * themselves, with tally/half.h, so the bits are those of the widened
-     * or narrowed path; src/half.c widens the others' half inputs first and
-     * narrows their half outputs after. */
+     * inputs (REDUCE, KL, DM, GMM_LOG_PROB, GMM_SAMPLE, CATEGORICAL) or write
+     * BF16 and F16 outputs (RNG_FILL) themselves, with tally/half.h, so the
+     * bits are those of the widened or narrowed path; src/half.c widens the
+     * others' half inputs first and narrows their half outputs after. A bit
+     * covers what it names only: GMM_SAMPLE is its inputs (mu, log_var,
+     * logits), and a half z of tally_gmm_sample is still narrowed by the
+     * front end, as kl_div's half out is. */
     unsigned half_native;
 };
 
@@ -316,5 +319,8 @@ struct tally__backend_ops {
 #define TALLY__HALF_NATIVE_KL 2u
 #define TALLY__HALF_NATIVE_DM 4u
 #define TALLY__HALF_NATIVE_RNG_FILL 8u
+#define TALLY__HALF_NATIVE_GMM_LOG_PROB 16u /* z, mu, log_var, logits */
+#define TALLY__HALF_NATIVE_GMM_SAMPLE 32u   /* mu, log_var, logits (inputs only) */
+#define TALLY__HALF_NATIVE_CATEGORICAL 64u  /* weights */
 
 #endif /* TALLY_BACKEND_H */

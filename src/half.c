@@ -9,6 +9,9 @@
  * temporary (contiguous, offset 0), and the backend's unchanged fp32 op
  * runs. The bits can then only differ from the fp32 op's if the widening
  * does, and the widening is tally/half.h's integer code on every backend.
+ * A backend whose kernels widen each element with the same code as they
+ * load it says so per op (half_native, src/backend.h: the GPUs, for every
+ * op's inputs) and gets the half views as they are.
  *
  * Half outputs work the other way round: the elementwise outputs that may
  * be half (kl_div with reduction none, the uniform and normal fills,
@@ -127,20 +130,22 @@ tally_status tally__run_dirichlet_multinomial(tally_context *ctx, const tally__d
 
 tally_status tally__run_gmm_log_prob(tally_context *ctx, const tally__gmm_job *job)
 {
-    RUN_WIDENED("tally_gmm_log_prob", tally__gmm_job, gmm_log_prob, 0u, {"z", &copy.z}, {"mu", &copy.mu},
-                {"log_var", &copy.log_var}, {"logits", &copy.logits});
+    RUN_WIDENED("tally_gmm_log_prob", tally__gmm_job, gmm_log_prob, TALLY__HALF_NATIVE_GMM_LOG_PROB, {"z", &copy.z},
+                {"mu", &copy.mu}, {"log_var", &copy.log_var}, {"logits", &copy.logits});
 }
 
 static tally_status run_gmm_sample_widened(tally_context *ctx, const tally__gmm_job *job)
 {
-    /* z is the output here (F32 by now: half z is narrowed below). */
-    RUN_WIDENED("tally_gmm_sample", tally__gmm_job, gmm_sample, 0u, {"mu", &copy.mu}, {"log_var", &copy.log_var},
-                {"logits", &copy.logits});
+    /* z is the output here (F32 by now: half z is narrowed below, on every
+     * backend, so the native bit covers the inputs only). */
+    RUN_WIDENED("tally_gmm_sample", tally__gmm_job, gmm_sample, TALLY__HALF_NATIVE_GMM_SAMPLE, {"mu", &copy.mu},
+                {"log_var", &copy.log_var}, {"logits", &copy.logits});
 }
 
 tally_status tally__run_categorical(tally_context *ctx, const tally__categorical_job *job)
 {
-    RUN_WIDENED("tally_categorical", tally__categorical_job, categorical, 0u, {"weights", &copy.weights});
+    RUN_WIDENED("tally_categorical", tally__categorical_job, categorical, TALLY__HALF_NATIVE_CATEGORICAL,
+                {"weights", &copy.weights});
 }
 
 /* ---- Half outputs ---- */
@@ -208,6 +213,8 @@ static tally_status run_rng_fill_f32(tally_context *ctx, const tally__rng_job *j
     return ctx->ops->rng_fill(ctx, job);
 }
 
+/* No backend stores a half z or kl_div out itself (TALLY__HALF_NATIVE_GMM_SAMPLE
+ * and _KL are their inputs). */
 RUN_NARROWED(kl_div, tally__kl_job, out, run_kl_div_widened, 0u)
 RUN_NARROWED(gmm_sample, tally__gmm_job, z, run_gmm_sample_widened, 0u)
 /* The GPUs narrow a fill as they store it. */

@@ -233,18 +233,37 @@ START_TEST(kl_half_equals_fp32)
                 const unsigned flags = flag_sets[f];
                 float *xv = flags & TALLY_KL_INPUT_IS_PROB ? values(n, 7 + l, 1e-4, 1.0, 0) : values(n, 7 + l, -5.0, 0.0, 0);
                 float *tv = flags & TALLY_KL_LOG_TARGET ? values(n, 9 + l, -6.0, 0.5, 0) : values(n, 9 + l, 0.0, 1.0, 1);
-                if (n > 4) tv[3] = flags & TALLY_KL_LOG_TARGET ? -INFINITY : -0.25f; /* 0 term or NaN */
+                /* The reduced forms get targets whose terms are all finite
+                 * (zero targets included, which take the batches' long
+                 * path), since one NaN or infinite term would make both sums
+                 * equal whatever the other terms are. The pointwise form
+                 * also gets one target whose term is NaN (a negative one) or
+                 * 0 times infinity (log target -inf), and f16's infinity. */
+                float *tv_finite = tt_alloc((n > 0 ? n : 1) * 4);
+                memcpy(tv_finite, tv, n * 4);
+                if (n > 8 && !(flags & TALLY_KL_LOG_TARGET)) tv_finite[n / 3] = 0.5f;
+                if (n > 4) tv[3] = flags & TALLY_KL_LOG_TARGET ? -INFINITY : -0.25f;
                 input x = make_input(mixes[m][0], xv, L->rows, L->cols, L->offset, L->cols + L->pad);
                 /* Odd offsets stay odd (unaligned), even ones the same as
                  * the input's, so aligned views take the wide loads. */
-                input t = make_input(mixes[m][1], tv, L->rows, L->cols, L->offset + (L->offset & 1), L->cols + 2 * L->pad);
+                input t_special = make_input(mixes[m][1], tv, L->rows, L->cols, L->offset + (L->offset & 1),
+                                             L->cols + 2 * L->pad);
+                input t_finite = make_input(mixes[m][1], tv_finite, L->rows, L->cols, L->offset + (L->offset & 1),
+                                            L->cols + 2 * L->pad);
                 for (int red = TALLY_REDUCTION_NONE; red <= TALLY_REDUCTION_BATCHMEAN; red++) {
                     const size_t outs = red == TALLY_REDUCTION_NONE ? n : 1;
+                    const input *t = red == TALLY_REDUCTION_NONE ? &t_special : &t_finite;
                     tally_buffer *a = out_buf(outs), *b = out_buf(outs);
                     const int64_t orows = red == TALLY_REDUCTION_NONE ? L->rows : 1;
                     const int64_t ocols = red == TALLY_REDUCTION_NONE ? L->cols : 1;
-                    tt_ok(tally_kl_div(ctx, x.view, t.view, red, flags, tally_view_f32(a, 0, orows, ocols)), ctx);
-                    tt_ok(tally_kl_div(ctx, x.f32, t.f32, red, flags, tally_view_f32(b, 0, orows, ocols)), ctx);
+                    tt_ok(tally_kl_div(ctx, x.view, t->view, red, flags, tally_view_f32(a, 0, orows, ocols)), ctx);
+                    tt_ok(tally_kl_div(ctx, x.f32, t->f32, red, flags, tally_view_f32(b, 0, orows, ocols)), ctx);
+                    if (red != TALLY_REDUCTION_NONE && n > 0) {
+                        float sum;
+                        tt_read(a, 0, &sum, 1);
+                        ck_assert_msg(isfinite(sum), "kl flags %u reduction %d: the sum of finite terms is %g",
+                                      flags, red, (double)sum);
+                    }
                     char what[160];
                     snprintf(what, sizeof what, "kl %s/%s flags %u reduction %d [%lld x %lld]", dt_name(mixes[m][0]),
                              dt_name(mixes[m][1]), flags, red, (long long)L->rows, (long long)L->cols);
@@ -253,11 +272,61 @@ START_TEST(kl_half_equals_fp32)
                     tally_buffer_release(b);
                 }
                 free_input(&x);
-                free_input(&t);
+                free_input(&t_special);
+                free_input(&t_finite);
                 free(xv);
                 free(tv);
+                free(tv_finite);
             }
         }
+}
+END_TEST
+
+/* The bf16 kernels take their logarithms from a table of the 128
+ * mantissas (kernels/kl.h). A sum of many terms would hide a logarithm one
+ * ulp off, so each call here has one term that matters: every other target
+ * is 2^-126, whose terms (about 1e-36) leave the sum's rounding alone. Call
+ * m puts mantissa m in the input (input_is_prob) and another in the target
+ * of that term, at a place in one of the two full tiles of 40000 elements,
+ * so the sum's bits are that term's bits on the table's path. */
+START_TEST(kl_bf16_every_mantissa)
+{
+    tally_context *ctx = tt_context();
+    const int64_t n = 40000;
+    float *xv = tt_alloc((size_t)n * 4), *tv = tt_alloc((size_t)n * 4);
+    const unsigned flag_sets[] = {TALLY_KL_INPUT_IS_PROB, 0u};
+    for (size_t f = 0; f < 2; f++)
+        for (unsigned m = 0; m < 128u; m++) {
+            const unsigned flags = flag_sets[f];
+            const int64_t at = (int64_t)((m * 331u + 17u) % 32768u);
+            for (int64_t i = 0; i < n; i++) {
+                xv[i] = flags ? 0.5f : -1.0f;
+                tv[i] = 0x1p-126f;
+            }
+            /* Mantissas m and 127 - m (bf16 keeps 7 bits), exponents on
+             * both sides of e = 0. */
+            xv[at] = flags ? ldexpf(1.0f + (float)m / 128.0f, -3) : -1.5f;
+            tv[at] = ldexpf(1.0f + (float)(127u - m) / 128.0f, (int)(m % 3u) - 1);
+            input x = make_input(TALLY_BF16, xv, 1, n, 8, n);
+            input t = make_input(TALLY_BF16, tv, 1, n, 8, n);
+            tally_buffer *a = out_buf(1), *b = out_buf(1);
+            tt_ok(tally_kl_div(ctx, x.view, t.view, TALLY_REDUCTION_SUM, flags, tally_view_f32(a, 0, 1, 1)), ctx);
+            tt_ok(tally_kl_div(ctx, x.f32, t.f32, TALLY_REDUCTION_SUM, flags, tally_view_f32(b, 0, 1, 1)), ctx);
+            char what[96];
+            snprintf(what, sizeof what, "kl bf16 flags %u mantissa %u at %lld", flags, m, (long long)at);
+            assert_same_bits(a, b, 1, what);
+            /* The sum is the one term, as the float64 reference says. */
+            const double lx = flags ? log((double)xv[at]) : (double)xv[at];
+            const double want = (double)tv[at] * (log((double)tv[at]) - lx);
+            const double got = (double)tt_read1(a, 0);
+            ck_assert_msg(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7, "%s: %.9g, float64 %.9g", what, got, want);
+            tally_buffer_release(a);
+            tally_buffer_release(b);
+            free_input(&x);
+            free_input(&t);
+        }
+    free(xv);
+    free(tv);
 }
 END_TEST
 
@@ -315,11 +384,54 @@ END_TEST
 
 /* ---- Mixture log density and sample ---- */
 
+/* An input of a mixture case: its dtype (the pass's half type H, the other
+ * half type O, or F32) and its view's offset and row padding in elements. A
+ * view whose offset and stride are multiples of 4 elements starts every row
+ * on a quad (16 bytes of fp32, 8 of halves), so with D % 4 == 0 and all three
+ * of z, mu and log_var so placed the GPUs take their one-load-a-quad path;
+ * any other view the element path. */
+enum { AS_H, AS_O, AS_F32 };
+
+typedef struct gmm_input {
+    int as;
+    int64_t offset, pad;
+} gmm_input;
+
 typedef struct gmm_case {
     int64_t B, K, D;
+    gmm_input z, mu, lv, logits; /* logits: pad unused */
 } gmm_case;
 
-static const gmm_case gmm_cases[] = {{5, 3, 7}, {64, 1, 16}, {33, 8, 4}, {4, 40, 130}};
+static const gmm_case gmm_cases[] = {
+    /* Element path: unaligned offsets, odd D. */
+    {5, 3, 7, {AS_H, 1, 1}, {AS_H, 3, 2}, {AS_O, 0, 0}, {AS_H, 1, 0}},
+    {64, 1, 16, {AS_H, 1, 1}, {AS_H, 3, 2}, {AS_O, 0, 0}, {AS_H, 1, 0}},
+    {33, 8, 4, {AS_H, 1, 1}, {AS_H, 3, 2}, {AS_O, 0, 0}, {AS_H, 1, 0}},
+    /* K > 32: the logits' logsumexp by its own launch. */
+    {4, 40, 130, {AS_H, 1, 1}, {AS_H, 3, 2}, {AS_O, 0, 0}, {AS_H, 1, 0}},
+    /* Quads: halves at 8-byte (not 16-byte) offsets, strided rows. */
+    {64, 1, 16, {AS_H, 4, 4}, {AS_H, 0, 0}, {AS_O, 8, 4}, {AS_H, 0, 0}},
+    /* Mixed dtypes, quads: fp32 z and logits beside half mu and log_var. */
+    {33, 8, 4, {AS_F32, 4, 0}, {AS_H, 4, 4}, {AS_O, 0, 0}, {AS_F32, 0, 0}},
+    /* Mixed dtypes, elements: log_var 4 bytes off a quad. */
+    {16, 3, 12, {AS_H, 0, 0}, {AS_F32, 0, 0}, {AS_H, 2, 2}, {AS_O, 1, 0}},
+    /* K > 1024: the unfused launches (pick, noise, tiles, finish), quads. */
+    {3, 1100, 4, {AS_H, 0, 0}, {AS_H, 4, 0}, {AS_O, 0, 4}, {AS_H, 3, 0}},
+    /* D > 16384: a D-tree of two levels, elements. */
+    {2, 2, 20000, {AS_H, 2, 2}, {AS_F32, 1, 0}, {AS_H, 0, 0}, {AS_O, 1, 0}},
+    /* D = 0: empty half views. */
+    {3, 2, 0, {AS_H, 1, 0}, {AS_H, 0, 0}, {AS_O, 1, 0}, {AS_H, 0, 0}},
+};
+
+static tally_dtype gmm_dtype(const gmm_input *in, size_t d)
+{
+    return in->as == AS_F32 ? TALLY_F32 : halves[in->as == AS_H ? d : 1 - d];
+}
+
+static input gmm_make(const gmm_input *in, size_t d, const float *vals, int64_t rows, int64_t cols)
+{
+    return make_input(gmm_dtype(in, d), vals, rows, cols, in->offset, cols + in->pad);
+}
 
 START_TEST(gmm_half_equals_fp32)
 {
@@ -327,19 +439,21 @@ START_TEST(gmm_half_equals_fp32)
     for (size_t d = 0; d < 2; d++)
         for (size_t g = 0; g < sizeof gmm_cases / sizeof gmm_cases[0]; g++) {
             const gmm_case *G = &gmm_cases[g];
-            const tally_dtype dt = halves[d];
             const size_t zn = (size_t)(G->B * G->D), pn = (size_t)(G->B * G->K * G->D);
             float *zv = values(zn, 51 + g, -3.0, 3.0, 0), *mv = values(pn, 53 + g, -2.0, 2.0, 0);
             float *lv = values(pn, 57 + g, -2.0, 1.0, 0), *gv = values((size_t)G->K, 59 + g, -1.0, 1.0, 0);
-            input z = make_input(dt, zv, G->B, G->D, 1, G->D + 1);
-            input mu = make_input(dt, mv, G->B, G->K * G->D, 3, G->K * G->D + 2);
-            input lvar = make_input(d == 0 ? TALLY_F16 : TALLY_BF16, lv, G->B, G->K * G->D, 0, G->K * G->D);
-            input lg = make_input(dt, gv, 1, G->K, 1, G->K);
+            input z = gmm_make(&G->z, d, zv, G->B, G->D);
+            input mu = gmm_make(&G->mu, d, mv, G->B, G->K * G->D);
+            input lvar = gmm_make(&G->lv, d, lv, G->B, G->K * G->D);
+            input lg = make_input(gmm_dtype(&G->logits, d), gv, 1, G->K, G->logits.offset, G->K);
+            char dts[64];
+            snprintf(dts, sizeof dts, "z %s mu %s log_var %s logits %s", dt_name(gmm_dtype(&G->z, d)),
+                     dt_name(gmm_dtype(&G->mu, d)), dt_name(gmm_dtype(&G->lv, d)), dt_name(gmm_dtype(&G->logits, d)));
             tally_buffer *a = out_buf((size_t)G->B), *b = out_buf((size_t)G->B);
             tt_ok(tally_gmm_log_prob(ctx, z.view, mu.view, lvar.view, lg.view, G->K, tally_view_f32(a, 0, G->B, 1)), ctx);
             tt_ok(tally_gmm_log_prob(ctx, z.f32, mu.f32, lvar.f32, lg.f32, G->K, tally_view_f32(b, 0, G->B, 1)), ctx);
-            char what[128];
-            snprintf(what, sizeof what, "gmm_log_prob %s B %lld K %lld D %lld", dt_name(dt), (long long)G->B,
+            char what[160];
+            snprintf(what, sizeof what, "gmm_log_prob %s B %lld K %lld D %lld", dts, (long long)G->B,
                      (long long)G->K, (long long)G->D);
             assert_same_bits(a, b, (size_t)G->B, what);
 
@@ -354,7 +468,7 @@ START_TEST(gmm_half_equals_fp32)
                                    tally_view_f32(b, 0, G->B, 1), tally_view_typed(cb, TALLY_I32, 0, G->B, 1), &used_b),
                   ctx);
             ck_assert_uint_eq(used_a, used_b);
-            snprintf(what, sizeof what, "gmm_sample %s B %lld K %lld D %lld", dt_name(dt), (long long)G->B,
+            snprintf(what, sizeof what, "gmm_sample %s B %lld K %lld D %lld", dts, (long long)G->B,
                      (long long)G->K, (long long)G->D);
             assert_same_bits(za, zb, zn, what);
             assert_same_bits(a, b, (size_t)G->B, what);
@@ -382,7 +496,9 @@ END_TEST
 START_TEST(categorical_half_equals_fp32)
 {
     tally_context *ctx = tt_context();
-    const layout cat_layouts[] = {{7, 3, 1, 1}, {100, 50, 0, 0}, {9, 3000, 5, 2}};
+    /* Tiles of 16 to 256 columns: short rows, a row of one whole tile,
+     * rows of several tiles and a partial last one; one column. */
+    const layout cat_layouts[] = {{7, 3, 1, 1}, {100, 50, 0, 0}, {9, 3000, 5, 2}, {40, 256, 4, 0}, {300, 1, 3, 2}};
     for (size_t d = 0; d < 2; d++)
         for (size_t l = 0; l < sizeof cat_layouts / sizeof cat_layouts[0]; l++)
             for (unsigned flags = 0; flags <= TALLY_CATEGORICAL_LOGITS; flags++) {
@@ -463,7 +579,7 @@ END_TEST
 TT_SUITE("half",
          {.name = "widen", TT_FIXTURE, .timeout = 300, .tests = {device_widens_every_encoding, half_view_rules}},
          {.name = "reduce", TT_FIXTURE, .timeout = 300, .tests = {reduce_half_equals_fp32}},
-         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32}},
+         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32, kl_bf16_every_mantissa}},
          {.name = "dm", TT_FIXTURE, .timeout = 300, .tests = {dm_half_equals_fp32}},
          {.name = "gmm", TT_FIXTURE, .timeout = 300, .tests = {gmm_half_equals_fp32}},
          {.name = "categorical", TT_FIXTURE, .timeout = 300, .tests = {categorical_half_equals_fp32}})

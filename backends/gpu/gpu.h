@@ -150,12 +150,13 @@ TALLY__DECLARE_OPS(tally__gpu_)
 tally_status tally__gpu_widen(tally_context *ctx, const tally__array *src, tally_buffer *dst);
 /* gpu_half.c: fp32 results narrowed into a BF16/F16 view (the ops table's `narrow`). */
 tally_status tally__gpu_narrow(tally_context *ctx, const tally_buffer *src, const tally__array *dst);
-/* The ops whose kernels read BF16 and F16 inputs, or write half outputs
- * (the fills: tally_k_rng_fill_half), themselves (the ops table's
- * half_native); the others' half inputs are widened first and their half
- * outputs narrowed after. */
-#define TALLY__GPU_HALF_NATIVE \
-    (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM | TALLY__HALF_NATIVE_RNG_FILL)
+/* The ops whose kernels read BF16 and F16 inputs (every op's inputs), or
+ * write half outputs (the fills: tally_k_rng_fill_half), themselves (the ops
+ * table's half_native); the other half outputs (kl_div's out, gmm_sample's
+ * z) are narrowed after. */
+#define TALLY__GPU_HALF_NATIVE                                                                              \
+    (TALLY__HALF_NATIVE_REDUCE | TALLY__HALF_NATIVE_KL | TALLY__HALF_NATIVE_DM | TALLY__HALF_NATIVE_RNG_FILL | \
+     TALLY__HALF_NATIVE_GMM_LOG_PROB | TALLY__HALF_NATIVE_GMM_SAMPLE | TALLY__HALF_NATIVE_CATEGORICAL)
 
 /* Defines a GPU backend's two tables from its device operations:
  * tally__<b>_device_ops, the kernel launch this layer calls (each context's

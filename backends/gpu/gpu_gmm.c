@@ -8,24 +8,31 @@
  * with z read back from where it was just written. Above that the same
  * arithmetic runs as separate launches: pick, noise, tiles (+ upper levels)
  * and finish, with per-row intermediates in scratch.
+ *
+ * z, mu, log_var and the logits may each be fp32, bf16 or f16: every kernel
+ * takes their dtypes and widens halves as it loads them (kernels/gmm.h), so
+ * the front end launches no widening for this op (TALLY__HALF_NATIVE_GMM_*).
  */
 #include "gpu_internal.h"
 #include "tally/terms.h"
 
-/* 1 when z, mu and log_var can be read as whole aligned float4 quads: D is a
- * multiple of 4 and every row (and so every component) starts 16-byte
- * aligned. */
+/* 1 when every row of the view starts on a quad boundary of its dtype: a
+ * quad is 4 elements, read as one 16-byte float4 of fp32 or one 8-byte load
+ * of halves (tally_k_load_h4), so the offset and the stride must be
+ * multiples of 4 elements (16 bytes of fp32, 8 bytes of halves) in a buffer
+ * aligned to at least that (16 bytes serves both). */
+static int gmm_rows_on_quads(tally_context *ctx, const tally__array *a)
+{
+    return a->offset % 4u == 0 && (a->rows <= 1 || a->stride % 4u == 0) && tally__gpu_buffer_aligned16(ctx, a->buffer);
+}
+
+/* 1 when z, mu and log_var can be read as whole aligned quads, one load each:
+ * D is a multiple of 4 (so every component, k * D elements into its row,
+ * starts on a quad too) and every row of the three starts on a quad. */
 static int gmm_vec4(tally_context *ctx, const tally__gmm_job *job)
 {
-    const tally__array *views[3] = {&job->z, &job->mu, &job->log_var};
-    if (job->dim % 4u != 0) return 0;
-    for (int i = 0; i < 3; i++) {
-        const tally__array *a = views[i];
-        if (a->offset % 4u != 0 || (a->rows > 1 && a->stride % 4u != 0) ||
-            !tally__gpu_buffer_aligned16(ctx, a->buffer))
-            return 0;
-    }
-    return 1;
+    return job->dim % 4u == 0 && gmm_rows_on_quads(ctx, &job->z) && gmm_rows_on_quads(ctx, &job->mu) &&
+           gmm_rows_on_quads(ctx, &job->log_var);
 }
 
 tally__gpu_at tally__gpu_gmm_logits(const tally__gmm_job *f)
@@ -37,7 +44,8 @@ tally__gpu_at tally__gpu_gmm_logits(const tally__gmm_job *f)
 
 tally_status tally__gpu_gmm_lse(tally_context *ctx, const tally__gmm_job *f, tally__gpu_at out)
 {
-    const tally__kargs_logits_lse a = {.logits = tally__gpu_gmm_logits(f), .K = f->components, .out = out};
+    const tally__kargs_logits_lse a = {.logits = tally__gpu_gmm_logits(f), .K = f->components, .out = out,
+                                       .logits_dtype = tally__gpu_kdtype(&f->logits)};
     return tally__gpu_launch_logits_lse(ctx, 1, &a);
 }
 
@@ -49,7 +57,7 @@ tally_status tally__gpu_gmm_draw(tally_context *ctx, const tally__gmm_job *f, ui
     const tally__kargs_gmm_pick p = {.logits = tally__gpu_gmm_logits(f), .B = B, .K = f->components,
                                      .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset,
                                      .comp = comp, .comp_stride = comp_stride, .has_comp = comp.buf != NULL,
-                                     .picks = picks};
+                                     .picks = picks, .logits_dtype = tally__gpu_kdtype(&f->logits)};
     tally_status st = tally__gpu_launch_gmm_pick(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &p);
     if (st != TALLY_OK || D == 0) return st;
     const uint64_t s0 = rng.offset + tally__round_up4(B), span = B * (D + (D & 1u));
@@ -57,7 +65,9 @@ tally_status tally__gpu_gmm_draw(tally_context *ctx, const tally__gmm_job *f, ui
     const tally__kargs_gmm_noise n = {.z = z, .z_stride = z_stride, .mu = tally__gpu_at_view(&f->mu),
                                       .mu_stride = f->mu.stride, .lv = tally__gpu_at_view(&f->log_var),
                                       .lv_stride = f->log_var.stride, .picks = picks, .B = B, .D = D,
-                                      .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset};
+                                      .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset,
+                                      .mu_dtype = tally__gpu_kdtype(&f->mu),
+                                      .lv_dtype = tally__gpu_kdtype(&f->log_var)};
     return tally__gpu_launch_gmm_noise(ctx, tally__gpu_ceil_div(blocks, TALLY_GPU_GROUP_SIZE), &n);
 }
 
@@ -69,13 +79,21 @@ tally_status tally__gpu_gmm_sums(tally_context *ctx, const tally__gmm_job *f, ui
     const tally__tree_level lv = tally__gpu_level0(plan);
     const uint64_t BK = B * f->components;
     const int multi = plan->levels > 1;
+    /* z is the job's view, or the fp32 scratch copy the backward samples
+     * into (never the job's buffer). */
+    const uint32_t z_dtype = z.buf == f->z.buffer ? tally__gpu_kdtype(&f->z) : (uint32_t)TALLY_F32;
     const tally__kargs_gmm_tiles t = {.z = z, .z_stride = z_stride, .mu = tally__gpu_at_view(&f->mu),
                                       .mu_stride = f->mu.stride, .lv = tally__gpu_at_view(&f->log_var),
                                       .lv_stride = f->log_var.stride, .B = B, .K = f->components, .D = f->dim,
                                       .lanes = lv.lanes, .qpl = lv.quads_per_lane, .tiles = lv.tiles,
-                                      .load_mode = load_mode, .out = {scratch, multi ? space.a_off : s_off}};
-    tally_status st =
-        tally__gpu_launch_gmm_tiles(ctx, tally__gpu_ceil_div(BK * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes), &t);
+                                      .load_mode = load_mode, .out = {scratch, multi ? space.a_off : s_off},
+                                      .z_dtype = z_dtype, .mu_dtype = tally__gpu_kdtype(&f->mu),
+                                      .lv_dtype = tally__gpu_kdtype(&f->log_var)};
+    /* The fp32 kernel is kept free of the half loads (kernels/gmm.h). */
+    const int any_half = t.z_dtype != TALLY_F32 || t.mu_dtype != TALLY_F32 || t.lv_dtype != TALLY_F32;
+    const uint64_t groups = tally__gpu_ceil_div(BK * lv.tiles, TALLY_GPU_GROUP_SIZE / lv.lanes);
+    tally_status st = any_half ? tally__gpu_launch_gmm_tiles_half(ctx, groups, &t)
+                               : tally__gpu_launch_gmm_tiles(ctx, groups, &t);
     if (st != TALLY_OK || !multi) return st;
     tally__gpu_result res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
                              .divisor = 0.0f, .shift = NULL, .shift_off = 0};
@@ -150,7 +168,8 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
             .qpl = lv.quads_per_lane, .flags = flags, .rows_per_pass = (uint32_t)rows_per_pass,
             .seed = job->rng.seed, .subsequence = job->rng.subsequence, .offset = job->rng.offset,
             .log_q = tally__gpu_at_view(&job->log_q), .lq_stride = job->log_q.stride, .comp = comp,
-            .comp_stride = comp_stride};
+            .comp_stride = comp_stride, .z_dtype = tally__gpu_kdtype(&job->z), .mu_dtype = tally__gpu_kdtype(&job->mu),
+            .lv_dtype = tally__gpu_kdtype(&job->log_var), .logits_dtype = tally__gpu_kdtype(&job->logits)};
         return tally__gpu_launch_gmm_fused(ctx, tally__gpu_ceil_div(B, rows_per_pass), &a);
     }
 
@@ -166,7 +185,8 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
     if (st != TALLY_OK) return st;
     const tally__kargs_gmm_finish f = {.s = {scratch, s_off}, .logits = tally__gpu_gmm_logits(job), .pre = lse,
                                        .B = B, .K = K, .picks = picks, .sample = sample ? 1u : 0u,
-                                       .log_q = tally__gpu_at_view(&job->log_q), .lq_stride = job->log_q.stride};
+                                       .log_q = tally__gpu_at_view(&job->log_q), .lq_stride = job->log_q.stride,
+                                       .logits_dtype = tally__gpu_kdtype(&job->logits)};
     return tally__gpu_launch_gmm_finish(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &f);
 }
 

@@ -345,6 +345,10 @@ tally_status tally__gpu_rng_fill(tally_context *ctx, const tally__rng_job *job)
     return quads ? tally__gpu_launch_rng_fill(ctx, groups, &a) : tally__gpu_launch_rng_fill_any(ctx, groups, &a);
 }
 
+/* The weights are read where they are, in any view (the kernel loads them
+ * element by element, so no alignment is asked of them): fp32 by
+ * tally_k_categorical, bf16 and f16 by tally_k_categorical_half, which
+ * widens each element as it stages it. */
 tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical_job *job)
 {
     const tally__array *w = &job->weights;
@@ -357,6 +361,9 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
                                         .cols = w->cols, .is_logits = job->is_logits ? 1u : 0u,
                                         .seed = job->rng.seed, .subsequence = job->rng.subsequence,
                                         .offset = job->rng.offset, .out = tally__gpu_at_view(&job->out),
-                                        .out_stride = job->out.stride, .tile_log2 = log2};
-    return tally__gpu_launch_categorical(ctx, tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2), &a);
+                                        .out_stride = job->out.stride, .tile_log2 = log2,
+                                        .w_dtype = tally__gpu_kdtype(w)};
+    const uint64_t groups = tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2);
+    return a.w_dtype == TALLY_F32 ? tally__gpu_launch_categorical(ctx, groups, &a)
+                                  : tally__gpu_launch_categorical_half(ctx, groups, &a);
 }

@@ -277,19 +277,23 @@ TALLY_FN float tally_lse_finish(float m, float s)
  * logits (its K values are few, so a sequential order is cheap and simple
  * to reproduce).
  */
-#define TALLY_DEFINE_LSE_SEQ(fn_name, address_space)                          \
-    TALLY_FN float fn_name(address_space const float *p, tally_u64 n)          \
+#define TALLY_LSE_SEQ_BODY(AT, n)                                              \
     {                                                                          \
-        float m = p[0];                                                        \
-        for (tally_u64 k = 1; k < n; k++) m = tally_max_nan(m, p[k]);           \
+        float m = AT(0u);                                                      \
+        for (tally_u64 k = 1; k < (n); k++) m = tally_max_nan(m, AT(k));        \
         if (!tally_isfinite(m)) return m;                                      \
         float s = 0.0f;                                                        \
-        for (tally_u64 k = 0; k < n; k++) s = s + tally_expf(p[k] - m);         \
+        for (tally_u64 k = 0; k < (n); k++) s = s + tally_expf(AT(k) - m);      \
         return tally_lse_finish(m, s);                                         \
     }
+#define TALLY_LSE_SEQ_AT_P(k) p[k]
+#define TALLY_DEFINE_LSE_SEQ(fn_name, address_space)                          \
+    TALLY_FN float fn_name(address_space const float *p, tally_u64 n)          \
+    TALLY_LSE_SEQ_BODY(TALLY_LSE_SEQ_AT_P, n)
 /* OpenCL C 1.2 has no generic address space, so the same body is stamped out
  * once per address space it reads from: global memory (logits), private
- * arrays, and local (shared) memory. */
+ * arrays, and local (shared) memory. Kernels reading half logits stamp it
+ * out over their widening loads (AT(k): value k). */
 TALLY_DEFINE_LSE_SEQ(tally_lse_seq, TALLY_GLOBAL)
 TALLY_DEFINE_LSE_SEQ(tally_lse_seq_private, )
 #if TALLY_DEVICE_PASS
@@ -305,32 +309,36 @@ TALLY_DEFINE_LSE_SEQ(tally_lse_seq_local, TALLY_LOCAL)
  * TALLY_CATEGORICAL_INVALID. Requiring w_k > 0 only matters when u * total
  * underflows to 0; otherwise the first k reaching the target has w_k > 0.
  */
-TALLY_FN tally_i32 tally_categorical_row(TALLY_GLOBAL const float *w, tally_u64 n, int is_logits,
-                                         float u)
-{
-    float m = 0.0f;
-    if (is_logits) {
-        m = w[0];
-        for (tally_u64 k = 1; k < n; k++) m = tally_max_nan(m, w[k]);
-        if (!tally_isfinite(m)) return TALLY_CATEGORICAL_INVALID;
+#define TALLY_CATEGORICAL_ROW_BODY(AT, n, is_logits, u)                               \
+    {                                                                                 \
+        float m = 0.0f;                                                               \
+        if (is_logits) {                                                              \
+            m = AT(0u);                                                               \
+            for (tally_u64 k = 1; k < (n); k++) m = tally_max_nan(m, AT(k));          \
+            if (!tally_isfinite(m)) return TALLY_CATEGORICAL_INVALID;                 \
+        }                                                                             \
+        float total = 0.0f;                                                           \
+        tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;                           \
+        for (tally_u64 k = 0; k < (n); k++) {                                         \
+            float wk = (is_logits) ? tally_expf(AT(k) - m) : AT(k);                   \
+            if (!(wk >= 0.0f) || tally_isinf(wk)) return TALLY_CATEGORICAL_INVALID;   \
+            total = total + wk;                                                       \
+            if (wk > 0.0f) last_nonzero = (tally_i32)k;                               \
+        }                                                                             \
+        if (!(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;  \
+        float target = (u) * total;                                                   \
+        float running = 0.0f;                                                         \
+        for (tally_u64 k = 0; k < (n); k++) {                                         \
+            float wk = (is_logits) ? tally_expf(AT(k) - m) : AT(k);                   \
+            running = running + wk;                                                   \
+            if (wk > 0.0f && running >= target) return (tally_i32)k;                  \
+        }                                                                             \
+        return last_nonzero;                                                          \
     }
-    float total = 0.0f;
-    tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
-    for (tally_u64 k = 0; k < n; k++) {
-        float wk = is_logits ? tally_expf(w[k] - m) : w[k];
-        if (!(wk >= 0.0f) || tally_isinf(wk)) return TALLY_CATEGORICAL_INVALID;
-        total = total + wk;
-        if (wk > 0.0f) last_nonzero = (tally_i32)k;
-    }
-    if (!(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
-    float target = u * total;
-    float running = 0.0f;
-    for (tally_u64 k = 0; k < n; k++) {
-        float wk = is_logits ? tally_expf(w[k] - m) : w[k];
-        running = running + wk;
-        if (wk > 0.0f && running >= target) return (tally_i32)k;
-    }
-    return last_nonzero;
-}
+#define TALLY_CATEGORICAL_AT_W(k) w[k]
+/* The body is a macro over AT(k), weight k, so that kernels reading half
+ * weights run the same operations over their widening loads. */
+TALLY_FN tally_i32 tally_categorical_row(TALLY_GLOBAL const float *w, tally_u64 n, int is_logits, float u)
+TALLY_CATEGORICAL_ROW_BODY(TALLY_CATEGORICAL_AT_W, n, is_logits, u)
 
 #endif /* TALLY_TERMS_H */
