@@ -154,13 +154,6 @@
 #define TALLY_K_KL_BF16_TABLE_ON 1u
 #endif
 
-/* Groups of 256 work-items that tally_k_kl_tiles_half is compiled to keep
- * resident per multiprocessor on CUDA (its register budget: 4 gives 64
- * registers). */
-#ifndef TALLY_K_KL_HALF_GROUPS_PER_CU
-#define TALLY_K_KL_HALF_GROUPS_PER_CU 4
-#endif
-
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

@@ -159,13 +159,9 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, 
  * the component; VEC4 reads whole aligned quads; LSE_PREPARED takes the
  * logits' logsumexp from pre[pre_off] instead of computing it per group.
  */
-TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
+TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk, TALLY_LOCAL float *ul,
+                                    TALLY_LOCAL tally_i32 *cl, TALLY_LOCAL float *lse_l, TALLY_K_PARAMS(gmm_fused))
 {
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);
-    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(tally_i32, cl, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, lse_l, 1);
     const tally_u32 lid = TALLY_LID();
     /* Each (row, component) tree of `lanes` lanes is played by T = lanes / P
      * work-items, P = min(TALLY_K_GMM_LANES_PER_ITEM, lanes) lanes each:
@@ -273,6 +269,42 @@ TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
         TALLY_BARRIER();
     }
 }
+
+/* The kernels' local memory and their call of the body, whose dtype
+ * arguments are the kernel's own or constants. */
+#define TALLY_K_GMM_FUSED_LOCALS                             \
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);         \
+    TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);       \
+    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);        \
+    TALLY_LOCAL_ARRAY(tally_i32, cl, TALLY_K_GROUP_SIZE);    \
+    TALLY_LOCAL_ARRAY(float, lse_l, 1)
+#define TALLY_K_GMM_FUSED_RUN(zt, mt, lt, gt)                                                                       \
+    tally_k_gmm_fused_run(v, sk, ul, cl, lse_l, z, z_off, z_stride, mu, mu_off, mu_stride, lv, lv_off, lv_stride,  \
+                          logits, logits_off, pre, pre_off, B, K, D, lanes, qpl, flags, rows_per_pass, seed,        \
+                          subsequence, offset, log_q, lq_off, lq_stride, comp, comp_off, comp_stride, (zt), (mt),   \
+                          (lt), (gt))
+
+/* All four inputs fp32 (the dtype arguments are TALLY_F32): the body with
+ * the dtypes as constants, so that its loads are the plain float4 loads
+ * and it keeps the instructions of an fp32-only kernel. */
+TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
+{
+    TALLY_K_GMM_FUSED_LOCALS;
+    (void)z_dtype;
+    (void)mu_dtype;
+    (void)lv_dtype;
+    (void)logits_dtype;
+    TALLY_K_GMM_FUSED_RUN(TALLY_F32, TALLY_F32, TALLY_F32, TALLY_F32);
+}
+
+/* At least one half input (each of its own dtype). */
+TALLY_KERNEL void tally_k_gmm_fused_half(TALLY_K_PARAMS(gmm_fused))
+{
+    TALLY_K_GMM_FUSED_LOCALS;
+    TALLY_K_GMM_FUSED_RUN(z_dtype, mu_dtype, lv_dtype, logits_dtype);
+}
+#undef TALLY_K_GMM_FUSED_LOCALS
+#undef TALLY_K_GMM_FUSED_RUN
 
 /* ---- The unfused pieces (a D plan of several levels, or K too large for
  * local memory). ---- */

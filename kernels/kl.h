@@ -329,7 +329,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
  * terms straight-line code, and whose logarithms come from the bf16 table;
  * the copies compute exactly what the general body computes for those
  * arguments. */
-TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_HALF_GROUPS_PER_CU) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
+TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, log_tab, TALLY_K_LOG_BF16_TABLE);

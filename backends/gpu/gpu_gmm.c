@@ -170,7 +170,11 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
             .log_q = tally__gpu_at_view(&job->log_q), .lq_stride = job->log_q.stride, .comp = comp,
             .comp_stride = comp_stride, .z_dtype = tally__gpu_kdtype(&job->z), .mu_dtype = tally__gpu_kdtype(&job->mu),
             .lv_dtype = tally__gpu_kdtype(&job->log_var), .logits_dtype = tally__gpu_kdtype(&job->logits)};
-        return tally__gpu_launch_gmm_fused(ctx, tally__gpu_ceil_div(B, rows_per_pass), &a);
+        /* The fp32 kernel is kept free of the half loads (kernels/gmm.h). */
+        const int any_half = a.z_dtype != TALLY_F32 || a.mu_dtype != TALLY_F32 || a.lv_dtype != TALLY_F32 ||
+                             a.logits_dtype != TALLY_F32;
+        const uint64_t groups = tally__gpu_ceil_div(B, rows_per_pass);
+        return any_half ? tally__gpu_launch_gmm_fused_half(ctx, groups, &a) : tally__gpu_launch_gmm_fused(ctx, groups, &a);
     }
 
     const tally__gpu_at picks = {sample ? scratch : NULL, picks_off};
