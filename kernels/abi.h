@@ -154,6 +154,14 @@
 #define TALLY_K_KL_BF16_TABLE_ON 1u
 #endif
 
+/* 1: the bf16 table's batch keeps the loaded words, tests them packed and
+ * addresses the table in bytes (tally_k_kl_batch_bf16_words); 0: it works
+ * on the widened quads (tally_k_kl_batch_bf16). The same bits either way
+ * (a compile-time switch for bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_KL_BF16_WORDS
+#define TALLY_K_KL_BF16_WORDS 1u
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

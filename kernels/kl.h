@@ -155,6 +155,105 @@ TALLY_FN float tally_k_kl_batch_bf16(TALLY_LOCAL const float *lane, float acc, t
     return acc;
 }
 
+/*
+ * The same batch from the words it was loaded as: wa0 .. wa3 and wb0 ..
+ * wb3 hold the input's and the target's four quads, two bf16 values a
+ * word. The short path's test is made on the packed words, and its table
+ * reads address bytes, which saves about five instructions an element over
+ * tally_k_kl_batch_bf16 (SASS: a vector maximum tests two values, and the
+ * offset of an entry is a shift and two logical operations, where the
+ * float index took a shift, two logical operations and a scaled add). The
+ * widened values, the test's outcome and the operations of each term are
+ * those of tally_k_kl_batch_bf16, so the bits are too.
+ */
+
+/* A bf16 value h is a positive normal float exactly when h - 0x80 <
+ * 0x7f00 as 16-bit unsigned numbers. Both values of word w are tested at
+ * once: worst keeps the largest 16-bit difference seen in each half. The
+ * low half borrows from the high one only when it fails itself, and then
+ * the low half's own difference already fails the batch. */
+TALLY_FN tally_u32 tally_k_bf16x2_worst(tally_u32 worst, tally_u32 w)
+{
+    return TALLY_MAX_U16X2(worst, w - 0x00800080u);
+}
+
+TALLY_FN int tally_k_bf16x2_all_ok(tally_u32 worst)
+{
+    return ((worst & 0xffffu) < 0x7f00u) & ((worst >> 16) < 0x7f00u);
+}
+
+/* tally_k_log_bf16 with the entry found by its byte offset: entry m, copy
+ * c lies at m * 128 + 4 c. lane_bytes = 4 (lid % 32), and keep =
+ * lane_bytes | 0x3f80, the bits an offset may have. The offset (bits >> 9
+ * | lane_bytes) & keep equals (bits >> 9 & 0x3f80) | lane_bytes, and is one
+ * three-input logical operation after the shift. */
+TALLY_FN float tally_k_log_bf16_at(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, float x)
+{
+    const tally_u32 off = ((tally_as_u32(x) >> 9) | lane_bytes) & keep;
+    return tally_pm_logf_bf16(x, *(TALLY_LOCAL const float *)((TALLY_LOCAL const char *)tab + off));
+}
+
+TALLY_FN float tally_k_kl_term_bf16_at(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, float x,
+                                       float t, tally_u32 flags)
+{
+    const float lx = (flags & TALLY_KL_INPUT_IS_PROB) ? tally_k_log_bf16_at(tab, lane_bytes, keep, x) : x;
+    if (flags & TALLY_KL_LOG_TARGET) return tally_expf(t) * (t - lx);
+    return t * (tally_k_log_bf16_at(tab, lane_bytes, keep, t) - lx);
+}
+
+#define TALLY_K_KL_TERM_BF16_AT(x, t, flags) tally_k_kl_term_bf16_at(tab, lane_bytes, keep, x, t, flags)
+
+/* A quad of bf16 values from its two words, widened as tally_k_load_h4
+ * widens them. */
+TALLY_FN tally_f4 tally_k_bf16_quad(uint2 w)
+{
+    tally_f4 q;
+    q.x = tally_k_lo(TALLY_BF16, w.x);
+    q.y = tally_k_hi(TALLY_BF16, w.x);
+    q.z = tally_k_lo(TALLY_BF16, w.y);
+    q.w = tally_k_hi(TALLY_BF16, w.y);
+    return q;
+}
+
+TALLY_FN float tally_k_kl_batch_bf16_words(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep,
+                                           float acc, tally_u32 q, uint2 wa0, uint2 wa1, uint2 wa2, uint2 wa3, uint2 wb0,
+                                           uint2 wb1, uint2 wb2, uint2 wb3, tally_u32 flags)
+{
+    /* tally_k_kl_fast16's rule: the input is tested where its logarithm is
+     * taken (input_is_prob), the target unless it is a log (log_target). */
+    tally_u32 worst = 0u;
+    if (flags & TALLY_KL_INPUT_IS_PROB) {
+        worst = tally_k_bf16x2_worst(worst, wa0.x);
+        worst = tally_k_bf16x2_worst(worst, wa0.y);
+        worst = tally_k_bf16x2_worst(worst, wa1.x);
+        worst = tally_k_bf16x2_worst(worst, wa1.y);
+        worst = tally_k_bf16x2_worst(worst, wa2.x);
+        worst = tally_k_bf16x2_worst(worst, wa2.y);
+        worst = tally_k_bf16x2_worst(worst, wa3.x);
+        worst = tally_k_bf16x2_worst(worst, wa3.y);
+    }
+    if ((flags & TALLY_KL_LOG_TARGET) == 0u) {
+        worst = tally_k_bf16x2_worst(worst, wb0.x);
+        worst = tally_k_bf16x2_worst(worst, wb0.y);
+        worst = tally_k_bf16x2_worst(worst, wb1.x);
+        worst = tally_k_bf16x2_worst(worst, wb1.y);
+        worst = tally_k_bf16x2_worst(worst, wb2.x);
+        worst = tally_k_bf16x2_worst(worst, wb2.y);
+        worst = tally_k_bf16x2_worst(worst, wb3.x);
+        worst = tally_k_bf16x2_worst(worst, wb3.y);
+    }
+    const tally_f4 a0 = tally_k_bf16_quad(wa0), a1 = tally_k_bf16_quad(wa1);
+    const tally_f4 a2 = tally_k_bf16_quad(wa2), a3 = tally_k_bf16_quad(wa3);
+    const tally_f4 b0 = tally_k_bf16_quad(wb0), b1 = tally_k_bf16_quad(wb1);
+    const tally_f4 b2 = tally_k_bf16_quad(wb2), b3 = tally_k_bf16_quad(wb3);
+    if (tally_k_bf16x2_all_ok(worst)) {
+        TALLY_K_KL_ADD16(acc, q, TALLY_K_KL_TERM_BF16_AT, flags);
+    } else {
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+    }
+    return acc;
+}
+
 /* How a full tile's batch folds: fp32 inputs (tally_k_kl_batch), any half
  * input (tally_k_kl_batch_any), or two bf16 inputs with the table. */
 #define TALLY_K_KL_BATCH_F32 0
@@ -284,7 +383,24 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
             }
         } else if ((tally_u64)j < active) {
             float acc;
-            if (full) {
+            if (full && kind == TALLY_K_KL_BATCH_BF16_TABLE && TALLY_K_KL_BF16_WORDS) {
+                /* Two bf16 inputs: the same quads, kept as the words they
+                 * were loaded as (tally_k_kl_batch_bf16_words). */
+                const tally_u64 g = base + j;
+                const tally_u64 L = TALLY_K_GROUP_SIZE;
+                TALLY_GLOBAL const uint2 *xw = (TALLY_GLOBAL const uint2 *)xs.h;
+                TALLY_GLOBAL const uint2 *tw = (TALLY_GLOBAL const uint2 *)ts.h;
+                const tally_u32 lane_bytes = (lid % TALLY_K_LOG_BF16_COPIES) * 4u;
+                const tally_u32 keep = lane_bytes | ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES * 4u);
+                acc = 0.0f;
+                for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                    const tally_u64 h = g + (tally_u64)q * L;
+                    const uint2 a0 = xw[h], a1 = xw[h + L], a2 = xw[h + 2u * L], a3 = xw[h + 3u * L];
+                    const uint2 b0 = tw[h], b1 = tw[h + L], b2 = tw[h + 2u * L], b3 = tw[h + 3u * L];
+                    acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2, b3,
+                                                      flags);
+                }
+            } else if (full) {
                 const tally_u64 g = base + j;
                 const tally_u64 L = TALLY_K_GROUP_SIZE;
                 acc = 0.0f;

@@ -330,6 +330,84 @@ START_TEST(kl_bf16_every_mantissa)
 }
 END_TEST
 
+/* The bf16 kernels test a batch's sixteen pairs for the short path on the
+ * packed words, two values a test (kernels/kl.h,
+ * tally_k_kl_batch_bf16_words). Each call here puts one special value at
+ * one of the sixteen places of one lane's batch in a full tile, every
+ * other pair giving a term of exactly 0 (t = 1 and log x = 0), so the sum
+ * is the special pair's term: the short path's logarithm of a special
+ * value would show in it. The special's partner makes the term large
+ * enough to see. */
+typedef struct {
+    unsigned flags;
+    int special_in_target; /* 0: the input holds the special value */
+    float special, partner;
+} kl_special_case;
+
+static const kl_special_case kl_special_cases[] = {
+    {TALLY_KL_INPUT_IS_PROB, 0, 0.0f, 0.75f},
+    {TALLY_KL_INPUT_IS_PROB, 0, 0x1p-133f, 0.75f},         /* bf16 0x0001 */
+    {TALLY_KL_INPUT_IS_PROB, 0, 127.0f * 0x1p-133f, 0.75f}, /* 0x007f, the largest subnormal */
+    {TALLY_KL_INPUT_IS_PROB, 0, -1.0f, 0.75f},
+    {TALLY_KL_INPUT_IS_PROB, 0, INFINITY, 0.75f},
+    {TALLY_KL_INPUT_IS_PROB, 0, NAN, 0.75f},
+    {TALLY_KL_INPUT_IS_PROB, 1, 0x1p-133f, 0.5f},
+    {TALLY_KL_INPUT_IS_PROB, 1, 127.0f * 0x1p-133f, 0.5f},
+    {TALLY_KL_INPUT_IS_PROB, 1, -0.5f, 0.5f},
+    {TALLY_KL_INPUT_IS_PROB, 1, INFINITY, 0.5f},
+    {0u, 1, 0x1p-133f, -0.75f},
+    {0u, 1, 127.0f * 0x1p-133f, -0.75f},
+    {0u, 1, -0.5f, -0.75f},
+    {0u, 1, INFINITY, -0.75f},
+};
+
+START_TEST(kl_bf16_one_special)
+{
+    tally_context *ctx = tt_context();
+    const int64_t n = 16384; /* one full tile: 256 lanes of 16 quads */
+    float *xv = tt_alloc((size_t)n * 4), *tv = tt_alloc((size_t)n * 4);
+    for (size_t c = 0; c < sizeof kl_special_cases / sizeof kl_special_cases[0]; c++)
+        for (int place = 0; place < 16; place++) {
+            const kl_special_case *K = &kl_special_cases[c];
+            /* Lane 37's second batch: quads 37 + 256 q for q = 4 .. 7. */
+            const int64_t at = 4 * (37 + 256 * (4 + place / 4)) + place % 4;
+            for (int64_t i = 0; i < n; i++) {
+                xv[i] = K->flags ? 1.0f : 0.0f;
+                tv[i] = 1.0f;
+            }
+            xv[at] = K->special_in_target ? K->partner : K->special;
+            tv[at] = K->special_in_target ? K->special : K->partner;
+            input x = make_input(TALLY_BF16, xv, 1, n, 0, n);
+            input t = make_input(TALLY_BF16, tv, 1, n, 0, n);
+            tally_buffer *a = out_buf(1), *b = out_buf(1);
+            tt_ok(tally_kl_div(ctx, x.view, t.view, TALLY_REDUCTION_SUM, K->flags, tally_view_f32(a, 0, 1, 1)), ctx);
+            tt_ok(tally_kl_div(ctx, x.f32, t.f32, TALLY_REDUCTION_SUM, K->flags, tally_view_f32(b, 0, 1, 1)), ctx);
+            char what[112];
+            snprintf(what, sizeof what, "kl bf16 flags %u %s %g at place %d", K->flags,
+                     K->special_in_target ? "target" : "input", (double)K->special, place);
+            assert_same_bits(a, b, 1, what);
+            /* The float64 term of the pair (every value here is a bf16
+             * value; tally_kl_term's rules: a negative target or a NaN
+             * gives NaN). */
+            const double xd = (double)xv[at], td = (double)tv[at];
+            const double lx = K->flags ? log(xd) : xd;
+            const double want = td < 0.0 || isnan(td) || isnan(xd) ? NAN : td * (log(td) - lx);
+            const double got = (double)tt_read1(a, 0);
+            if (isnan(want))
+                ck_assert_msg(isnan(got), "%s: %g, float64 NaN", what, got);
+            else
+                ck_assert_msg(got == want || fabs(got - want) <= 1e-6 * fabs(want) + 0x1p-140,
+                              "%s: %.9g, float64 %.9g", what, got, want);
+            tally_buffer_release(a);
+            tally_buffer_release(b);
+            free_input(&x);
+            free_input(&t);
+        }
+    free(xv);
+    free(tv);
+}
+END_TEST
+
 /* ---- Dirichlet-multinomial: half counts and log_alpha, shared and per row ---- */
 
 START_TEST(dm_half_equals_fp32)
@@ -579,7 +657,7 @@ END_TEST
 TT_SUITE("half",
          {.name = "widen", TT_FIXTURE, .timeout = 300, .tests = {device_widens_every_encoding, half_view_rules}},
          {.name = "reduce", TT_FIXTURE, .timeout = 300, .tests = {reduce_half_equals_fp32}},
-         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32, kl_bf16_every_mantissa}},
+         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32, kl_bf16_every_mantissa, kl_bf16_one_special}},
          {.name = "dm", TT_FIXTURE, .timeout = 300, .tests = {dm_half_equals_fp32}},
          {.name = "gmm", TT_FIXTURE, .timeout = 300, .tests = {gmm_half_equals_fp32}},
          {.name = "categorical", TT_FIXTURE, .timeout = 300, .tests = {categorical_half_equals_fp32}})

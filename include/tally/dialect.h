@@ -198,6 +198,15 @@ typedef uint64_t tally_u64;
 #  define TALLY_MINNUM(a, b) fminf((a), (b))
 #endif
 
+/* The larger of each pair of 16-bit halves of two words, as a word: one
+ * instruction on sm_90 (VIMNMX.U16x2). An integer operation, used only
+ * in tests of which path a batch takes, never in a result. */
+#if TALLY_TARGET_OPENCL
+#  define TALLY_MAX_U16X2(a, b) as_uint(max(as_ushort2(a), as_ushort2(b)))
+#elif TALLY_TARGET_CUDA
+#  define TALLY_MAX_U16X2(a, b) __vmaxu2((a), (b))
+#endif
+
 /* Four floats moved as one 16-byte access. Both OpenCL C and CUDA call the
  * type float4 and name its members x, y, z, w. TALLY_LOAD_F4(p, i) reads
  * p[4i .. 4i+3] and TALLY_STORE_F4(p, i, v) writes them; p + 4i must be
