@@ -162,6 +162,14 @@
 #define TALLY_K_KL_BF16_WORDS 1u
 #endif
 
+/* 1: tally_k_log_bf16_at forms the exponent as a float by a subtraction
+ * from a biased constant (the FMA pipe); 0: by an integer-to-float
+ * conversion. Both are exact, so the bits are the same (a compile-time
+ * switch for bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_KL_BF16_EXP_FADD
+#define TALLY_K_KL_BF16_EXP_FADD 1u
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

@@ -191,7 +191,15 @@ TALLY_FN int tally_k_bf16x2_all_ok(tally_u32 worst)
 TALLY_FN float tally_k_log_bf16_at(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, float x)
 {
     const tally_u32 off = ((tally_as_u32(x) >> 9) | lane_bytes) & keep;
-    return tally_pm_logf_bf16(x, *(TALLY_LOCAL const float *)((TALLY_LOCAL const char *)tab + off));
+    const float v = *(TALLY_LOCAL const float *)((TALLY_LOCAL const char *)tab + off);
+    if (!TALLY_K_KL_BF16_EXP_FADD) return tally_pm_logf_bf16(x, v);
+    /* tally_pm_logf_bf16's exponent e as a float by an exact subtraction
+     * instead of a conversion: 0x4b400000 + k is the float 1.5 * 2^23 + k
+     * for |k| < 2^22, so the difference is e exactly, and the join gets the
+     * same operands. */
+    const tally_u32 t = tally_as_u32(x) + 0x00d55555u;
+    const float e = tally_as_f32((t >> 23) + (0x4b400000u - 128u)) - 12582912.0f;
+    return tally_pm_log_join(e, v);
 }
 
 TALLY_FN float tally_k_kl_term_bf16_at(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, float x,
