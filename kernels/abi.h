@@ -112,6 +112,24 @@
 /* Lanes of a row's plan that each work-item of tally_k_dm_rows_table plays
  * (at most 4: the kernel spells out the steps of the tree that they take). */
 #define TALLY_K_DM_LANES_PER_ITEM 4u
+/* Floats of tally_k_dm_rows_table's local table of whole terms (16 KiB):
+ * rows k of tally_dm_term(k, a) for every column, as many rows k as fit
+ * (at most TALLY_K_DM_TABLE_N), so that a small whole count costs one
+ * bank-conflict-free local read instead of two gathers from the global
+ * table. With TALLY_K_DM_LOCAL_TERMS 0 (a bench variant) the kernel reads
+ * the global table as before; the bits are the same either way. */
+#define TALLY_K_DM_TERMS 4096u
+#ifndef TALLY_K_DM_LOCAL_TERMS
+#define TALLY_K_DM_LOCAL_TERMS 1u
+#endif
+/* 1: where warps can shuffle (CUDA), tally_k_dm_rows_table gives a row of
+ * a full tile (V > 1020) to one warp, each work-item playing 8 lanes, and
+ * the tree's steps below 32 run through shuffles: no barrier and no local
+ * memory a row. 0: four lanes a work-item and the tree in local memory, as
+ * on every other target (a bench variant). The same steps either way. */
+#ifndef TALLY_K_DM_ROWS_WARP
+#define TALLY_K_DM_ROWS_WARP 1u
+#endif
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
 
@@ -195,8 +213,9 @@
 
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
  * three tree arrays, the lgamma(n + 1) table and two alpha tables;
- * tally_k_rng_fill_any's 16 KiB of words is less). A device with less is
- * refused. */
+ * tally_k_dm_rows_table's three tree arrays, the lgamma(n + 1) table and
+ * TALLY_K_DM_TERMS are as much, tally_k_rng_fill_any's 16 KiB of words is
+ * less). A device with less is refused. */
 #define TALLY_K_LOCAL_BYTES (4u * (4u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
 
 #endif /* TALLY_KERNEL_ABI_H */

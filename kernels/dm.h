@@ -154,6 +154,76 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
 }
 
 /*
+ * The term of count n in column 4g + c from the global table (eq, tq: the
+ * quad g of exp(alpha) and of the table, row 0 lgamma(a)) or, for a count
+ * the table lacks, tally_k_dm_term: the same operations as tally_dm_term
+ * (dm_terms.h).
+ */
+TALLY_FN_COLD float tally_k_dm_global_term(float n, TALLY_GLOBAL const float *eq, TALLY_GLOBAL const float *tq,
+                                           tally_u32 c, tally_u32 V32, TALLY_LOCAL const float *fact,
+                                           tally_u32 flags)
+{
+    const int has_lgn = n > 0.0f && n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n);
+    const float lga = tq[c];
+    const float lgn = tq[(has_lgn ? (tally_u32)n : 0u) * V32 + c];
+    /* tally_dm_term of a zero count is 0, and of a tabulated one without
+     * the coefficient lgamma(n + a) - lgamma(a). */
+    if (n == 0.0f) return 0.0f;
+    if (has_lgn && !(flags & TALLY_DM_WITH_COEFFICIENT)) return lgn - lga;
+    return tally_k_dm_term(n, eq[c], lga, lgn, has_lgn, fact, flags);
+}
+
+/* Where tally_k_dm_rows_table finds its terms. terms[row * rs + c * VQ + g]
+ * is tally_dm_term(row, a) of column 4g + c for row < R (the local table);
+ * ea and tab are the global exp(alpha) and lgamma table for the rest. */
+typedef struct tally_k_dm_terms {
+    TALLY_LOCAL const float *terms;
+    tally_u32 R, rs, VQ, V32;
+    TALLY_GLOBAL const float *ea;
+    TALLY_GLOBAL const float *tab;
+    TALLY_LOCAL const float *fact;
+    tally_u32 flags;
+} tally_k_dm_terms;
+
+/*
+ * Folds the counts e[0 .. count - 1] of quad g into a lane's running sums
+ * of n and of the terms. The sums start at -0 rather than at the lane's
+ * first element: -0 + x is x for every x, so the bits are those of the
+ * plan's fold, without a select an element.
+ *
+ * A count is one of the local table's rows when it is a whole number
+ * 0 <= n < R: then n + 2^23 is exact and its low bits are n. Any other n
+ * either rounds (w - 2^23 != n) or puts w's bits outside the R rows, and
+ * -0 is row 0, a zero count's term, as in tally_dm_term. The four local
+ * reads do not wait for the test, and the counts the table lacks (rare in
+ * count data) go to tally_k_dm_global_term afterwards.
+ */
+TALLY_FN void tally_k_dm_fold_quad(const tally_k_dm_terms *d, const float *e, tally_u32 count, tally_u32 g, float *sn,
+                                   float *ss)
+{
+    float tm[4];
+    tally_u32 slow = 0u;
+    for (tally_u32 c = 0; c < 4u; c++) {
+        const float w = e[c] + 8388608.0f;
+        const tally_u32 row = tally_as_u32(w) - 0x4b000000u;
+        const int in_table = row < d->R && w - 8388608.0f == e[c];
+        tm[c] = d->terms[in_table ? row * d->rs + c * d->VQ + g : 0u];
+        if (c < count && !in_table) slow |= 1u << c;
+    }
+    if (slow != 0u) {
+        for (tally_u32 c = 0; c < 4u; c++)
+            if (slow & (1u << c))
+                tm[c] = tally_k_dm_global_term(e[c], d->ea + (g << 2), d->tab + (g << 2), c, d->V32, d->fact, d->flags);
+    }
+    for (tally_u32 c = 0; c < 4u; c++) {
+        if (c < count) {
+            *sn = *sn + e[c];
+            *ss = *ss + tm[c];
+        }
+    }
+}
+
+/*
  * tally_k_dm_rows for a shared alpha with the TALLY_K_DM_ALPHA_TABLE table
  * (pre[ea_off + v] = a, pre[lga_off + k * V + v] = lgamma(k + a), row 0
  * lgamma(a)) and rows of one tile (1 <= V <= 16384): row b's value to
@@ -169,7 +239,20 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
  * run in local memory over the first T lanes: the plan's combines in the
  * plan's order, with a quarter of the work-items per row (so P times the
  * rows per group and per barrier) and log2(P) fewer shared-memory steps.
+ * With warp shuffles and a full tile (TALLY_K_DM_ROWS_WARP) a warp takes a
+ * row instead: P = 8, T = 32, and the steps below 32 are shuffles.
  * vec4: every row starts 16-byte aligned, so whole quads load as float4.
+ *
+ * Two things do not depend on the row, so each group computes them once.
+ * A, the sum of a over the row in the plan's order, is the same for every
+ * row of a shared alpha: each work-item folds its lanes' a and one tree
+ * gives every segment the row's A, bit for bit what the row's own fold and
+ * tree gave. And the term of a small whole count k in column v is a
+ * function of (k, v): the group copies tally_dm_term(k, a_v) for the first
+ * R values of k into local memory (TALLY_K_DM_TERMS floats), so that such a
+ * count, nearly every one in count data, costs one local read. Before, it
+ * cost two gathers from the global table, whose entries for a warp's
+ * columns fall in as many cache lines as the warp has distinct counts.
  */
 TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
 {
@@ -177,6 +260,7 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
+    TALLY_LOCAL_ARRAY(float, terms, TALLY_K_DM_TERMS);
     const tally_u32 lid = TALLY_LID();
     if ((flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
@@ -192,65 +276,167 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
     const tally_u32 V32 = (tally_u32)V;
     const tally_u32 quads = (tally_u32)tally_k_quads(V);
     const tally_u32 active = quads < lanes ? quads : lanes;
-    TALLY_GLOBAL const float *ea = pre + ea_off;
-    TALLY_GLOBAL const float *tab = pre + lga_off;
+    tally_k_dm_terms d;
+    d.terms = terms;
+    d.ea = pre + ea_off;
+    d.tab = pre + lga_off;
+    d.fact = fact;
+    d.flags = flags;
+    d.V32 = V32;
+    /* The local terms: count k of column 4g + c at terms[k * rs + c * VQ + g]
+     * with VQ the quads rounded up to 32, so that work-items reading
+     * consecutive quads of a row read consecutive words (one bank each)
+     * whatever their counts. Row 0 is a zero count's term, 0. */
+    d.VQ = ((quads > 0u ? quads : 1u) + 31u) & ~31u;
+    d.rs = 4u * d.VQ;
+    d.R = TALLY_K_DM_LOCAL_TERMS ? TALLY_K_DM_TERMS / d.rs : 0u;
+    if (d.R > TALLY_K_DM_TABLE_N) d.R = TALLY_K_DM_TABLE_N;
+    for (tally_u32 i = lid; i < d.R * d.rs; i += TALLY_K_GROUP_SIZE) {
+        const tally_u32 k = i / d.rs;
+        const tally_u32 c = (i - k * d.rs) / d.VQ;
+        const tally_u32 g = i - k * d.rs - c * d.VQ;
+        const tally_u32 col = (g << 2) + c;
+        float v = 0.0f;
+        /* tally_k_dm_term's operations for a tabulated count k > 0. */
+        if (k > 0u && g < quads && col < V32) {
+            v = d.tab[k * V32 + col] - d.tab[col];
+            if (flags & TALLY_DM_WITH_COEFFICIENT) v = v - fact[k];
+        }
+        terms[i] = v;
+    }
+
+    /* The row's A: lane t + kT's fold in A<k>, the register steps, then the
+     * tree, which leaves it in va[seg * T] for every segment. */
+    float A0 = 0.0f, A1 = 0.0f, A2 = 0.0f, A3 = 0.0f;
+    for (tally_u32 k = 0; k < P; k++) {
+        const tally_u32 j = t + k * T;
+        if (j >= active) break;
+        float sa = 0.0f;
+        for (tally_u32 q = 0; q < qpl; q++) {
+            const tally_u32 g = q * lanes + j;
+            if (g >= quads) break;
+            const tally_u32 count = V32 - (g << 2) >= 4u ? 4u : V32 - (g << 2);
+            for (tally_u32 c = 0; c < count; c++) {
+                const float a = d.ea[(g << 2) + c];
+                sa = q == 0u && c == 0u ? a : sa + a;
+            }
+        }
+        if (k == 0u) A0 = sa;
+        else if (k == 1u) A1 = sa;
+        else if (k == 2u) A2 = sa;
+        else A3 = sa;
+    }
+    if (P == 4u) {
+        if (t + 2u * T < active) A0 = A0 + A2;
+        if (t + 3u * T < active) A1 = A1 + A3;
+    }
+    if (P >= 2u && t + T < active) A0 = A0 + A1;
+    va[lid] = A0;
+    tally_k_tree(va, lid, T, active, TALLY_COMBINE_SUM);
+    const float A_row = va[seg * T];
+
+#if TALLY_HAS_WARP_SHUFFLE
+    if (TALLY_K_DM_ROWS_WARP && lanes == TALLY_K_GROUP_SIZE && quads >= lanes) {
+        /* A warp a row: work-item w plays lanes w + 32k, k < 8, every one
+         * active. The loop is the same for the 32 work-items of a warp, so
+         * each shuffle has its whole warp; no barrier follows. */
+        const tally_u32 w = lid & 31u;
+        const tally_u32 warps = TALLY_K_GROUP_SIZE / 32u;
+        const int whole_f32 = vec4 && c_dtype == TALLY_F32 && (V32 & 3u) == 0u;
+        tally_f4 zero4;
+        zero4.x = zero4.y = zero4.z = zero4.w = 0.0f;
+        for (tally_u64 b = TALLY_GROUP_ID() * warps + lid / 32u; b < B; b += TALLY_GROUP_COUNT() * warps) {
+            const tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b * c_stride, V, V,
+                                                   vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS);
+            float sn[8], ss[8];
+#pragma unroll
+            for (tally_u32 k = 0; k < 8u; k++) {
+                sn[k] = -0.0f;
+                ss[k] = -0.0f;
+            }
+            for (tally_u32 q = 0; q < qpl; q++) {
+                /* The eight quads' loads go out together; rows of whole
+                 * aligned fp32 quads load them as float4 without the
+                 * general loader's tests. */
+                float e[8][4];
+                tally_u32 count[8];
+                if (whole_f32) {
+#pragma unroll
+                    for (tally_u32 k = 0; k < 8u; k++) {
+                        const tally_u32 g = q * lanes + w + 32u * k;
+                        const tally_f4 x = g < quads ? TALLY_LOAD_F4(src.p, g) : zero4;
+                        e[k][0] = x.x;
+                        e[k][1] = x.y;
+                        e[k][2] = x.z;
+                        e[k][3] = x.w;
+                        count[k] = g < quads ? 4u : 0u;
+                    }
+                } else {
+#pragma unroll
+                    for (tally_u32 k = 0; k < 8u; k++) {
+                        const tally_u32 g = q * lanes + w + 32u * k;
+                        e[k][0] = e[k][1] = e[k][2] = e[k][3] = 0.0f;
+                        count[k] = g < quads ? tally_k_load_quad(&src, V, g, e[k]) : 0u;
+                    }
+                }
+#pragma unroll
+                for (tally_u32 k = 0; k < 8u; k++)
+                    tally_k_dm_fold_quad(&d, e[k], count[k], q * lanes + w + 32u * k, &sn[k], &ss[k]);
+            }
+            /* The tree: steps 128, 64 and 32 pair a work-item's own lanes,
+             * then lane w takes lane w + s of the warp for s = 16 .. 1 (the
+             * lanes w >= s compute values no step reads). */
+#pragma unroll
+            for (tally_u32 k = 0; k < 4u; k++) {
+                sn[k] = sn[k] + sn[k + 4u];
+                ss[k] = ss[k] + ss[k + 4u];
+            }
+            sn[0] = sn[0] + sn[2];
+            ss[0] = ss[0] + ss[2];
+            sn[1] = sn[1] + sn[3];
+            ss[1] = ss[1] + ss[3];
+            float N = sn[0] + sn[1], S = ss[0] + ss[1];
+            for (tally_u32 s = 16u; s > 0u; s >>= 1) {
+                const float n_up = TALLY_WARP_SHUFFLE(N, (w + s) & 31u);
+                const float s_up = TALLY_WARP_SHUFFLE(S, (w + s) & 31u);
+                N = N + n_up;
+                S = S + s_up;
+            }
+            if (w == 0u) out[out_off + b * out_stride] = tally_canonical(tally_dm_row(A_row, N, S, flags));
+        }
+        return;
+    }
+#endif
+
     for (tally_u64 first = TALLY_GROUP_ID() * segments; first < B; first += TALLY_GROUP_COUNT() * segments) {
         const tally_u64 b = first + seg;
         if (b < B) {
             const tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b * c_stride, V, V,
                                                    vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS);
-            /* Lane t + kT's sums in A<k>, N<k>, S<k> (lanes past the
-             * active prefix keep zeros that no step reads). */
-            float A0 = 0.0f, N0 = 0.0f, S0 = 0.0f, A1 = 0.0f, N1 = 0.0f, S1 = 0.0f;
-            float A2 = 0.0f, N2 = 0.0f, S2 = 0.0f, A3 = 0.0f, N3 = 0.0f, S3 = 0.0f;
+            /* Lane t + kT's sums in N<k>, S<k> (lanes past the active
+             * prefix keep values that no step reads). */
+            float N0 = -0.0f, S0 = -0.0f, N1 = -0.0f, S1 = -0.0f, N2 = -0.0f, S2 = -0.0f, N3 = -0.0f, S3 = -0.0f;
             for (tally_u32 k = 0; k < P; k++) {
                 const tally_u32 j = t + k * T;
                 if (j >= active) break;
-                float sa = 0.0f, sn = 0.0f, ss = 0.0f;
-                int first_term = 1;
+                float sn = -0.0f, ss = -0.0f;
                 for (tally_u32 q = 0; q < qpl; q++) {
                     const tally_u32 g = q * lanes + j;
                     if (g >= quads) break;
-                    float e4[4];
+                    float e4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                     const tally_u32 count = tally_k_load_quad(&src, V, g, e4);
-                    /* The quad's columns of exp(alpha) and of the table. */
-                    TALLY_GLOBAL const float *eq = ea + (g << 2);
-                    TALLY_GLOBAL const float *tq = tab + (g << 2);
-                    for (tally_u32 c = 0; c < 4u; c++) {
-                        if (c < count) {
-                            const float n = e4[c];
-                            const float a = eq[c];
-                            /* Both reads unconditional (row 0 for a count
-                             * the table lacks), so that a zero or tabulated
-                             * count, nearly every one, takes no branch. */
-                            const int has_lgn = n > 0.0f && n < (float)TALLY_K_DM_TABLE_N && n == tally_floor(n);
-                            const float lga = tq[c];
-                            const float lgn = tq[(has_lgn ? (tally_u32)n : 0u) * V32 + c];
-                            /* tally_dm_term of a zero count is 0, and of a
-                             * tabulated one without the coefficient
-                             * lgamma(n + a) - lgamma(a). */
-                            float term = n == 0.0f ? 0.0f : lgn - lga;
-                            if (!(n == 0.0f || (has_lgn && !(flags & TALLY_DM_WITH_COEFFICIENT))))
-                                term = tally_k_dm_term(n, a, lga, lgn, has_lgn, fact, flags);
-                            tally_k_dm_add(&sa, &sn, &ss, first_term, a, n, term);
-                            first_term = 0;
-                        }
-                    }
+                    tally_k_dm_fold_quad(&d, e4, count, g, &sn, &ss);
                 }
                 if (k == 0u) {
-                    A0 = sa;
                     N0 = sn;
                     S0 = ss;
                 } else if (k == 1u) {
-                    A1 = sa;
                     N1 = sn;
                     S1 = ss;
                 } else if (k == 2u) {
-                    A2 = sa;
                     N2 = sn;
                     S2 = ss;
                 } else {
-                    A3 = sa;
                     N3 = sn;
                     S3 = ss;
                 }
@@ -259,28 +445,24 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
              * t + kT takes lane t + kT + s when that lane is active. */
             if (P == 4u) {
                 if (t + 2u * T < active) {
-                    A0 = A0 + A2;
                     N0 = N0 + N2;
                     S0 = S0 + S2;
                 }
                 if (t + 3u * T < active) {
-                    A1 = A1 + A3;
                     N1 = N1 + N3;
                     S1 = S1 + S3;
                 }
             }
             if (P >= 2u && t + T < active) {
-                A0 = A0 + A1;
                 N0 = N0 + N1;
                 S0 = S0 + S1;
             }
-            va[lid] = A0;
             vn[lid] = N0;
             vs[lid] = S0;
         }
-        tally_k_tree3(va, vn, vs, lid, T, b < B ? active : 0u);
+        tally_k_tree2(vn, vs, lid, T, b < B ? active : 0u);
         if (b < B && t == 0u)
-            out[out_off + b * out_stride] = tally_canonical(tally_dm_row(va[lid], vn[lid], vs[lid], flags));
+            out[out_off + b * out_stride] = tally_canonical(tally_dm_row(A_row, vn[lid], vs[lid], flags));
     }
 }
 

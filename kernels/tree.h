@@ -322,6 +322,22 @@ TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LO
     TALLY_BARRIER();
 }
 
+/* tally_k_tree3 over two arrays (the Dirichlet-multinomial's N and S, where
+ * a shared alpha makes A the same for every row). */
+TALLY_FN void tally_k_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 lanes,
+                            tally_u64 active)
+{
+    const tally_u32 j = lid & (lanes - 1u);
+    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
+        TALLY_BARRIER();
+        if (j < s && (tally_u64)(j + s) < active) {
+            a[lid] = a[lid] + a[lid + s];
+            b[lid] = b[lid] + b[lid + s];
+        }
+    }
+    TALLY_BARRIER();
+}
+
 /* ---- Random stream helpers. ---- */
 
 /*

@@ -277,14 +277,20 @@ static float gen_count(tt_rand *r, size_t i, size_t n)
  * rows, 2^18 elements and rows of V <= 16384): mostly zero and small whole
  * counts, which it holds, with its last row (63), the first count past it
  * (64), counts just off whole numbers on either side of it, fractional and
- * negative zero counts, and rarely a negative one (its row is NaN).
+ * negative zero counts, and rarely a negative one (its row is NaN). Also
+ * the edges of tally_k_dm_rows_table's local terms: its rows end at 4, 8
+ * or 32 on dm_table_shapes (R = 4096 / (4 * quads rounded up to 32)), and
+ * its test for a whole count adds 2^23, so tiny, subnormal and 2^23 - 1
+ * and 2^23 counts.
  */
 static float gen_count_table(tt_rand *r, size_t i, size_t n)
 {
     static const special rows[] = {
-        {1, -1.0f},    {1000, 63.0f},         {2000, 64.0f},         {2500, 65.0f},  {3000, 62.5f},
-        {3300, 0x1.fffffep5f /* below 64 */}, {3600, 0x1.fffffep-1f /* below 1 */}, {4000, 0.5f},
-        {4300, -0.0f}, {4500, 1.0e6f},        {4700, 255.0f},        {40000, 0.0f},
+        {1, -1.0f},    {2, -1.0e-30f},        {1000, 63.0f},         {2000, 64.0f},  {2500, 65.0f},
+        {3000, 62.5f}, {3300, 0x1.fffffep5f /* below 64 */}, {3600, 0x1.fffffep-1f /* below 1 */},
+        {4000, 0.5f},  {4300, -0.0f},         {4500, 1.0e6f},        {4700, 255.0f}, {4800, 8.0f},
+        {4900, 31.0f}, {5000, 32.0f},         {5050, 1.0e-30f},      {5100, 0x1p-140f /* subnormal */},
+        {5150, 0x1.fffffcp22f /* 2^23 - 1 */}, {5200, 0x1p23f},      {40000, 0.0f},
     };
     (void)i;
     (void)n;

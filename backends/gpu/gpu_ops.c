@@ -219,8 +219,13 @@ static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, 
     const uint32_t per_item = lv->lanes < TALLY_K_DM_LANES_PER_ITEM ? lv->lanes : TALLY_K_DM_LANES_PER_ITEM;
     uint64_t groups = tally__gpu_ceil_div(counts->rows, TALLY_GPU_GROUP_SIZE / (lv->lanes / per_item));
     /* Capped as tally_k_dm_rows's LOCAL groups are: each group computes the
-     * lgamma(n + 1) table once with the coefficient. */
-    if (groups > cap) groups = cap;
+     * lgamma(n + 1) table once with the coefficient, and copies up to
+     * TALLY_K_DM_TERMS terms from the global table (two reads each) into
+     * local memory. With the terms, a quarter of the cap (8 groups of 256
+     * work-items a compute unit, what one can hold at once) keeps those
+     * copies to a few percent of a large call's reads. */
+    const uint64_t most = TALLY_K_DM_LOCAL_TERMS ? cap / 4u : cap;
+    if (groups > most) groups = most;
     const tally__kargs_dm_rows_table a = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
         .vec4 = tally__gpu_rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, ea_off}, .lga_off = lga_off,

@@ -98,6 +98,16 @@ typedef uint64_t tally_u64;
 #  define TALLY_FN static inline
 #endif
 
+/* TALLY_FN_COLD: a function that a kernel calls from many places on a
+ * rare path (a count that a table lacks). CUDA keeps one copy of it out of
+ * line instead of one per call site, which keeps the hot loop small; the
+ * other targets inline it as TALLY_FN does. The same operations either way. */
+#if TALLY_TARGET_CUDA
+#  define TALLY_FN_COLD static __device__ __noinline__
+#else
+#  define TALLY_FN_COLD TALLY_FN
+#endif
+
 /* Unrolls the loop that follows completely when its trip count is a
  * constant after inlining (Philox's ten rounds). It changes no operation;
  * it lets a loop around it be vectorised, since vectorisers take innermost
