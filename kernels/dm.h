@@ -343,8 +343,11 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
         const tally_u32 w = lid & 31u;
         const tally_u32 warps = TALLY_K_GROUP_SIZE / 32u;
         const int whole_f32 = vec4 && c_dtype == TALLY_F32 && (V32 & 3u) == 0u;
+        const int whole_half = vec4 && c_dtype != TALLY_F32 && (V32 & 3u) == 0u;
         tally_f4 zero4;
         zero4.x = zero4.y = zero4.z = zero4.w = 0.0f;
+        uint2 zero2;
+        zero2.x = zero2.y = 0u;
         for (tally_u64 b = TALLY_GROUP_ID() * warps + lid / 32u; b < B; b += TALLY_GROUP_COUNT() * warps) {
             const tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b * c_stride, V, V,
                                                    vec4 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS);
@@ -356,8 +359,8 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
             }
             for (tally_u32 q = 0; q < qpl; q++) {
                 /* The eight quads' loads go out together; rows of whole
-                 * aligned fp32 quads load them as float4 without the
-                 * general loader's tests. */
+                 * aligned quads load them as float4 (fp32) or as two
+                 * words (halves) without the general loader's tests. */
                 float e[8][4];
                 tally_u32 count[8];
                 if (whole_f32) {
@@ -370,6 +373,24 @@ TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
                         e[k][2] = x.z;
                         e[k][3] = x.w;
                         count[k] = g < quads ? 4u : 0u;
+                    }
+                } else if (whole_half) {
+                    /* The words first, widened once all eight are on
+                     * their way (a widening inside each load's branch
+                     * waited for that load before the next one left). */
+                    uint2 raw[8];
+#pragma unroll
+                    for (tally_u32 k = 0; k < 8u; k++) {
+                        const tally_u32 g = q * lanes + w + 32u * k;
+                        raw[k] = g < quads ? ((TALLY_GLOBAL const uint2 *)src.h)[g] : zero2;
+                    }
+#pragma unroll
+                    for (tally_u32 k = 0; k < 8u; k++) {
+                        e[k][0] = tally_k_lo(c_dtype, raw[k].x);
+                        e[k][1] = tally_k_hi(c_dtype, raw[k].x);
+                        e[k][2] = tally_k_lo(c_dtype, raw[k].y);
+                        e[k][3] = tally_k_hi(c_dtype, raw[k].y);
+                        count[k] = q * lanes + w + 32u * k < quads ? 4u : 0u;
                     }
                 } else {
 #pragma unroll

@@ -465,9 +465,11 @@ static const shape dm_shapes[] = {
 /* Shapes that take the lgamma table and tally_k_dm_rows_table: several rows
  * per group; V not a multiple of 4, with offsets and padded rows; quads per
  * lane > 1; a partly active tile; aligned rows read as float4; rows of
- * fewer lanes than a work-item plays. */
+ * fewer lanes than a work-item plays; full tiles of whole aligned quads
+ * (CUDA's warp a row, its float4 loads). */
 static const shape dm_table_shapes[] = {
-    {2100, 125, 0, 125}, {300, 1023, 1, 1027}, {260, 3001, 0, 3001}, {600, 508, 0, 508}, {40000, 7, 0, 7},
+    {2100, 125, 0, 125}, {300, 1023, 1, 1027}, {260, 3001, 0, 3001}, {600, 508, 0, 508},
+    {40000, 7, 0, 7},    {300, 2048, 0, 2048},
 };
 
 /* Shared and per-row log-alpha, every flag and reduction. */
