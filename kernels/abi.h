@@ -130,6 +130,14 @@
 #ifndef TALLY_K_DM_ROWS_WARP
 #define TALLY_K_DM_ROWS_WARP 1u
 #endif
+/* Groups of tally_k_dm_rows_table a CUDA multiprocessor should hold (nvcc
+ * caps its registers to fit them): 3 caps them at 80 a work-item, with no
+ * spill in the warp rows' loop (4 caps them at 64 and spills 284 bytes).
+ * 1 (a bench variant) leaves them uncapped: 114, two groups. Placement
+ * only; the same bits. */
+#ifndef TALLY_K_DM_GROUPS_PER_CU
+#define TALLY_K_DM_GROUPS_PER_CU 3u
+#endif
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
 

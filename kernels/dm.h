@@ -254,7 +254,7 @@ TALLY_FN void tally_k_dm_fold_quad(const tally_k_dm_terms *d, const float *e, ta
  * cost two gathers from the global table, whose entries for a warp's
  * columns fall in as many cache lines as the warp has distinct counts.
  */
-TALLY_KERNEL void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(TALLY_K_PARAMS(dm_rows_table))
 {
     TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
