@@ -138,6 +138,13 @@
 #ifndef TALLY_K_DM_GROUPS_PER_CU
 #define TALLY_K_DM_GROUPS_PER_CU 3u
 #endif
+/* Groups of tally_k_dm_rows_table launched a compute unit at most when it
+ * copies local terms: each copies them once before its first row, where
+ * nothing hides the copy's latency, so as many as fit at once (one wave
+ * on CUDA, TALLY_K_DM_GROUPS_PER_CU) and no more. 8 is a bench variant. */
+#ifndef TALLY_K_DM_TABLE_GROUPS_PER_CU
+#define TALLY_K_DM_TABLE_GROUPS_PER_CU 3u
+#endif
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
 

@@ -291,18 +291,27 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
     d.rs = 4u * d.VQ;
     d.R = TALLY_K_DM_LOCAL_TERMS ? TALLY_K_DM_TERMS / d.rs : 0u;
     if (d.R > TALLY_K_DM_TABLE_N) d.R = TALLY_K_DM_TABLE_N;
-    for (tally_u32 i = lid; i < d.R * d.rs; i += TALLY_K_GROUP_SIZE) {
-        const tally_u32 k = i / d.rs;
-        const tally_u32 c = (i - k * d.rs) / d.VQ;
-        const tally_u32 g = i - k * d.rs - c * d.VQ;
-        const tally_u32 col = (g << 2) + c;
-        float v = 0.0f;
-        /* tally_k_dm_term's operations for a tabulated count k > 0. */
-        if (k > 0u && g < quads && col < V32) {
-            v = d.tab[k * V32 + col] - d.tab[col];
-            if (flags & TALLY_DM_WITH_COEFFICIENT) v = v - fact[k];
+    /* Four entries a pass, so that their eight global reads are in flight
+     * together: the copy runs before any row, so its latency is not hidden. */
+    const tally_u32 entries = d.R * d.rs;
+    for (tally_u32 i0 = lid; i0 < entries; i0 += 4u * TALLY_K_GROUP_SIZE) {
+#pragma unroll
+        for (tally_u32 u = 0; u < 4u; u++) {
+            const tally_u32 i = i0 + u * TALLY_K_GROUP_SIZE;
+            if (i < entries) {
+                const tally_u32 k = i / d.rs;
+                const tally_u32 c = (i - k * d.rs) / d.VQ;
+                const tally_u32 g = i - k * d.rs - c * d.VQ;
+                const tally_u32 col = (g << 2) + c;
+                float v = 0.0f;
+                /* tally_k_dm_term's operations for a tabulated count k > 0. */
+                if (k > 0u && g < quads && col < V32) {
+                    v = d.tab[k * V32 + col] - d.tab[col];
+                    if (flags & TALLY_DM_WITH_COEFFICIENT) v = v - fact[k];
+                }
+                terms[i] = v;
+            }
         }
-        terms[i] = v;
     }
 
     /* The row's A: lane t + kT's fold in A<k>, the register steps, then the
@@ -316,9 +325,12 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
             const tally_u32 g = q * lanes + j;
             if (g >= quads) break;
             const tally_u32 count = V32 - (g << 2) >= 4u ? 4u : V32 - (g << 2);
-            for (tally_u32 c = 0; c < count; c++) {
-                const float a = d.ea[(g << 2) + c];
-                sa = q == 0u && c == 0u ? a : sa + a;
+            /* A constant trip count: the quad's reads go out together. */
+            for (tally_u32 c = 0; c < 4u; c++) {
+                if (c < count) {
+                    const float a = d.ea[(g << 2) + c];
+                    sa = q == 0u && c == 0u ? a : sa + a;
+                }
             }
         }
         if (k == 0u) A0 = sa;

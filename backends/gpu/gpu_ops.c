@@ -221,10 +221,10 @@ static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, 
     /* Capped as tally_k_dm_rows's LOCAL groups are: each group computes the
      * lgamma(n + 1) table once with the coefficient, and copies up to
      * TALLY_K_DM_TERMS terms from the global table (two reads each) into
-     * local memory. With the terms, a quarter of the cap (8 groups of 256
-     * work-items a compute unit, what one can hold at once) keeps those
-     * copies to a few percent of a large call's reads. */
-    const uint64_t most = TALLY_K_DM_LOCAL_TERMS ? cap / 4u : cap;
+     * local memory before its first row. With the terms, the groups that
+     * fit a compute unit at once (cap is 32 a compute unit) copy them once
+     * each and then share out the rows. */
+    const uint64_t most = TALLY_K_DM_LOCAL_TERMS ? cap / 32u * TALLY_K_DM_TABLE_GROUPS_PER_CU : cap;
     if (groups > most) groups = most;
     const tally__kargs_dm_rows_table a = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
