@@ -301,10 +301,12 @@ TALLY_FN void tally_k_tile_sum_store(TALLY_LOCAL float *v, tally_u32 lid, tally_
     if (store) tally_k_store_tile(v[lid], finish, divisor, dst);
 }
 
-/* The same tree over three arrays summed side by side (Dirichlet-
- * multinomial's A, N and S share one plan), with one barrier per step. */
-TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c,
-                            tally_u32 lid, tally_u32 lanes, tally_u64 active)
+/* The same tree over two or three arrays summed side by side (`arrays`; the
+ * Dirichlet-multinomial's A, N and S share one plan, and a shared alpha
+ * makes A the same for every row, which leaves N and S), with one barrier
+ * per step. */
+TALLY_FN void tally_k_tree_sums(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c, tally_u32 arrays,
+                                tally_u32 lid, tally_u32 lanes, tally_u64 active)
 {
     /* Unlike tally_k_tree, no two-barrier form for a full segment: with
      * one warp an array (tally_k_tree_full3) the Dirichlet-multinomial of
@@ -316,26 +318,22 @@ TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LO
         if (j < s && (tally_u64)(j + s) < active) {
             a[lid] = a[lid] + a[lid + s];
             b[lid] = b[lid] + b[lid + s];
-            c[lid] = c[lid] + c[lid + s];
+            if (arrays == 3u) c[lid] = c[lid] + c[lid + s];
         }
     }
     TALLY_BARRIER();
 }
 
-/* tally_k_tree3 over two arrays (the Dirichlet-multinomial's N and S, where
- * a shared alpha makes A the same for every row). */
+TALLY_FN void tally_k_tree3(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c, tally_u32 lid,
+                            tally_u32 lanes, tally_u64 active)
+{
+    tally_k_tree_sums(a, b, c, 3u, lid, lanes, active);
+}
+
 TALLY_FN void tally_k_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u32 lid, tally_u32 lanes,
                             tally_u64 active)
 {
-    const tally_u32 j = lid & (lanes - 1u);
-    for (tally_u32 s = lanes >> 1; s > 0u; s >>= 1) {
-        TALLY_BARRIER();
-        if (j < s && (tally_u64)(j + s) < active) {
-            a[lid] = a[lid] + a[lid + s];
-            b[lid] = b[lid] + b[lid + s];
-        }
-    }
-    TALLY_BARRIER();
+    tally_k_tree_sums(a, b, b, 2u, lid, lanes, active);
 }
 
 /* ---- Random stream helpers. ---- */
