@@ -99,6 +99,24 @@ TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_K_PARAMS(dm_bw_rows))
 }
 
 /*
+ * psi(n + a) for a count n of a column whose digammas psi(k + a) of the
+ * whole counts k = 1 .. TALLY_K_DM_BW_TABLE_N - 1 are in local memory at
+ * tab[k * stride]: those from the table, others by tally_digammaf (k + a is
+ * the same sum as n + a for n == k, so the same value). Not read for n == 0
+ * (tally_dm_grad_term_of), which returns 0 here.
+ */
+TALLY_FN_COLD float tally_k_dm_bw_psi_untabulated(float n, float a)
+{
+    return n != 0.0f ? tally_digammaf(n + a) : 0.0f;
+}
+
+TALLY_FN float tally_k_dm_bw_psi(float n, float a, TALLY_LOCAL const float *tab, tally_u32 stride)
+{
+    if (n >= 1.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n)) return tab[(tally_u32)n * stride];
+    return tally_k_dm_bw_psi_untabulated(n, a);
+}
+
+/*
  * Dirichlet-multinomial backward, per element (b, v): the weight
  * w = tally_dm_grad_weight(G[b], R[b], n[b, v], a) with a = exp(log_alpha of
  * the row, or of the shared row when la_stride == 0). per_row: out[b, v] =
@@ -140,16 +158,103 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_K_PARAMS(dm_bw_elements))
             for (tally_u32 i = 0; i < rows; i++) {
                 const tally_u64 b = b0 + i;
                 const float n = counts[c_off + b * c_stride + v];
-                float psi_na = 0.0f;
-                if (n >= 1.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n))
-                    psi_na = psi_tab[(tally_u32)n * TALLY_K_GROUP_SIZE + lid];
-                else if (n != 0.0f)
-                    psi_na = tally_digammaf(n + a);
+                const float psi_na = tally_k_dm_bw_psi(n, a, psi_tab + lid, TALLY_K_GROUP_SIZE);
                 /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
                 const float term = tally_dm_grad_term_of(n, psi_na, psi_a);
                 out[out_off + v * B + b] = rg[rg_off + B + b] * (rg[rg_off + b] + term);
             }
         }
+    }
+}
+
+/*
+ * A shared alpha's gradient, the weights summed where they are computed:
+ * level 0 of the column tree (docs/reduction-tree.md, "Columns") over the
+ * V columns, each a vector of the B weights w[b, v] = G_b (R_b + T_bv)
+ * (tally_dm_grad_weight's operations, as tally_k_dm_bw_elements), so the
+ * same sums in the same order as the tree over the transposed weights,
+ * without writing them. A unit is TALLY_K_DM_BW_COLS adjacent columns of
+ * one tile t; work-item (c, r) plays lanes j = r + R m (m < lanes / R,
+ * R = min(lanes, TALLY_K_DM_BW_RESIDUES)) of column c: their accumulators
+ * start at -0 (-0 + x is x for every x, so a lane's sum is the plan's),
+ * the tree's steps s >= R pair lanes of the same work-item in registers,
+ * and the steps below R pair work-items in local memory. The column's
+ * digammas psi(a) and psi(k + a) are tabulated once a unit. The result,
+ * the tile's partial, goes to out[out_off + v * tiles + t]; with scale
+ * (one tile) it is the column sum, and a_v times it goes to out[out_off +
+ * v], as tally_k_dm_bw_scale writes it.
+ */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_columns(TALLY_K_PARAMS(dm_bw_columns))
+{
+    TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_TABLE_N * TALLY_K_DM_BW_COLS);
+    TALLY_LOCAL_ARRAY(float, part, TALLY_K_DM_BW_RESIDUES * TALLY_K_DM_BW_COLS);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 c = lid % TALLY_K_DM_BW_COLS, r = lid / TALLY_K_DM_BW_COLS;
+    const tally_u32 R = lanes < TALLY_K_DM_BW_RESIDUES ? lanes : TALLY_K_DM_BW_RESIDUES;
+    const tally_u32 M = lanes / R;
+    const tally_u64 quads = (B + 3u) / 4u;
+    const tally_u64 blocks = (V + (TALLY_K_DM_BW_COLS - 1u)) / TALLY_K_DM_BW_COLS;
+    TALLY_GLOBAL const float *G = rg + rg_off + B, *Rb = rg + rg_off;
+    for (tally_u64 u = TALLY_GROUP_ID(); u < blocks * tiles; u += TALLY_GROUP_COUNT()) {
+        const tally_u64 t = u % tiles, v = (u / tiles) * TALLY_K_DM_BW_COLS + c;
+        const int has_col = v < V;
+        const float a = has_col ? tally_expf(la[la_off + v]) : 0.0f;
+        if (r < TALLY_K_DM_BW_TABLE_N)
+            psi_tab[r * TALLY_K_DM_BW_COLS + c] = tally_digammaf(r == 0u ? a : (float)r + a);
+        TALLY_BARRIER();
+        const float psi_a = psi_tab[c];
+        const tally_u64 first = t * lanes * qpl; /* the tile's first quad */
+        const tally_u64 left = quads - first;
+        const tally_u32 active = left < lanes ? (tally_u32)left : lanes;
+        float acc[TALLY_K_DM_BW_LANES_PER_ITEM];
+#pragma unroll
+        for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM; m++) acc[m] = -0.0f;
+        if (has_col && r < R) {
+            TALLY_GLOBAL const float *col = counts + c_off + v;
+            for (tally_u32 q = 0; q < qpl; q++) {
+                /* Every lane's quad q at once (constant indices, so the
+                 * accumulators stay in registers). */
+#pragma unroll
+                for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM; m++) {
+                    const tally_u64 g = first + (tally_u64)q * lanes + r + R * m;
+                    if (m < M && g < quads) {
+                        const tally_u64 b0 = 4u * g;
+#pragma unroll
+                        for (tally_u32 e = 0; e < 4u; e++) {
+                            const tally_u64 b = b0 + e;
+                            if (b < B) {
+                                const float n = col[b * c_stride];
+                                const float psi_na = tally_k_dm_bw_psi(n, a, psi_tab + c, TALLY_K_DM_BW_COLS);
+                                acc[m] = acc[m] + G[b] * (Rb[b] + tally_dm_grad_term_of(n, psi_na, psi_a));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        /* The steps s = 4R, 2R, R (those below lanes) in registers: lane
+         * r + R m takes lane r + R (m + S), S = s / R, while that one is
+         * active. */
+#pragma unroll
+        for (tally_u32 S = TALLY_K_DM_BW_LANES_PER_ITEM / 2u; S > 0u; S /= 2u) {
+            if (S < M) {
+#pragma unroll
+                for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; m++)
+                    if (m < S && r + R * (m + S) < active) acc[m] = acc[m] + acc[m + S];
+            }
+        }
+        part[r * TALLY_K_DM_BW_COLS + c] = acc[0];
+        TALLY_BARRIER();
+        for (tally_u32 s = R / 2u; s > 0u; s /= 2u) {
+            if (r < s && r + s < active)
+                part[r * TALLY_K_DM_BW_COLS + c] = part[r * TALLY_K_DM_BW_COLS + c] + part[(r + s) * TALLY_K_DM_BW_COLS + c];
+            TALLY_BARRIER();
+        }
+        if (r == 0u && has_col) {
+            if (scale) out[out_off + v] = tally_canonical(a * part[c]);
+            else out[out_off + v * tiles + t] = part[c];
+        }
+        TALLY_BARRIER(); /* the next unit rewrites psi_tab and part */
     }
 }
 

@@ -27,4 +27,29 @@
  * per-column table (TALLY_K_DM_BW_TABLE_N * 256 floats of local memory). */
 #define TALLY_K_DM_BW_TABLE_N 16u
 
+/* tally_k_dm_bw_columns, a shared alpha's column trees fused with the
+ * weights: a group holds TALLY_K_DM_BW_COLS adjacent columns of one tile of
+ * level 0, its 256 work-items TALLY_K_DM_BW_COLS columns by
+ * TALLY_K_DM_BW_RESIDUES residues. Work-item (c, r) plays the lanes
+ * r + RESIDUES * m of column c (at most 256 / RESIDUES of them, so the
+ * tree's steps of RESIDUES and more stay in its registers), and a warp's 32
+ * work-items read 8 columns of 4 consecutive quads of rows: whole 32-byte
+ * sectors. */
+#define TALLY_K_DM_BW_COLS 8u
+#define TALLY_K_DM_BW_RESIDUES 32u
+#define TALLY_K_DM_BW_LANES_PER_ITEM 8u
+/* Groups of tally_k_dm_bw_columns a multiprocessor that CUDA's register
+ * budget must allow: 4 caps a work-item at 64 registers (uncapped, ptxas
+ * gives it 76: three groups). Placement only; the same bits. */
+#ifndef TALLY_K_DM_BW_GROUPS_PER_CU
+#define TALLY_K_DM_BW_GROUPS_PER_CU 4u
+#endif
+/* 1: a shared alpha's gradient runs tally_k_dm_bw_columns (the weights are
+ * summed where they are computed). 0: the weights go to a [V, B] scratch
+ * array that the planner's tree then reads (a bench variant: it writes and
+ * reads B * V floats more). The same sums in the same order either way. */
+#ifndef TALLY_K_DM_BW_FUSED_COLUMNS
+#define TALLY_K_DM_BW_FUSED_COLUMNS 1u
+#endif
+
 #endif /* TALLY_KERNEL_BACKWARD_ABI_H */

@@ -41,7 +41,7 @@
     K(cpu_reduce_tiles_half, reduce_tiles) K(cpu_kl_tiles, kl_tiles) K(cpu_kl_tiles_half, kl_tiles)            \
     K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles) K(cpu_dm_rows_table, dm_rows_table)    \
     K(reduce_rows_warp, reduce_tiles) K(gmm_tiles_half, gmm_tiles) K(categorical_half, categorical)           \
-    K(gmm_fused_half, gmm_fused)
+    K(gmm_fused_half, gmm_fused) K(dm_bw_columns, dm_bw_columns)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches
@@ -233,6 +233,14 @@
     BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ BUF(la, la_off, IN, f32) _ VAL(u64, la_stride) _          \
     BUF(rg, rg_off, IN, f32) _ VAL(u64, B) _ VAL(u64, V) _ VAL(u32, per_row) _ BUF(out, out_off, OUT, f32) _     \
     VAL(u64, out_stride)
+
+/* A shared alpha's weights summed over the rows by level 0 of the column
+ * tree (lanes, qpl, tiles): tile t of column v to out[out_off + v * tiles +
+ * t], or, with scale (one tile), a_v times it to out[out_off + v]. */
+#define TALLY_K_ARGS_dm_bw_columns(BUF, VAL, _)                                                                 \
+    BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ BUF(la, la_off, IN, f32) _ BUF(rg, rg_off, IN, f32) _     \
+    VAL(u64, B) _ VAL(u64, V) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, scale) _            \
+    BUF(out, out_off, OUT, f32)
 
 /* out[v] = a_v * s[v]. */
 #define TALLY_K_ARGS_dm_bw_scale(BUF, VAL, _)                                                                   \

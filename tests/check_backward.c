@@ -433,6 +433,13 @@ START_TEST(dm_backward_cases)
         {20000, 3, 0, 0, TALLY_REDUCTION_SUM, 4, 1}, /* a two-level column tree */
         {3, 20000, 0, 1, TALLY_REDUCTION_NONE, 3, 1}, /* two-level row trees */
         {5, 20000, 0, 0, TALLY_REDUCTION_NONE, 3, 1},
+        /* Shared alpha's column trees (tally_k_dm_bw_columns on the GPU):
+         * 64 lanes of one quad; one full tile of 16 quads a lane; three tiles,
+         * the last of 103 quads (fewer active lanes) ending in a short quad,
+         * with a column block (8) cut short and fractional counts. */
+        {250, 9, 1, 0, TALLY_REDUCTION_SUM, 0, 0},
+        {16384, 5, 0, 0, TALLY_REDUCTION_SUM, 3, 1},
+        {33179, 37, 3, 0, TALLY_REDUCTION_MEAN, 7, 0},
     };
     tally_context *ctx = tt_context();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {

@@ -23,12 +23,16 @@ static int aligned16(tally_context *ctx, const tally__array *a)
 /* A grid for `items` work-items of a grid-stride loop: enough groups to fill
  * every multiprocessor several times over, no more, so that per-work-item
  * set-up is paid once per many elements. Only the speed depends on it. */
-static uint64_t bounded_grid(tally_context *ctx, uint64_t items)
+static uint64_t capped_groups(tally_context *ctx, uint64_t groups)
 {
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
     const uint64_t cap = (g->compute_units != 0 ? g->compute_units : 128u) * 16u;
-    const uint64_t groups = tally__gpu_ceil_div(items, TALLY_GPU_GROUP_SIZE);
     return groups < cap ? groups : cap;
+}
+
+static uint64_t bounded_grid(tally_context *ctx, uint64_t items)
+{
+    return capped_groups(ctx, tally__gpu_ceil_div(items, TALLY_GPU_GROUP_SIZE));
 }
 
 /* ---- KL divergence -----------------------------------------------------------
@@ -65,10 +69,39 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
  *    shared alpha; the SHIFTED_EXP term with a zero shift is exp(x) exactly,
  *    since x - 0 == x) and N = sum n per row.
  * 2. tally_k_dm_bw_rows: R_b and g_b per row.
- * 3. tally_k_dm_bw_elements: per-row alpha writes the gradient; a shared
- *    alpha writes the weights w[b, v] to scratch, transposed ([V, B]),
- * 4. whose V columns the planner's tree over B sums (one contiguous vector
- *    per column), and tally_k_dm_bw_scale multiplies by a_v. */
+ * 3. Per-row alpha: tally_k_dm_bw_elements writes the gradient.
+ * 4. Shared alpha: tally_k_dm_bw_columns computes the weights w[b, v] and
+ *    runs level 0 of the column tree over them (the gradient itself when
+ *    the tree has one level); the upper levels and tally_k_dm_bw_scale
+ *    finish it. (TALLY_K_DM_BW_FUSED_COLUMNS 0: tally_k_dm_bw_elements
+ *    writes the weights transposed, [V, B], to scratch, and the planner's
+ *    tree over B sums its V contiguous vectors.) */
+
+/* Step 4 for a shared alpha (B > 0): tally_k_dm_bw_columns over level 0 of
+ * the column plan, straight into the gradient when that is the only level
+ * (*done = 1), else into the tree's partials, whose upper levels sum into
+ * s_off for tally_k_dm_bw_scale. The kernel strides over its units (column
+ * blocks by tiles), so a capped grid computes the same values in the same
+ * order. */
+static tally_status dm_backward_columns(tally_context *ctx, const tally__dm_backward_job *job, tally_buffer *scratch,
+                                        uint64_t rg_off, uint64_t s_off, tally__gpu_tree_space c_space, int *done)
+{
+    const tally__array *counts = &job->counts;
+    const uint64_t V = counts->cols;
+    const tally__tree_level *lv = &job->col_plan.level[0];
+    *done = job->col_plan.levels == 1;
+    const tally__kargs_dm_bw_columns a = {
+        .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(&job->log_alpha),
+        .rg = {scratch, rg_off}, .B = counts->rows, .V = V, .lanes = lv->lanes, .qpl = lv->quads_per_lane,
+        .tiles = lv->tiles, .scale = *done ? 1u : 0u,
+        .out = *done ? tally__gpu_at_view(&job->grad_log_alpha) : (tally__gpu_at){scratch, c_space.a_off}};
+    tally_status st = tally__gpu_launch_dm_bw_columns(
+        ctx, capped_groups(ctx, tally__gpu_ceil_div(V, TALLY_K_DM_BW_COLS) * lv->tiles), &a);
+    if (st != TALLY_OK || *done) return st;
+    tally__gpu_result s_res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
+                               .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+    return tally__gpu_tree_upper(ctx, &job->col_plan, V, TALLY_COMBINE_SUM, &s_res, scratch, c_space);
+}
 
 tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job)
 {
@@ -76,8 +109,9 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     const tally__array *out = &job->grad_log_alpha;
     const uint64_t B = counts->rows, V = counts->cols;
     const uint64_t a_vectors = job->per_row_alpha ? B : 1;
+    const int fused = TALLY_K_DM_BW_FUSED_COLUMNS && !job->per_row_alpha && B > 0;
     uint64_t weights = 0;
-    if (!job->per_row_alpha && tally__mul_u64(B, V, &weights))
+    if (!job->per_row_alpha && !fused && tally__mul_u64(B, V, &weights))
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "gpu dirichlet_multinomial_backward: B*V overflows");
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
@@ -90,7 +124,7 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     uint64_t w_off = 0, s_off = 0;
     tally__gpu_tree_space c_space = {0, 0};
     if (!job->per_row_alpha) {
-        w_off = tally__gpu_take(&layout, weights > 0 ? weights : 1);
+        if (!fused) w_off = tally__gpu_take(&layout, weights > 0 ? weights : 1);
         s_off = tally__gpu_take(&layout, V);
         c_space = tally__gpu_tree_layout(&layout, &job->col_plan, V);
     }
@@ -126,24 +160,30 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
         st = tally__gpu_launch_dm_bw_rows(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &r);
         if (st != TALLY_OK) return st;
 
-        /* Per-row alpha: the gradient; shared: the weights, [V, B] in scratch. */
-        const tally__kargs_dm_bw_elements e = {
-            .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
-            .la_stride = job->per_row_alpha ? la->stride : 0, .rg = {scratch, rg_off}, .B = B, .V = V,
-            .per_row = job->per_row_alpha ? 1u : 0u,
-            .out = job->per_row_alpha ? tally__gpu_at_view(out) : (tally__gpu_at){scratch, w_off},
-            .out_stride = job->per_row_alpha ? out->stride : 0};
-        st = tally__gpu_launch_dm_bw_elements(ctx, job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS),
-                                              &e);
-        if (st != TALLY_OK || job->per_row_alpha) return st;
+        if (fused) {
+            int done = 0;
+            st = dm_backward_columns(ctx, job, scratch, rg_off, s_off, c_space, &done);
+            if (st != TALLY_OK || done) return st;
+        } else {
+            /* Per-row alpha: the gradient; shared: the weights, [V, B] in scratch. */
+            const tally__kargs_dm_bw_elements e = {
+                .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
+                .la_stride = job->per_row_alpha ? la->stride : 0, .rg = {scratch, rg_off}, .B = B, .V = V,
+                .per_row = job->per_row_alpha ? 1u : 0u,
+                .out = job->per_row_alpha ? tally__gpu_at_view(out) : (tally__gpu_at){scratch, w_off},
+                .out_stride = job->per_row_alpha ? out->stride : 0};
+            st = tally__gpu_launch_dm_bw_elements(
+                ctx, job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS), &e);
+            if (st != TALLY_OK || job->per_row_alpha) return st;
+        }
     }
 
-    /* Shared alpha: column v is the contiguous vector w[v * B .. v * B + B - 1]
-     * (stored transposed), read 16 bytes at a time when B is a multiple of 4
-     * (scratch regions start 256-byte aligned). */
+    /* Shared alpha, not fused: column v is the contiguous vector w[v * B ..
+     * v * B + B - 1] (stored transposed), read 16 bytes at a time when B is a
+     * multiple of 4 (scratch regions start 256-byte aligned). */
     if (job->col_plan.levels == 0) {
         st = tally__gpu_fill(ctx, scratch, s_off, 1, V, 0u); /* the empty sum, as the host's tree gives */
-    } else {
+    } else if (!fused) {
         tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = B, .stride = B,
                                     .mode = B % 4u == 0 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS, .nvec = V,
                                     .vec_stride = B};
