@@ -100,10 +100,11 @@ TALLY_KERNEL void tally_k_dm_bw_rows(TALLY_K_PARAMS(dm_bw_rows))
 
 /*
  * psi(n + a) for a count n of a column whose digammas psi(k + a) of the
- * whole counts k = 1 .. TALLY_K_DM_BW_TABLE_N - 1 are in local memory at
+ * whole counts k = 0 .. TALLY_K_DM_BW_TABLE_N - 1 are in local memory at
  * tab[k * stride]: those from the table, others by tally_digammaf (k + a is
- * the same sum as n + a for n == k, so the same value). Not read for n == 0
- * (tally_dm_grad_term_of), which returns 0 here.
+ * the same sum as n + a for n == k, so the same value; for n == 0, +0 or
+ * -0, tally_dm_grad_term_of reads none). The rare counts take one call out
+ * of line on CUDA, so the hot loop stays small.
  */
 TALLY_FN_COLD float tally_k_dm_bw_psi_untabulated(float n, float a)
 {
@@ -112,7 +113,7 @@ TALLY_FN_COLD float tally_k_dm_bw_psi_untabulated(float n, float a)
 
 TALLY_FN float tally_k_dm_bw_psi(float n, float a, TALLY_LOCAL const float *tab, tally_u32 stride)
 {
-    if (n >= 1.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n)) return tab[(tally_u32)n * stride];
+    if (n >= 0.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n)) return tab[(tally_u32)n * stride];
     return tally_k_dm_bw_psi_untabulated(n, a);
 }
 
@@ -153,6 +154,7 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_K_PARAMS(dm_bw_elements))
         for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
             const float a = tally_expf(la[la_off + v]);
             const float psi_a = tally_digammaf(a);
+            psi_tab[lid] = psi_a;
             for (tally_u32 k = 1u; k < TALLY_K_DM_BW_TABLE_N; k++)
                 psi_tab[k * TALLY_K_GROUP_SIZE + lid] = tally_digammaf((float)k + a);
             for (tally_u32 i = 0; i < rows; i++) {
@@ -188,6 +190,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
 {
     TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_TABLE_N * TALLY_K_DM_BW_COLS);
     TALLY_LOCAL_ARRAY(float, part, TALLY_K_DM_BW_RESIDUES * TALLY_K_DM_BW_COLS);
+    TALLY_LOCAL_ARRAY(float, rows_g, 4u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, rows_r, 4u * TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 c = lid % TALLY_K_DM_BW_COLS, r = lid / TALLY_K_DM_BW_COLS;
     const tally_u32 R = lanes < TALLY_K_DM_BW_RESIDUES ? lanes : TALLY_K_DM_BW_RESIDUES;
@@ -209,28 +213,50 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
         float acc[TALLY_K_DM_BW_LANES_PER_ITEM];
 #pragma unroll
         for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM; m++) acc[m] = -0.0f;
-        if (has_col && r < R) {
-            TALLY_GLOBAL const float *col = counts + c_off + v;
-            for (tally_u32 q = 0; q < qpl; q++) {
-                /* Every lane's quad q at once (constant indices, so the
-                 * accumulators stay in registers). */
+        const int playing = has_col && r < R;
+        TALLY_GLOBAL const float *col = counts + c_off + (has_col ? v : 0u);
+        for (tally_u32 q = 0; q < qpl; q++) {
+            /* Step q visits the quads first + q lanes + j, j < lanes: the
+             * rows row0 .. row0 + 4 lanes - 1. Their G and R go to local
+             * memory (every column of the group reads them), and every
+             * lane's four counts are loaded before any is used, so that a
+             * work-item has all of them in flight at once. */
+            const tally_u64 q0 = first + (tally_u64)q * lanes, row0 = 4u * q0;
+            for (tally_u32 i = lid; i < 4u * lanes; i += TALLY_K_GROUP_SIZE) {
+                if (row0 + i < B) {
+                    rows_g[i] = G[row0 + i];
+                    rows_r[i] = Rb[row0 + i];
+                }
+            }
+            TALLY_BARRIER();
+            /* Half the lanes at a time: sixteen loads in flight and few
+             * enough registers for four groups a multiprocessor on CUDA. */
 #pragma unroll
-                for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM; m++) {
-                    const tally_u64 g = first + (tally_u64)q * lanes + r + R * m;
-                    if (m < M && g < quads) {
-                        const tally_u64 b0 = 4u * g;
+            for (tally_u32 h = 0; h < TALLY_K_DM_BW_LANES_PER_ITEM; h += TALLY_K_DM_BW_LANES_PER_ITEM / 2u) {
+                float n[TALLY_K_DM_BW_LANES_PER_ITEM / 2u][4];
+#pragma unroll
+                for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; k++) {
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++) {
+                        const tally_u64 b = row0 + 4u * (r + R * (h + k)) + e;
+                        n[k][e] = playing && h + k < M && b < B ? col[b * c_stride] : 0.0f;
+                    }
+                }
+                if (playing) {
+#pragma unroll
+                    for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; k++) {
 #pragma unroll
                         for (tally_u32 e = 0; e < 4u; e++) {
-                            const tally_u64 b = b0 + e;
-                            if (b < B) {
-                                const float n = col[b * c_stride];
-                                const float psi_na = tally_k_dm_bw_psi(n, a, psi_tab + c, TALLY_K_DM_BW_COLS);
-                                acc[m] = acc[m] + G[b] * (Rb[b] + tally_dm_grad_term_of(n, psi_na, psi_a));
+                            const tally_u32 i = 4u * (r + R * (h + k)) + e;
+                            if (h + k < M && row0 + i < B) {
+                                const float psi_na = tally_k_dm_bw_psi(n[k][e], a, psi_tab + c, TALLY_K_DM_BW_COLS);
+                                acc[h + k] = acc[h + k] + rows_g[i] * (rows_r[i] + tally_dm_grad_term_of(n[k][e], psi_na, psi_a));
                             }
                         }
                     }
                 }
             }
+            TALLY_BARRIER(); /* the next step rewrites rows_g and rows_r */
         }
         /* The steps s = 4R, 2R, R (those below lanes) in registers: lane
          * r + R m takes lane r + R (m + S), S = s / R, while that one is
@@ -288,6 +314,29 @@ TALLY_FN int tally_k_gmm_bw_dim(float acc, TALLY_GLOBAL float *gz_at, TALLY_GLOB
     *t = 0.0f;
     if (flags & TALLY_K_GMM_BW_SAMPLE) *t = tally_gauss_std(*lv_c) * tally_stream_normal(seed, subsequence, element);
     return 1;
+}
+
+/* Element (k, d) of a row's gradient parts: tally_gmm_grad_elem with the
+ * component's weight c_k (tally_gmm_grad_weight). */
+TALLY_FN tally_grad2 tally_k_gmm_bw_elem(float zd, TALLY_GLOBAL const float *mr, TALLY_GLOBAL const float *lr,
+                                         TALLY_GLOBAL const float *s, TALLY_GLOBAL const float *lg, float llse,
+                                         float L, float g, tally_u64 K, tally_u64 D, tally_u64 k, tally_u64 d)
+{
+    const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
+    return tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
+}
+
+/* Stores element (k, d)'s gradients with respect to mu and log_var, the
+ * drawn component (drawn) taking G and G * (0.5 t) of the sample's path. */
+TALLY_FN void tally_k_gmm_bw_store(tally_grad2 e, int drawn, float G, float t, tally_u32 flags,
+                                   TALLY_GLOBAL float *gmu_at, TALLY_GLOBAL float *glv_at)
+{
+    if (drawn) {
+        e.a = e.a + G;
+        e.b = e.b + G * (0.5f * t);
+    }
+    if (flags & TALLY_K_GMM_BW_WANT_MU) *gmu_at = tally_canonical(e.a);
+    if (flags & TALLY_K_GMM_BW_WANT_LV) *glv_at = tally_canonical(e.b);
 }
 
 /* Work-items per row in tally_k_gmm_bw_rows: the smallest power of two
@@ -348,25 +397,43 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                 sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s[k], lg[k], llse, L);
         for (tally_u64 d = j; d < D; d += width) {
             const float zd = z[z_off + b * z_stride + d];
+            /* Pass 1: acc, the sum over k of the gradient parts a. The
+             * first TALLY_K_GMM_BW_KEEP components' parts stay in registers
+             * for pass 2; later ones are computed again there (the same
+             * operations on the same values either way). */
+            float keep_a[TALLY_K_GMM_BW_KEEP_SLOTS], keep_b[TALLY_K_GMM_BW_KEEP_SLOTS];
             float acc = 0.0f;
-            for (tally_u64 k = 0; k < K; k++) {
-                const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
-                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
+#pragma unroll
+            for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
+                if (k < K) {
+                    const tally_grad2 e = tally_k_gmm_bw_elem(zd, mr, lr, s, lg, llse, L, g, K, D, k, d);
+                    keep_a[k] = e.a;
+                    keep_b[k] = e.b;
+                    acc = k == 0u ? e.a : acc + e.a;
+                }
+            }
+            for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
+                const tally_grad2 e = tally_k_gmm_bw_elem(zd, mr, lr, s, lg, llse, L, g, K, D, k, d);
                 acc = k == 0u ? e.a : acc + e.a;
             }
             float G, t;
             if (!tally_k_gmm_bw_dim(acc, gz + gz_off + b * gz_stride + d, gzi + gzi_off + b * gzi_stride + d, flags,
                                     lr + (tally_u64)c * D + d, seed, subsequence, offset + B4 + b * D2 + d, &G, &t))
                 continue;
-            for (tally_u64 k = 0; k < K; k++) {
-                const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
-                tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
-                if (sample && (tally_u64)c == k) {
-                    e.a = e.a + G;
-                    e.b = e.b + G * (0.5f * t);
+            TALLY_GLOBAL float *gmu_row = gmu + gmu_off + b * gmu_stride + d;
+            TALLY_GLOBAL float *glv_row = glv + glv_off + b * glv_stride + d;
+#pragma unroll
+            for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
+                if (k < K) {
+                    tally_grad2 e;
+                    e.a = keep_a[k];
+                    e.b = keep_b[k];
+                    tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
                 }
-                if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + k * D + d] = tally_canonical(e.a);
-                if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + k * D + d] = tally_canonical(e.b);
+            }
+            for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
+                const tally_grad2 e = tally_k_gmm_bw_elem(zd, mr, lr, s, lg, llse, L, g, K, D, k, d);
+                tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
             }
         }
     }

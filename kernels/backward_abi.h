@@ -19,6 +19,15 @@
 #define TALLY_K_GMM_BW_WANT_LV 32u
 #define TALLY_K_GMM_BW_WANT_W 64u
 
+/* Components whose gradient parts tally_k_gmm_bw_rows keeps in registers
+ * between its two passes over a row's components (later ones are computed
+ * again: two more exponentials each). 0 (a bench variant) computes every
+ * one again, as before. The same values either way. */
+#ifndef TALLY_K_GMM_BW_KEEP
+#define TALLY_K_GMM_BW_KEEP 8u
+#endif
+#define TALLY_K_GMM_BW_KEEP_SLOTS (TALLY_K_GMM_BW_KEEP > 0u ? TALLY_K_GMM_BW_KEEP : 1u)
+
 /* Rows per block of tally_k_dm_bw_elements's transposed (shared alpha) mode:
  * a column's run of 64 floats is two 128-byte lines, and the 15 digammas
  * that tabulate a column are paid once per 64 elements. */

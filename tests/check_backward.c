@@ -700,6 +700,7 @@ static void gmm_run(tally_context *ctx, const gmm_case *c, const gmm_data *d, in
 
 static const gmm_case gmm_cases[] = {
     {3, 1, 5, 1}, {4, 3, 7, 1}, {17, 4, 33, 1}, {300, 8, 8, 1}, {2, 2, 20000, 0}, {20000, 2, 3, 0},
+    {6, 11, 9, 1}, /* more components than the GPU kernel keeps in registers (TALLY_K_GMM_BW_KEEP) */
 };
 
 START_TEST(gmm_log_prob_backward_cases)
