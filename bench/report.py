@@ -51,6 +51,13 @@ WORKLOADS = [
     ("sum_n1", "sum of 4 GiB as [2^30, 1]", "read"),
     ("sum_1n", "sum of 4 GiB as [1, 2^30]", "read"),
     ("sum_rc", "sum of 4 GiB as [32768, 32768]", "read"),
+    ("kl_bf16", "KL batchmean bf16 16384^2, input_is_prob", "read"),
+    ("dm_large_bf16", "Dirichlet-multinomial 65536x1024 bf16, shared alpha", "copy"),
+    ("sum_rows_f32", "row sums 65536x1024 fp32", "read"),
+    ("sum_rows_bf16", "row sums 65536x1024 bf16", "read"),
+    ("kl_bw", "KL backward 16384^2, both gradients (torch: forward + backward)", "copy"),
+    ("dm_bw", "Dirichlet-multinomial backward 65536x1024, shared alpha (torch: forward + backward)", "copy"),
+    ("gmm_bw", "mixture sample backward 65536x8x128 (torch: forward + backward)", "copy"),
 ]
 NAMES = [w[0] for w in WORKLOADS]
 WHAT = {w[0]: w[1] for w in WORKLOADS}
@@ -221,7 +228,21 @@ def target(run, name, impl):
         return limit(">= 95% of read ceiling", floor / 0.95 if floor else None)
     if name == "kl_logits":
         return limit("<= 1.5x one read of both inputs", 1.5 * floor if floor else None)
-    if name.startswith("sum_"):
+    if name == "kl_bf16":
+        return limit(">= 90% of read ceiling", floor / 0.9 if floor else None)
+    if name == "kl_bw":
+        return limit("at the read + write floor", floor)
+    if name in ("dm_bw", "gmm_bw"):
+        text = "<= 1.5x the floor, faster than torch.compile"
+        tc = judged_us(run.get("torch.compile", name, 1.0))
+        _, st = limit(text, 1.5 * floor if floor else None)
+        if tc is not None and us is not None:
+            st += (f"; {tc / us:.2f}x faster than torch.compile" if us < tc
+                   else f"; {us / tc:.2f}x slower than torch.compile")
+        return text, st
+    if name in ("dm_large_bf16", "sum_rows_f32", "sum_rows_bf16"):
+        return "time proportional to bytes", "-"
+    if name.startswith("sum_") and name != "sum_rows_f32" and name != "sum_rows_bf16":
         base = judged_us(run.get(impl, "sum_1n", 1.0))
         if base is None or us is None:
             return "same as [1, n]", "-"
