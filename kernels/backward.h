@@ -214,45 +214,78 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
 #pragma unroll
         for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM; m++) acc[m] = -0.0f;
         const int playing = has_col && r < R;
-        TALLY_GLOBAL const float *col = counts + c_off + (has_col ? v : 0u);
+        /* Lane m's first row is row0 + 4 (r + R m): its counts start at
+         * first_count + m * lane_step, four rows c_stride apart. */
+        const tally_u64 cs = c_stride, lane_step = 4u * (tally_u64)R * cs;
+        TALLY_GLOBAL const float *first_count = counts + c_off + (has_col ? v : 0u) + 4u * (tally_u64)r * cs;
         for (tally_u32 q = 0; q < qpl; q++) {
             /* Step q visits the quads first + q lanes + j, j < lanes: the
              * rows row0 .. row0 + 4 lanes - 1. Their G and R go to local
-             * memory (every column of the group reads them), and every
-             * lane's four counts are loaded before any is used, so that a
-             * work-item has all of them in flight at once. */
-            const tally_u64 q0 = first + (tally_u64)q * lanes, row0 = 4u * q0;
-            for (tally_u32 i = lid; i < 4u * lanes; i += TALLY_K_GROUP_SIZE) {
-                if (row0 + i < B) {
-                    rows_g[i] = G[row0 + i];
-                    rows_r[i] = Rb[row0 + i];
-                }
+             * memory (every column of the group reads them). */
+            const tally_u64 row0 = 4u * (first + (tally_u64)q * lanes);
+            const tally_u32 staged = B - row0 < 4u * lanes ? (tally_u32)(B - row0) : 4u * lanes;
+#pragma unroll 1
+            for (tally_u32 i = lid; i < staged; i += TALLY_K_GROUP_SIZE) {
+                rows_g[i] = G[row0 + i];
+                rows_r[i] = Rb[row0 + i];
             }
             TALLY_BARRIER();
-            /* Half the lanes at a time: sixteen loads in flight and few
-             * enough registers for four groups a multiprocessor on CUDA. */
+            /* Half the lanes at a time: their sixteen counts are loaded
+             * before any is used (sixteen loads in flight), with few enough
+             * registers for four groups a multiprocessor on CUDA. `rows` is
+             * how many of a lane's four rows exist (0 for a lane this
+             * work-item does not play). */
 #pragma unroll
             for (tally_u32 h = 0; h < TALLY_K_DM_BW_LANES_PER_ITEM; h += TALLY_K_DM_BW_LANES_PER_ITEM / 2u) {
-                float n[TALLY_K_DM_BW_LANES_PER_ITEM / 2u][4];
+                float term[TALLY_K_DM_BW_LANES_PER_ITEM / 2u][4];
+                tally_u32 rows[TALLY_K_DM_BW_LANES_PER_ITEM / 2u], rare = 0u;
+#pragma unroll
+                for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; k++) {
+                    const tally_u64 b0 = row0 + 4u * (r + R * (h + k));
+                    rows[k] = playing && h + k < M && b0 < B ? (B - b0 < 4u ? (tally_u32)(B - b0) : 4u) : 0u;
+                    TALLY_GLOBAL const float *lane = first_count + row0 * cs + (h + k) * lane_step;
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++) term[k][e] = e < rows[k] ? lane[e * cs] : 0.0f;
+                }
+                /* T = psi(n + a) - psi(a) (tally_dm_grad_term_of) with
+                 * psi(n + a) from the table; the counts it lacks are marked
+                 * in `rare` and computed below. */
 #pragma unroll
                 for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; k++) {
 #pragma unroll
                     for (tally_u32 e = 0; e < 4u; e++) {
-                        const tally_u64 b = row0 + 4u * (r + R * (h + k)) + e;
-                        n[k][e] = playing && h + k < M && b < B ? col[b * c_stride] : 0.0f;
+                        const float x = term[k][e];
+                        const int tabulated = (x >= 0.0f) & (x < (float)TALLY_K_DM_BW_TABLE_N) & (x == tally_floor(x));
+                        const float psi_na = psi_tab[(tabulated ? (tally_u32)x : 0u) * TALLY_K_DM_BW_COLS + c];
+                        term[k][e] = tally_dm_grad_term_of(x, psi_na, psi_a);
+                        rare |= (!tabulated & (e < rows[k])) ? 1u << (4u * k + e) : 0u;
                     }
                 }
-                if (playing) {
+                /* The rare counts (fractions, large, negative, NaN): one
+                 * call site for all of them, which reads the count again. */
+                if (rare != 0u) {
+#pragma unroll 1
+                    for (tally_u32 j = 0; j < 4u * (TALLY_K_DM_BW_LANES_PER_ITEM / 2u); j++) {
+                        if (!(rare & (1u << j))) continue;
+                        const tally_u32 k = j / 4u, e = j % 4u;
+                        const float x = first_count[row0 * cs + (h + k) * lane_step + e * cs];
+                        const float t = tally_dm_grad_term_of(x, tally_k_dm_bw_psi_untabulated(x, a), psi_a);
 #pragma unroll
-                    for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; k++) {
+                        for (tally_u32 kk = 0; kk < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; kk++) {
 #pragma unroll
-                        for (tally_u32 e = 0; e < 4u; e++) {
-                            const tally_u32 i = 4u * (r + R * (h + k)) + e;
-                            if (h + k < M && row0 + i < B) {
-                                const float psi_na = tally_k_dm_bw_psi(n[k][e], a, psi_tab + c, TALLY_K_DM_BW_COLS);
-                                acc[h + k] = acc[h + k] + rows_g[i] * (rows_r[i] + tally_dm_grad_term_of(n[k][e], psi_na, psi_a));
-                            }
+                            for (tally_u32 ee = 0; ee < 4u; ee++)
+                                if (kk == k && ee == e) term[kk][ee] = t;
                         }
+                    }
+                }
+#pragma unroll
+                for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; k++) {
+                    const tally_u32 i0 = 4u * (r + R * (h + k));
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++) {
+                        /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
+                        const float w = rows_g[i0 + e] * (rows_r[i0 + e] + term[k][e]);
+                        acc[h + k] = e < rows[k] ? acc[h + k] + w : acc[h + k];
                     }
                 }
             }

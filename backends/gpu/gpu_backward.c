@@ -144,7 +144,10 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     if (st != TALLY_OK) return st;
     if (B > 0) {
         tally__gpu_vectors n_src = {.buf = counts->buffer, .off = counts->offset, .cols = V,
-                                    .stride = counts->stride, .mode = TALLY_K_LOAD_CONTIGUOUS, .nvec = B,
+                                    .stride = counts->stride,
+                                    .mode = tally__gpu_rows_aligned16(ctx, counts) ? TALLY_K_LOAD_VEC4
+                                                                                    : TALLY_K_LOAD_CONTIGUOUS,
+                                    .nvec = B,
                                     .vec_stride = counts->stride};
         tally__gpu_result n_res = {.buf = scratch, .off = n_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
                                    .divisor = 0.0f, .shift = NULL, .shift_off = 0};

@@ -89,10 +89,9 @@ TALLY_FN float tally_dm_grad_row(float A, float N)
  * GPU kernel tabulates them per column); psi_na is not read for n == 0. */
 TALLY_FN float tally_dm_grad_term_of(float n, float psi_na, float psi_a)
 {
-    if (n == 0.0f) return 0.0f;
-    float v = psi_na - psi_a;
-    if (n < 0.0f) v = TALLY_F32_NAN;
-    return v;
+    /* Selects, not branches: GPU kernels evaluate it for many counts at once. */
+    const float v = psi_na - psi_a;
+    return n == 0.0f ? 0.0f : n < 0.0f ? TALLY_F32_NAN : v;
 }
 
 TALLY_FN float tally_dm_grad_term(float n, float a)
