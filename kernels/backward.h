@@ -223,7 +223,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
              * rows row0 .. row0 + 4 lanes - 1. Their G and R go to local
              * memory (every column of the group reads them). */
             const tally_u64 row0 = 4u * (first + (tally_u64)q * lanes);
-            const tally_u32 staged = B - row0 < 4u * lanes ? (tally_u32)(B - row0) : 4u * lanes;
+            /* A short last tile's later steps start past the last row. */
+            const tally_u32 staged = row0 >= B ? 0u : B - row0 < 4u * lanes ? (tally_u32)(B - row0) : 4u * lanes;
 #pragma unroll 1
             for (tally_u32 i = lid; i < staged; i += TALLY_K_GROUP_SIZE) {
                 rows_g[i] = G[row0 + i];
