@@ -242,7 +242,7 @@ def target(run, name, impl):
         return text, st
     if name in ("dm_large_bf16", "sum_rows_f32", "sum_rows_bf16"):
         return "time proportional to bytes", "-"
-    if name.startswith("sum_") and name != "sum_rows_f32" and name != "sum_rows_bf16":
+    if name.startswith("sum_"):
         base = judged_us(run.get(impl, "sum_1n", 1.0))
         if base is None or us is None:
             return "same as [1, n]", "-"

@@ -111,9 +111,17 @@ TALLY_FN_COLD float tally_k_dm_bw_psi_untabulated(float n, float a)
     return n != 0.0f ? tally_digammaf(n + a) : 0.0f;
 }
 
+/* 1 when the count is a whole 0 .. TALLY_K_DM_BW_TABLE_N - 1 (either zero):
+ * its psi(n + a) is in the column's table. Without short-circuits, so that
+ * kernels test many counts without branches. */
+TALLY_FN int tally_k_dm_bw_tabulated(float n)
+{
+    return (n >= 0.0f) & (n < (float)TALLY_K_DM_BW_TABLE_N) & (n == tally_floor(n));
+}
+
 TALLY_FN float tally_k_dm_bw_psi(float n, float a, TALLY_LOCAL const float *tab, tally_u32 stride)
 {
-    if (n >= 0.0f && n < (float)TALLY_K_DM_BW_TABLE_N && n == tally_floor(n)) return tab[(tally_u32)n * stride];
+    if (tally_k_dm_bw_tabulated(n)) return tab[(tally_u32)n * stride];
     return tally_k_dm_bw_psi_untabulated(n, a);
 }
 
@@ -127,8 +135,8 @@ TALLY_FN float tally_k_dm_bw_psi(float n, float a, TALLY_LOCAL const float *tab,
  * of TALLY_K_DM_BW_ROWS rows and each work-item writes its column's run of
  * that many consecutive values, while the counts are still read row by row
  * across the work-items. A shared alpha's digammas are tabulated per column
- * and block: psi(a) once, and psi(k + a) for the whole counts k = 1 ..
- * TALLY_K_DM_BW_TABLE_N - 1 in the work-item's own slots of local memory
+ * and block: psi(a) once (also the table's row 0), and psi(k + a) for the
+ * whole counts k = 1 .. TALLY_K_DM_BW_TABLE_N - 1 in the work-item's own slots of local memory
  * (no other work-item reads them, so no barrier), the same values the
  * element-wise form computes, since k + a is the same sum as n + a for n == k.
  */
@@ -256,7 +264,7 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
 #pragma unroll
                     for (tally_u32 e = 0; e < 4u; e++) {
                         const float x = term[k][e];
-                        const int tabulated = (x >= 0.0f) & (x < (float)TALLY_K_DM_BW_TABLE_N) & (x == tally_floor(x));
+                        const int tabulated = tally_k_dm_bw_tabulated(x);
                         const float psi_na = psi_tab[(tabulated ? (tally_u32)x : 0u) * TALLY_K_DM_BW_COLS + c];
                         term[k][e] = tally_dm_grad_term_of(x, psi_na, psi_a);
                         rare |= (!tabulated & (e < rows[k])) ? 1u << (4u * k + e) : 0u;
