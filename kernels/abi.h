@@ -203,6 +203,40 @@
 #define TALLY_K_KL_BF16_EXP_FADD 1u
 #endif
 
+/* 1: the bf16 table's batch takes each logarithm from the word its value
+ * was loaded in: one integer add gives both values' exponents, the input's
+ * values are never widened (only their logarithms are used), and the test
+ * is a 16-bit maximum and minimum over the words (tally_k_kl_word_terms);
+ * 0: tally_k_log_bf16_at on widened values. Exact either way, so the bits
+ * are the same (a compile-time switch for bench/gpu_bench.sh's variant
+ * build). */
+#ifndef TALLY_K_KL_BF16_PACKED
+#define TALLY_K_KL_BF16_PACKED 1u
+#endif
+
+/* 1: at each batch of a full KL tile, one work-item asks the device's
+ * cache for the group's next batch (TALLY_PREFETCH_L2, sm_90 only), so
+ * that the batch's loads wait on the cache rather than on DRAM; 0: no
+ * hint. Never a result bit (a compile-time switch for bench/gpu_bench.sh's
+ * variant build). */
+#ifndef TALLY_K_KL_PREFETCH
+#define TALLY_K_KL_PREFETCH 1u
+#endif
+
+/* Groups per compute unit of the reduced KL forms' first level, for fp32
+ * inputs (tally_k_kl_tiles) and for any half input (tally_k_kl_tiles_half,
+ * whose 80 registers fit three groups of 256); each group then walks
+ * tiles g, g + groups, ... (the plan's tiles, so the same bits), fills the
+ * bf16 table once and can ask for its next tile's first batch ahead. 0: a
+ * group per tile. Only the host's grid (a compile-time switch for
+ * bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_KL_GROUPS_PER_CU
+#define TALLY_K_KL_GROUPS_PER_CU 0u
+#endif
+#ifndef TALLY_K_KL_HALF_GROUPS_PER_CU
+#define TALLY_K_KL_HALF_GROUPS_PER_CU 3u
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

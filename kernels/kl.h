@@ -230,10 +230,129 @@ TALLY_FN tally_u32 tally_k_bf16x4_worst(tally_u32 worst, uint2 w)
     return tally_k_bf16x2_worst(tally_k_bf16x2_worst(worst, w.x), w.y);
 }
 
+/*
+ * Logarithms straight from the loaded words (TALLY_K_KL_BF16_PACKED). For
+ * a word w = hi << 16 | lo of two positive normal bf16 values, u = w +
+ * 0x00d500d5 holds both values' exponent fields as tally_pm_logf_bf16
+ * finds them: that function adds 0x00d55555 to a widened value h << 16 and
+ * shifts right by 23, which gives (h + 0xd5) >> 7, because the low 0x5555
+ * never carries into bit 16. Here lo + 0xd5 stays below 0x10000 (lo <=
+ * 0x7f7f), so the low half never carries into the high one, u >> 23 is
+ * (hi + 0xd5) >> 7, and u & 0xff80 is ((lo + 0xd5) >> 7) << 7. The
+ * exponent e is that number less 128, made a float exactly: for the high
+ * value by the subtraction of tally_k_log_bf16_at; for the low one, 0x4b400000
+ * | (u & 0xff80) is the float 12582912 + 128 k, and an fma with 1/128
+ * gives 98304 + k - 98432 = e with no rounding (the product is a power-of-
+ * two scaling and the sum an integer below 2^24). The entries' offsets are
+ * those of tally_k_log_bf16_at: w << 7 puts the low mantissa at bits 7 ..
+ * 13 (keep drops the rest), and so does (w & 0x007f0000) >> 9 for the high
+ * one, to which the lane's bytes are added (a shift-and-add). So each logarithm is
+ * tally_pm_log_join of the same e and the same entry: the same bits.
+ */
+TALLY_FN float tally_k_log_bf16_lo(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, tally_u32 w,
+                                   tally_u32 u)
+{
+    const tally_u32 off = ((w << 7) | lane_bytes) & keep;
+    const float v = *(TALLY_LOCAL const float *)((TALLY_LOCAL const char *)tab + off);
+    const float e = tally_fma(tally_as_f32(0x4b400000u | (u & 0xff80u)), 0.0078125f, -98432.0f);
+    return tally_pm_log_join(e, v);
+}
+
+TALLY_FN float tally_k_log_bf16_hi(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, tally_u32 w,
+                                   tally_u32 u)
+{
+    const tally_u32 off = ((w & 0x007f0000u) >> 9) + lane_bytes;
+    const float v = *(TALLY_LOCAL const float *)((TALLY_LOCAL const char *)tab + off);
+    const float e = tally_as_f32((u >> 23) + (0x4b400000u - 128u)) - 12582912.0f;
+    return tally_pm_log_join(e, v);
+}
+
+/* The two terms of input word wx and target word wt (low value first)
+ * folded into acc, which the low term starts when first is set: the terms
+ * of tally_k_kl_term_bf16_at, for a batch whose every tested value passed.
+ * The input is widened only where it is used as a number (a log input). */
+TALLY_FN float tally_k_kl_word_terms(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, float acc,
+                                     int first, tally_u32 wx, tally_u32 wt, tally_u32 flags)
+{
+    const tally_u32 ux = wx + 0x00d500d5u, ut = wt + 0x00d500d5u;
+    const float t_lo = tally_as_f32(wt << 16), t_hi = tally_as_f32(wt & 0xffff0000u);
+    float lx_lo, lx_hi, term_lo, term_hi;
+    if (flags & TALLY_KL_INPUT_IS_PROB) {
+        lx_lo = tally_k_log_bf16_lo(tab, lane_bytes, keep, wx, ux);
+        lx_hi = tally_k_log_bf16_hi(tab, lane_bytes, keep, wx, ux);
+    } else {
+        lx_lo = tally_as_f32(wx << 16);
+        lx_hi = tally_as_f32(wx & 0xffff0000u);
+    }
+    if (flags & TALLY_KL_LOG_TARGET) {
+        term_lo = tally_expf(t_lo) * (t_lo - lx_lo);
+        term_hi = tally_expf(t_hi) * (t_hi - lx_hi);
+    } else {
+        term_lo = t_lo * (tally_k_log_bf16_lo(tab, lane_bytes, keep, wt, ut) - lx_lo);
+        term_hi = t_hi * (tally_k_log_bf16_hi(tab, lane_bytes, keep, wt, ut) - lx_hi);
+    }
+    acc = first ? term_lo : acc + term_lo;
+    return acc + term_hi;
+}
+
+/* Both 16-bit halves of every word of a quad's two words folded into the
+ * running maximum hi and minimum lo. */
+TALLY_FN void tally_k_bf16x4_range(tally_u32 *hi, tally_u32 *lo, uint2 w)
+{
+    *hi = TALLY_MAX_U16X2(TALLY_MAX_U16X2(*hi, w.x), w.y);
+    *lo = TALLY_MIN_U16X2(TALLY_MIN_U16X2(*lo, w.x), w.y);
+}
+
+/* Whether every half seen was a positive normal bf16, 0x0080 .. 0x7f7f. */
+TALLY_FN int tally_k_bf16_range_ok(tally_u32 hi, tally_u32 lo)
+{
+    return ((hi & 0xffffu) <= 0x7f7fu) & ((hi >> 16) <= 0x7f7fu) & ((lo & 0xffffu) >= 0x0080u) &
+           ((lo >> 16) >= 0x0080u);
+}
+
+/* The batch's sixteen pairs, word by word, in element order. */
+#define TALLY_K_KL_WORDS16(acc, q, flags)                                                       \
+    do {                                                                                        \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, (q) == 0u, wa0.x, wb0.x, flags); \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa0.y, wb0.y, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa1.x, wb1.x, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa1.y, wb1.y, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa2.x, wb2.x, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa2.y, wb2.y, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa3.x, wb3.x, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa3.y, wb3.y, flags);         \
+    } while (0)
+
 TALLY_FN float tally_k_kl_batch_bf16_words(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep,
                                            float acc, tally_u32 q, uint2 wa0, uint2 wa1, uint2 wa2, uint2 wa3, uint2 wb0,
                                            uint2 wb1, uint2 wb2, uint2 wb3, tally_u32 flags)
 {
+    if (TALLY_K_KL_BF16_PACKED) {
+        /* tally_k_kl_fast16's rule, tested as ranges of the raw halves. */
+        tally_u32 hi = 0u, lo = 0xffffffffu;
+        if (flags & TALLY_KL_INPUT_IS_PROB) {
+            tally_k_bf16x4_range(&hi, &lo, wa0);
+            tally_k_bf16x4_range(&hi, &lo, wa1);
+            tally_k_bf16x4_range(&hi, &lo, wa2);
+            tally_k_bf16x4_range(&hi, &lo, wa3);
+        }
+        if ((flags & TALLY_KL_LOG_TARGET) == 0u) {
+            tally_k_bf16x4_range(&hi, &lo, wb0);
+            tally_k_bf16x4_range(&hi, &lo, wb1);
+            tally_k_bf16x4_range(&hi, &lo, wb2);
+            tally_k_bf16x4_range(&hi, &lo, wb3);
+        }
+        if (tally_k_bf16_range_ok(hi, lo)) {
+            TALLY_K_KL_WORDS16(acc, q, flags);
+            return acc;
+        }
+        const tally_f4 a0 = tally_k_bf16_quad(wa0), a1 = tally_k_bf16_quad(wa1);
+        const tally_f4 a2 = tally_k_bf16_quad(wa2), a3 = tally_k_bf16_quad(wa3);
+        const tally_f4 b0 = tally_k_bf16_quad(wb0), b1 = tally_k_bf16_quad(wb1);
+        const tally_f4 b2 = tally_k_bf16_quad(wb2), b3 = tally_k_bf16_quad(wb3);
+        TALLY_K_KL_ADD16(acc, q, tally_kl_term_general, flags);
+        return acc;
+    }
     /* tally_k_kl_fast16's rule: the input is tested where its logarithm is
      * taken (input_is_prob), the target unless it is a log (log_target). */
     tally_u32 worst = 0u;
@@ -329,6 +448,52 @@ TALLY_FN float tally_k_kl_lane(const tally_k_src *xs, const tally_k_src *ts, tal
  * brings eight halves, a quad for each lane (work-items 128 .. 255 only
  * join the tree). The fold order is the plan's either way.
  */
+/* TALLY_K_KL_PREFETCH: asks the cache for the batch of a full tile that
+ * starts at quad `next` (the lanes' next four quads), both inputs, when it
+ * lies within the full quads; x_quad and t_quad are the bytes of a quad of
+ * each (16 for fp32, 8 for halves). Work-item 0 calls it. */
+TALLY_FN void tally_k_kl_prefetch(const tally_k_src *xs, const tally_k_src *ts, tally_u64 next, tally_u64 full_quads)
+{
+#if TALLY_HAS_PREFETCH_L2
+    const tally_u64 span = 4u * TALLY_K_GROUP_SIZE;
+    if (TALLY_K_KL_PREFETCH && next + span <= full_quads) {
+        const tally_u64 xq = xs->dtype == TALLY_F32 ? 16u : 8u, tq = ts->dtype == TALLY_F32 ? 16u : 8u;
+        const char *xb = xs->dtype == TALLY_F32 ? (const char *)xs->p : (const char *)xs->h;
+        const char *tb = ts->dtype == TALLY_F32 ? (const char *)ts->p : (const char *)ts->h;
+        TALLY_PREFETCH_L2(xb + next * xq, span * xq);
+        TALLY_PREFETCH_L2(tb + next * tq, span * tq);
+    }
+#else
+    (void)xs;
+    (void)ts;
+    (void)next;
+    (void)full_quads;
+#endif
+}
+
+/* tally_k_quad4 through the read-only path (TALLY_LOAD_RO): a KL kernel
+ * never writes its inputs. */
+TALLY_FN tally_f4 tally_k_kl_quad(const tally_k_src *s, tally_u64 g)
+{
+    if (s->dtype == TALLY_F32) return TALLY_LOAD_RO((TALLY_GLOBAL const tally_f4 *)s->p + g);
+    const uint2 w = TALLY_LOAD_RO((TALLY_GLOBAL const uint2 *)s->h + g);
+    tally_f4 q;
+    q.x = tally_k_lo(s->dtype, w.x);
+    q.y = tally_k_hi(s->dtype, w.x);
+    q.z = tally_k_lo(s->dtype, w.y);
+    q.w = tally_k_hi(s->dtype, w.y);
+    return q;
+}
+
+/* The quad where the batch after batch q (q = 0, 4, 8, 12) of the tile at
+ * quad `base` starts: the same tile's next batch, or the first batch of
+ * the group's next tile. */
+TALLY_FN tally_u64 tally_k_kl_next_batch(tally_u64 base, tally_u32 q, tally_u64 tile_quads)
+{
+    if (q + 4u < TALLY_TREE_QUADS_PER_LANE) return base + (tally_u64)(q + 4u) * TALLY_K_GROUP_SIZE;
+    return base + TALLY_GROUP_COUNT() * tile_quads;
+}
+
 TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_LOCAL float *log_tab,
                                    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                    tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off,
@@ -397,9 +562,12 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                 const tally_u32 keep = lane_bytes | ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES * 4u);
                 acc = 0.0f;
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                    if (lid == 0u) tally_k_kl_prefetch(&xs, &ts, tally_k_kl_next_batch(base, q, tile_quads), full_quads);
                     const tally_u64 h = g + (tally_u64)q * L;
-                    const uint2 a0 = xw[h], a1 = xw[h + L], a2 = xw[h + 2u * L], a3 = xw[h + 3u * L];
-                    const uint2 b0 = tw[h], b1 = tw[h + L], b2 = tw[h + 2u * L], b3 = tw[h + 3u * L];
+                    const uint2 a0 = TALLY_LOAD_RO(xw + h), a1 = TALLY_LOAD_RO(xw + h + L);
+                    const uint2 a2 = TALLY_LOAD_RO(xw + h + 2u * L), a3 = TALLY_LOAD_RO(xw + h + 3u * L);
+                    const uint2 b0 = TALLY_LOAD_RO(tw + h), b1 = TALLY_LOAD_RO(tw + h + L);
+                    const uint2 b2 = TALLY_LOAD_RO(tw + h + 2u * L), b3 = TALLY_LOAD_RO(tw + h + 3u * L);
                     acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2, b3,
                                                       flags);
                 }
@@ -413,11 +581,12 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                  * half input's quad is one 8-byte load (tally_k_quad4), so
                  * every lane reads its own quads either way. */
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                    if (lid == 0u) tally_k_kl_prefetch(&xs, &ts, tally_k_kl_next_batch(base, q, tile_quads), full_quads);
                     const tally_u64 h = g + (tally_u64)q * L;
-                    const tally_f4 a0 = tally_k_quad4(&xs, h), a1 = tally_k_quad4(&xs, h + L);
-                    const tally_f4 a2 = tally_k_quad4(&xs, h + 2u * L), a3 = tally_k_quad4(&xs, h + 3u * L);
-                    const tally_f4 b0 = tally_k_quad4(&ts, h), b1 = tally_k_quad4(&ts, h + L);
-                    const tally_f4 b2 = tally_k_quad4(&ts, h + 2u * L), b3 = tally_k_quad4(&ts, h + 3u * L);
+                    const tally_f4 a0 = tally_k_kl_quad(&xs, h), a1 = tally_k_kl_quad(&xs, h + L);
+                    const tally_f4 a2 = tally_k_kl_quad(&xs, h + 2u * L), a3 = tally_k_kl_quad(&xs, h + 3u * L);
+                    const tally_f4 b0 = tally_k_kl_quad(&ts, h), b1 = tally_k_kl_quad(&ts, h + L);
+                    const tally_f4 b2 = tally_k_kl_quad(&ts, h + 2u * L), b3 = tally_k_kl_quad(&ts, h + 3u * L);
                     acc = tally_k_kl_batch_as(kind, lane, acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
                 }
             } else {
@@ -448,7 +617,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
  * terms straight-line code, and whose logarithms come from the bf16 table;
  * the copies compute exactly what the general body computes for those
  * arguments. */
-TALLY_KERNEL void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
+TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, log_tab, TALLY_K_LOG_BF16_TABLE);

@@ -152,10 +152,17 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
         .flags = job->flags, .finish = single ? finish : TALLY_K_FINISH_NONE, .divisor = divisor,
         .out = single ? tally__gpu_at_view(&job->out) : (tally__gpu_at){scratch, space.a_off},
         .x_dtype = tally__gpu_kdtype(x), .t_dtype = tally__gpu_kdtype(t)};
-    if (tally__gpu_kdtype(x) != TALLY_F32 || tally__gpu_kdtype(t) != TALLY_F32)
-        st = tally__gpu_launch_kl_tiles_half(ctx, lv->tiles, &a);
+    /* The kernels stride over the plan's tiles, so a capped grid computes the
+     * same values in the same order. */
+    const int halves = tally__gpu_kdtype(x) != TALLY_F32 || tally__gpu_kdtype(t) != TALLY_F32;
+    const uint64_t per_cu = halves ? TALLY_K_KL_HALF_GROUPS_PER_CU : TALLY_K_KL_GROUPS_PER_CU;
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * per_cu;
+    const uint64_t groups = per_cu != 0u && lv->tiles > cap ? cap : lv->tiles;
+    if (halves)
+        st = tally__gpu_launch_kl_tiles_half(ctx, groups, &a);
     else
-        st = tally__gpu_launch_kl_tiles(ctx, lv->tiles, &a);
+        st = tally__gpu_launch_kl_tiles(ctx, groups, &a);
     if (st != TALLY_OK || single) return st;
     tally__gpu_result res = {.buf = job->out.buffer, .off = job->out.offset, .stride = 1, .finish = finish,
                              .divisor = divisor, .shift = NULL, .shift_off = 0};
