@@ -433,25 +433,10 @@ TALLY_FN float tally_k_kl_lane(const tally_k_src *xs, const tally_k_src *ts, tal
     return acc;
 }
 
-/*
- * Level 0 of the KL sum over the row-major walk of n = rows * cols
- * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
- * when finish is DIVIDE and this is the only level (mean, batchmean).
- * x_dtype and t_dtype (tally_dtype) are the inputs' element types;
- * offsets and strides count their elements.
- *
- * mode VEC4 (both views contiguous and 16-byte aligned) takes a fast path
- * for full tiles, so that enough bytes are in flight to keep the memory
- * busy. fp32 inputs: each lane issues eight 16-byte loads (four quads of
- * each input) before it folds them. With a half input, lanes 2i and 2i + 1
- * read adjacent quads, so work-item i plays both lanes: one 16-byte load
- * brings eight halves, a quad for each lane (work-items 128 .. 255 only
- * join the tree). The fold order is the plan's either way.
- */
 /* TALLY_K_KL_PREFETCH: asks the cache for the batch of a full tile that
- * starts at quad `next` (the lanes' next four quads), both inputs, when it
- * lies within the full quads; x_quad and t_quad are the bytes of a quad of
- * each (16 for fp32, 8 for halves). Work-item 0 calls it. */
+ * starts at quad `next` (the lanes' next four quads, 16 bytes each for
+ * fp32 and 8 for halves), both inputs, when it lies within the full quads.
+ * Work-item 0 calls it. */
 TALLY_FN void tally_k_kl_prefetch(const tally_k_src *xs, const tally_k_src *ts, tally_u64 next, tally_u64 full_quads)
 {
 #if TALLY_HAS_PREFETCH_L2
@@ -494,6 +479,21 @@ TALLY_FN tally_u64 tally_k_kl_next_batch(tally_u64 base, tally_u32 q, tally_u64 
     return base + TALLY_GROUP_COUNT() * tile_quads;
 }
 
+/*
+ * Level 0 of the KL sum over the row-major walk of n = rows * cols
+ * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
+ * when finish is DIVIDE and this is the only level (mean, batchmean).
+ * x_dtype and t_dtype (tally_dtype) are the inputs' element types;
+ * offsets and strides count their elements.
+ *
+ * mode VEC4 (both views contiguous and 16-byte aligned) takes a fast path
+ * for full tiles, so that enough bytes are in flight to keep the memory
+ * busy. fp32 inputs: each lane issues eight 16-byte loads (four quads of
+ * each input) before it folds them. With a half input, lanes 2i and 2i + 1
+ * read adjacent quads, so work-item i plays both lanes: one 16-byte load
+ * brings eight halves, a quad for each lane (work-items 128 .. 255 only
+ * join the tree). The fold order is the plan's either way.
+ */
 TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_LOCAL float *log_tab,
                                    TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off,
                                    tally_u64 x_stride, TALLY_GLOBAL const float *TALLY_RESTRICT t, tally_u64 t_off,
