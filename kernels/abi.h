@@ -214,22 +214,13 @@
 #define TALLY_K_KL_BF16_PACKED 1u
 #endif
 
-/* 1: at each batch of a full KL tile, one work-item asks the device's
- * cache for the group's next batch (TALLY_PREFETCH_L2, sm_90 only), so
- * that the batch's loads wait on the cache rather than on DRAM; 0: no
- * hint. Never a result bit (a compile-time switch for bench/gpu_bench.sh's
- * variant build). */
-#ifndef TALLY_K_KL_PREFETCH
-#define TALLY_K_KL_PREFETCH 1u
-#endif
-
 /* Groups per compute unit of the reduced KL forms' first level, for fp32
  * inputs (tally_k_kl_tiles) and for any half input (tally_k_kl_tiles_half,
- * whose 80 registers fit three groups of 256); each group then walks
- * tiles g, g + groups, ... (the plan's tiles, so the same bits), fills the
- * bf16 table once and can ask for its next tile's first batch ahead. 0: a
- * group per tile. Only the host's grid (a compile-time switch for
- * bench/gpu_bench.sh's variant build). */
+ * whose 80 registers fit three groups of 256); each group then walks tiles
+ * g, g + groups, ... (the plan's tiles, so the same bits) and fills the
+ * bf16 table once. 0: a group per tile. Only the host's grid (a
+ * compile-time switch for bench/gpu_bench.sh's variant build; GPU run 17
+ * measured the fp32 kernel slower with 4 groups a compute unit). */
 #ifndef TALLY_K_KL_GROUPS_PER_CU
 #define TALLY_K_KL_GROUPS_PER_CU 0u
 #endif

@@ -433,52 +433,6 @@ TALLY_FN float tally_k_kl_lane(const tally_k_src *xs, const tally_k_src *ts, tal
     return acc;
 }
 
-/* TALLY_K_KL_PREFETCH: asks the cache for the batch of a full tile that
- * starts at quad `next` (the lanes' next four quads, 16 bytes each for
- * fp32 and 8 for halves), both inputs, when it lies within the full quads.
- * Work-item 0 calls it. */
-TALLY_FN void tally_k_kl_prefetch(const tally_k_src *xs, const tally_k_src *ts, tally_u64 next, tally_u64 full_quads)
-{
-#if TALLY_HAS_PREFETCH_L2
-    const tally_u64 span = 4u * TALLY_K_GROUP_SIZE;
-    if (TALLY_K_KL_PREFETCH && next + span <= full_quads) {
-        const tally_u64 xq = xs->dtype == TALLY_F32 ? 16u : 8u, tq = ts->dtype == TALLY_F32 ? 16u : 8u;
-        const char *xb = xs->dtype == TALLY_F32 ? (const char *)xs->p : (const char *)xs->h;
-        const char *tb = ts->dtype == TALLY_F32 ? (const char *)ts->p : (const char *)ts->h;
-        TALLY_PREFETCH_L2(xb + next * xq, span * xq);
-        TALLY_PREFETCH_L2(tb + next * tq, span * tq);
-    }
-#else
-    (void)xs;
-    (void)ts;
-    (void)next;
-    (void)full_quads;
-#endif
-}
-
-/* tally_k_quad4 through the read-only path (TALLY_LOAD_RO): a KL kernel
- * never writes its inputs. */
-TALLY_FN tally_f4 tally_k_kl_quad(const tally_k_src *s, tally_u64 g)
-{
-    if (s->dtype == TALLY_F32) return TALLY_LOAD_RO((TALLY_GLOBAL const tally_f4 *)s->p + g);
-    const uint2 w = TALLY_LOAD_RO((TALLY_GLOBAL const uint2 *)s->h + g);
-    tally_f4 q;
-    q.x = tally_k_lo(s->dtype, w.x);
-    q.y = tally_k_hi(s->dtype, w.x);
-    q.z = tally_k_lo(s->dtype, w.y);
-    q.w = tally_k_hi(s->dtype, w.y);
-    return q;
-}
-
-/* The quad where the batch after batch q (q = 0, 4, 8, 12) of the tile at
- * quad `base` starts: the same tile's next batch, or the first batch of
- * the group's next tile. */
-TALLY_FN tally_u64 tally_k_kl_next_batch(tally_u64 base, tally_u32 q, tally_u64 tile_quads)
-{
-    if (q + 4u < TALLY_TREE_QUADS_PER_LANE) return base + (tally_u64)(q + 4u) * TALLY_K_GROUP_SIZE;
-    return base + TALLY_GROUP_COUNT() * tile_quads;
-}
-
 /*
  * Level 0 of the KL sum over the row-major walk of n = rows * cols
  * elements. Tile t's value goes to out[out_off + t], divided by `divisor`
@@ -562,12 +516,9 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                 const tally_u32 keep = lane_bytes | ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES * 4u);
                 acc = 0.0f;
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
-                    if (lid == 0u) tally_k_kl_prefetch(&xs, &ts, tally_k_kl_next_batch(base, q, tile_quads), full_quads);
                     const tally_u64 h = g + (tally_u64)q * L;
-                    const uint2 a0 = TALLY_LOAD_RO(xw + h), a1 = TALLY_LOAD_RO(xw + h + L);
-                    const uint2 a2 = TALLY_LOAD_RO(xw + h + 2u * L), a3 = TALLY_LOAD_RO(xw + h + 3u * L);
-                    const uint2 b0 = TALLY_LOAD_RO(tw + h), b1 = TALLY_LOAD_RO(tw + h + L);
-                    const uint2 b2 = TALLY_LOAD_RO(tw + h + 2u * L), b3 = TALLY_LOAD_RO(tw + h + 3u * L);
+                    const uint2 a0 = xw[h], a1 = xw[h + L], a2 = xw[h + 2u * L], a3 = xw[h + 3u * L];
+                    const uint2 b0 = tw[h], b1 = tw[h + L], b2 = tw[h + 2u * L], b3 = tw[h + 3u * L];
                     acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2, b3,
                                                       flags);
                 }
@@ -581,12 +532,11 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                  * half input's quad is one 8-byte load (tally_k_quad4), so
                  * every lane reads its own quads either way. */
                 for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
-                    if (lid == 0u) tally_k_kl_prefetch(&xs, &ts, tally_k_kl_next_batch(base, q, tile_quads), full_quads);
                     const tally_u64 h = g + (tally_u64)q * L;
-                    const tally_f4 a0 = tally_k_kl_quad(&xs, h), a1 = tally_k_kl_quad(&xs, h + L);
-                    const tally_f4 a2 = tally_k_kl_quad(&xs, h + 2u * L), a3 = tally_k_kl_quad(&xs, h + 3u * L);
-                    const tally_f4 b0 = tally_k_kl_quad(&ts, h), b1 = tally_k_kl_quad(&ts, h + L);
-                    const tally_f4 b2 = tally_k_kl_quad(&ts, h + 2u * L), b3 = tally_k_kl_quad(&ts, h + 3u * L);
+                    const tally_f4 a0 = tally_k_quad4(&xs, h), a1 = tally_k_quad4(&xs, h + L);
+                    const tally_f4 a2 = tally_k_quad4(&xs, h + 2u * L), a3 = tally_k_quad4(&xs, h + 3u * L);
+                    const tally_f4 b0 = tally_k_quad4(&ts, h), b1 = tally_k_quad4(&ts, h + L);
+                    const tally_f4 b2 = tally_k_quad4(&ts, h + 2u * L), b3 = tally_k_quad4(&ts, h + 3u * L);
                     acc = tally_k_kl_batch_as(kind, lane, acc, q, a0, a1, a2, a3, b0, b1, b2, b3, flags);
                 }
             } else {

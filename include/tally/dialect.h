@@ -223,32 +223,6 @@ typedef uint64_t tally_u64;
 #  define TALLY_MIN_U16X2(a, b) __vminu2((a), (b))
 #endif
 
-/* Asks the device to bring `bytes` bytes at p (16-byte aligned, a multiple
- * of 16) into its last-level cache, and returns at once; nothing waits for
- * the data and no register receives it. A hint that moves no result bit:
- * one work-item issues it for data that its group reads a little later, so
- * those loads find the cache instead of waiting on DRAM. sm_90 has one
- * instruction for a whole range (cp.async.bulk.prefetch.L2); elsewhere it
- * is nothing. */
-/* *p for a global array that no work-item writes while the kernel runs
- * (a kernel's input). nvcc proves that itself for most loads and then
- * reads them through the read-only path (LDG.CONSTANT), but gives up in a
- * function that holds inline assembly (TALLY_PREFETCH_L2); this says it. */
-#if TALLY_TARGET_CUDA
-#  define TALLY_LOAD_RO(p) __ldg(p)
-#else
-#  define TALLY_LOAD_RO(p) (*(p))
-#endif
-
-#if TALLY_TARGET_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#  define TALLY_HAS_PREFETCH_L2 1
-#  define TALLY_PREFETCH_L2(p, bytes) \
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)(bytes)))
-#else
-#  define TALLY_HAS_PREFETCH_L2 0
-#  define TALLY_PREFETCH_L2(p, bytes) ((void)(p), (void)(bytes))
-#endif
-
 /* Four floats moved as one 16-byte access. Both OpenCL C and CUDA call the
  * type float4 and name its members x, y, z, w. TALLY_LOAD_F4(p, i) reads
  * p[4i .. 4i+3] and TALLY_STORE_F4(p, i, v) writes them; p + 4i must be
