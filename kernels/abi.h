@@ -214,6 +214,15 @@
 #define TALLY_K_KL_BF16_PACKED 1u
 #endif
 
+/* 1: a lane of the bf16 table's tiles loads its next batch's words before
+ * it computes this batch's terms (the last batch reloads its own words,
+ * unused), so that the loads' wait overlaps arithmetic; 0: each batch
+ * loads, then computes. The same terms in the same order (a compile-time
+ * switch for bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_KL_BF16_AHEAD
+#define TALLY_K_KL_BF16_AHEAD 1u
+#endif
+
 /* Groups per compute unit of the reduced KL forms' first level, for fp32
  * inputs (tally_k_kl_tiles) and for any half input (tally_k_kl_tiles_half,
  * whose 80 registers fit three groups of 256); each group then walks tiles

@@ -515,12 +515,28 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                 const tally_u32 lane_bytes = (lid % TALLY_K_LOG_BF16_COPIES) * 4u;
                 const tally_u32 keep = lane_bytes | ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES * 4u);
                 acc = 0.0f;
-                for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
-                    const tally_u64 h = g + (tally_u64)q * L;
-                    const uint2 a0 = xw[h], a1 = xw[h + L], a2 = xw[h + 2u * L], a3 = xw[h + 3u * L];
-                    const uint2 b0 = tw[h], b1 = tw[h + L], b2 = tw[h + 2u * L], b3 = tw[h + 3u * L];
-                    acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2, b3,
-                                                      flags);
+                if (TALLY_K_KL_BF16_AHEAD) {
+                    /* The next batch's words are loaded before this batch's
+                     * terms, so their wait overlaps the terms' arithmetic. */
+                    uint2 a0 = xw[g], a1 = xw[g + L], a2 = xw[g + 2u * L], a3 = xw[g + 3u * L];
+                    uint2 b0 = tw[g], b1 = tw[g + L], b2 = tw[g + 2u * L], b3 = tw[g + 3u * L];
+                    for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                        const tally_u64 h = g + (tally_u64)(q + 4u < TALLY_TREE_QUADS_PER_LANE ? q + 4u : q) * L;
+                        const uint2 na0 = xw[h], na1 = xw[h + L], na2 = xw[h + 2u * L], na3 = xw[h + 3u * L];
+                        const uint2 nb0 = tw[h], nb1 = tw[h + L], nb2 = tw[h + 2u * L], nb3 = tw[h + 3u * L];
+                        acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2,
+                                                          b3, flags);
+                        a0 = na0, a1 = na1, a2 = na2, a3 = na3;
+                        b0 = nb0, b1 = nb1, b2 = nb2, b3 = nb3;
+                    }
+                } else {
+                    for (tally_u32 q = 0; q < TALLY_TREE_QUADS_PER_LANE; q += 4u) {
+                        const tally_u64 h = g + (tally_u64)q * L;
+                        const uint2 a0 = xw[h], a1 = xw[h + L], a2 = xw[h + 2u * L], a3 = xw[h + 3u * L];
+                        const uint2 b0 = tw[h], b1 = tw[h + L], b2 = tw[h + 2u * L], b3 = tw[h + 3u * L];
+                        acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2,
+                                                          b3, flags);
+                    }
                 }
             } else if (full) {
                 const tally_u64 g = base + j;
