@@ -285,10 +285,37 @@ END_TEST
 /* The bf16 kernels take their logarithms from a table of the 128
  * mantissas (kernels/kl.h). A sum of many terms would hide a logarithm one
  * ulp off, so each call here has one term that matters: every other target
- * is 2^-126, whose terms (about 1e-36) leave the sum's rounding alone. Call
- * m puts mantissa m in the input (input_is_prob) and another in the target
- * of that term, at a place in one of the two full tiles of 40000 elements,
- * so the sum's bits are that term's bits on the table's path. */
+ * is 2^-126, whose terms (about 1e-36) leave the sum's rounding alone. The
+ * term's pair goes at place `at` (in one of the two full tiles of 40000
+ * elements), so the sum's bits are that term's bits on the table's path;
+ * they must equal the fp32 op's on the widened inputs, and float64's value. */
+static void kl_bf16_one_term(tally_context *ctx, float *xv, float *tv, int64_t n, unsigned flags, int64_t at, float x,
+                             float t, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        xv[i] = flags ? 0.5f : -1.0f;
+        tv[i] = 0x1p-126f;
+    }
+    xv[at] = x;
+    tv[at] = t;
+    input xi = make_input(TALLY_BF16, xv, 1, n, 8, n);
+    input ti = make_input(TALLY_BF16, tv, 1, n, 8, n);
+    tally_buffer *a = out_buf(1), *b = out_buf(1);
+    tt_ok(tally_kl_div(ctx, xi.view, ti.view, TALLY_REDUCTION_SUM, flags, tally_view_f32(a, 0, 1, 1)), ctx);
+    tt_ok(tally_kl_div(ctx, xi.f32, ti.f32, TALLY_REDUCTION_SUM, flags, tally_view_f32(b, 0, 1, 1)), ctx);
+    assert_same_bits(a, b, 1, what);
+    const double lx = flags ? log((double)x) : (double)x;
+    const double want = (double)t * (log((double)t) - lx);
+    const double got = (double)tt_read1(a, 0);
+    ck_assert_msg(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7, "%s: %.9g, float64 %.9g", what, got, want);
+    tally_buffer_release(a);
+    tally_buffer_release(b);
+    free_input(&xi);
+    free_input(&ti);
+}
+
+/* Call m puts mantissa m in the input (input_is_prob) and 127 - m in the
+ * target of the one term. */
 START_TEST(kl_bf16_every_mantissa)
 {
     tally_context *ctx = tt_context();
@@ -299,32 +326,50 @@ START_TEST(kl_bf16_every_mantissa)
         for (unsigned m = 0; m < 128u; m++) {
             const unsigned flags = flag_sets[f];
             const int64_t at = (int64_t)((m * 331u + 17u) % 32768u);
-            for (int64_t i = 0; i < n; i++) {
-                xv[i] = flags ? 0.5f : -1.0f;
-                tv[i] = 0x1p-126f;
-            }
             /* Mantissas m and 127 - m (bf16 keeps 7 bits), exponents on
              * both sides of e = 0. */
-            xv[at] = flags ? ldexpf(1.0f + (float)m / 128.0f, -3) : -1.5f;
-            tv[at] = ldexpf(1.0f + (float)(127u - m) / 128.0f, (int)(m % 3u) - 1);
-            input x = make_input(TALLY_BF16, xv, 1, n, 8, n);
-            input t = make_input(TALLY_BF16, tv, 1, n, 8, n);
-            tally_buffer *a = out_buf(1), *b = out_buf(1);
-            tt_ok(tally_kl_div(ctx, x.view, t.view, TALLY_REDUCTION_SUM, flags, tally_view_f32(a, 0, 1, 1)), ctx);
-            tt_ok(tally_kl_div(ctx, x.f32, t.f32, TALLY_REDUCTION_SUM, flags, tally_view_f32(b, 0, 1, 1)), ctx);
+            const float x = flags ? ldexpf(1.0f + (float)m / 128.0f, -3) : -1.5f;
+            const float t = ldexpf(1.0f + (float)(127u - m) / 128.0f, (int)(m % 3u) - 1);
             char what[96];
             snprintf(what, sizeof what, "kl bf16 flags %u mantissa %u at %lld", flags, m, (long long)at);
-            assert_same_bits(a, b, 1, what);
-            /* The sum is the one term, as the float64 reference says. */
-            const double lx = flags ? log((double)xv[at]) : (double)xv[at];
-            const double want = (double)tv[at] * (log((double)tv[at]) - lx);
-            const double got = (double)tt_read1(a, 0);
-            ck_assert_msg(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7, "%s: %.9g, float64 %.9g", what, got, want);
-            tally_buffer_release(a);
-            tally_buffer_release(b);
-            free_input(&x);
-            free_input(&t);
+            kl_bf16_one_term(ctx, xv, tv, n, flags, at, x, t, what);
         }
+    free(xv);
+    free(tv);
+}
+END_TEST
+
+/* The kernels read a word of two bf16 values and find each one's exponent
+ * in its own way (the low and the high half, kernels/kl.h
+ * tally_k_kl_word_terms). Every exponent of the input's logarithm (1 ..
+ * 254, input_is_prob), in both halves of a word, with the target's
+ * exponent swept over -40 .. 40 (a larger target overflows the term; a
+ * smaller one vanishes beside the others), and mantissas on both sides of
+ * the split's threshold that vary with the exponent. */
+START_TEST(kl_bf16_every_exponent)
+{
+    tally_context *ctx = tt_context();
+    const int64_t n = 40000;
+    float *xv = tt_alloc((size_t)n * 4), *tv = tt_alloc((size_t)n * 4);
+    const unsigned flag_sets[] = {TALLY_KL_INPUT_IS_PROB, 0u};
+    for (size_t f = 0; f < 2; f++)
+        for (int half = 0; half < 2; half++)
+            for (int e = 1; e <= 254; e++)
+                for (int high = 0; high < 2; high++) {
+                    /* Mantissas below 43 keep the exponent the bits give,
+                     * 43 and above take the next one (tally_pm_log_split):
+                     * one of each, for each exponent and half. */
+                    const unsigned flags = flag_sets[f];
+                    const int64_t at = 2 * (int64_t)((e * 97 + high * 5003) % 16000) + half;
+                    const int kx = (e * 53 + half * 29) % (high ? 85 : 43), kt = (e * 37 + half * 11) % (high ? 85 : 43);
+                    const float mx = (float)(high ? 43 + kx : kx), mt = (float)(high ? 43 + kt : kt);
+                    const float x = flags ? ldexpf(1.0f + mx / 128.0f, e - 127) : -1.5f;
+                    const float t = ldexpf(1.0f + mt / 128.0f, e % 81 - 40);
+                    char what[128];
+                    snprintf(what, sizeof what, "kl bf16 flags %u exponent %d mantissa %g half %d at %lld", flags, e,
+                             (double)mx, half, (long long)at);
+                    kl_bf16_one_term(ctx, xv, tv, n, flags, at, x, t, what);
+                }
     free(xv);
     free(tv);
 }
@@ -659,7 +704,7 @@ END_TEST
 TT_SUITE("half",
          {.name = "widen", TT_FIXTURE, .timeout = 300, .tests = {device_widens_every_encoding, half_view_rules}},
          {.name = "reduce", TT_FIXTURE, .timeout = 300, .tests = {reduce_half_equals_fp32}},
-         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32, kl_bf16_every_mantissa, kl_bf16_one_special}},
+         {.name = "kl", TT_FIXTURE, .timeout = 300, .tests = {kl_half_equals_fp32, kl_bf16_every_mantissa, kl_bf16_every_exponent, kl_bf16_one_special}},
          {.name = "dm", TT_FIXTURE, .timeout = 300, .tests = {dm_half_equals_fp32}},
          {.name = "gmm", TT_FIXTURE, .timeout = 300, .tests = {gmm_half_equals_fp32}},
          {.name = "categorical", TT_FIXTURE, .timeout = 300, .tests = {categorical_half_equals_fp32}})
