@@ -95,10 +95,10 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
 /* ---- KL divergence -----------------------------------------------------------
  * NONE: one pointwise launch. Reduced: tally_k_kl_tiles reads input and
  * target once (16-byte loads when both are contiguous and aligned), tiles
- * of 16384 elements walked by a group each (at most
- * TALLY_K_KL_(HALF_)GROUPS_PER_CU groups a compute unit), partials to
- * scratch; the upper levels
- * (a single small launch up to 2^28 elements) finish with the division. */
+ * of 16384 elements walked by the groups (one a tile, or at most
+ * TALLY_K_KL_(HALF_)GROUPS_PER_CU a compute unit), partials to scratch;
+ * the upper levels (a single small launch up to 2^28 elements) finish with
+ * the division. */
 
 tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
