@@ -24,7 +24,7 @@
 #   BENCH_ARGS       extra arguments for tally-bench and torch_baseline.py (e.g. "--reps 3")
 #   TALLY_BUILD_DIR  build directory (default build-gpu, shared with scripts/gpu_session.sh)
 #   BENCH_COMMIT     the commit to name in the report (default: git rev-parse, when .git is there)
-#   BENCH_VARIANT    kernel switches of kernels/abi.h or kernels/backward_abi.h for a second CUDA build timed on the workloads
+#   BENCH_VARIANT    kernel switches of kernels/abi.h, kernels/backward_abi.h or tally/dialect.h for a second CUDA build timed on the workloads
 #                    they touch (default "TALLY_K_GMM_LANES_PER_ITEM=1u TALLY_K_RNG_BLOCKS_PER_ITEM=2u":
 #                    the one-lane-per-work-item mixture trees, two Philox blocks per fill work-item);
 #                    empty: none. BENCH_VARIANT_ONLY: the workloads (default the fills and mixtures)
@@ -113,9 +113,11 @@ build_variant() {
     for def in $variant; do
         name=${def%%=*}
         val=${def#*=}
-        sed -i "s|^#define $name .*|#define $name $val|" "$src/kernels/abi.h" "$src/kernels/backward_abi.h"
-        grep -q "^#define $name $val\$" "$src/kernels/abi.h" "$src/kernels/backward_abi.h" ||
-            { echo "no switch $name in kernels/abi.h or kernels/backward_abi.h"; return 1; }
+        sed -i "s|^#\( *\)define $name .*|#\1define $name $val|" "$src/kernels/abi.h" \
+            "$src/kernels/backward_abi.h" "$src/include/tally/dialect.h"
+        grep -q "^# *define $name $val\$" "$src/kernels/abi.h" "$src/kernels/backward_abi.h" \
+            "$src/include/tally/dialect.h" ||
+            { echo "no switch $name in kernels/abi.h, kernels/backward_abi.h or include/tally/dialect.h"; return 1; }
     done
     (cd "$src" && meson setup build -Dcuda=enabled -Dopencl=disabled -Dtests=false && ninja -C build bench/tally-bench)
 }

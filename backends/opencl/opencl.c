@@ -52,6 +52,23 @@ static tally_status pick_kernel_shape(tally__cl_context *cc)
     return TALLY_OK;
 }
 
+/* Whether the programs use the device's correctly rounded division and
+ * square root (TALLY__CL_HW_DIV_SQRT): where the device reports
+ * CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT, unless TALLY_OPENCL_HW_DIV_SQRT is
+ * "0" ("1" or unset: by the device). Either way the results have the same
+ * bits; the switch exists to show that, and to time the difference. */
+static tally_status pick_div_sqrt(tally__cl_context *cc, cl_device_fp_config fp)
+{
+    const char *want = getenv("TALLY_OPENCL_HW_DIV_SQRT");
+    const int capable = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+    if (want == NULL || want[0] == '\0' || strcmp(want, "1") == 0) cc->hw_div_sqrt = capable;
+    else if (strcmp(want, "0") == 0) cc->hw_div_sqrt = 0;
+    else
+        return tally__error(&cc->gpu.base, TALLY_INVALID_ARGUMENT, "TALLY_OPENCL_HW_DIV_SQRT='%s' is not 0 or 1",
+                            want);
+    return TALLY_OK;
+}
+
 /* ------------------------------------------------------------------------
  * Enumeration
  * ------------------------------------------------------------------------ */
@@ -161,6 +178,8 @@ static tally_status check_device(tally__cl_context *cc, const char *name)
                             "missing from CL_DEVICE_SINGLE_FP_CONFIG); flushing them would change results",
                             name);
     cc->fma_emulated = !(fp & CL_FP_FMA);
+    tally_status st = pick_div_sqrt(cc, fp);
+    if (st != TALLY_OK) return st;
 
     char version[128];
     info_string(d, CL_DEVICE_OPENCL_C_VERSION, version, sizeof version);
@@ -253,13 +272,14 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
 
     st = pick_kernel_shape(cc);
     if (st != TALLY_OK) return st;
-    st = tally__cl_build_program(cc, source, source_size, TALLY__CL_BUILD_OPTIONS, &cc->program,
-                                 &cc->program_from_cache);
+    const char *options = cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS;
+    const char *cpu_options =
+        cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS_CPU TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS_CPU;
+    st = tally__cl_build_program(cc, source, source_size, options, &cc->program, &cc->program_from_cache);
     if (st != TALLY_OK) return st;
     int cpu_from_cache = 0;
     if (cc->cpu_kernels) {
-        st = tally__cl_build_program(cc, source, source_size, TALLY__CL_BUILD_OPTIONS_CPU, &cc->cpu_program,
-                                     &cpu_from_cache);
+        st = tally__cl_build_program(cc, source, source_size, cpu_options, &cc->cpu_program, &cpu_from_cache);
         if (st != TALLY_OK) return st;
     }
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {

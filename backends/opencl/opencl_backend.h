@@ -23,6 +23,7 @@ typedef struct tally__cl_context {
     cl_ulong max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     uint32_t base_align;     /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
     int fma_emulated;        /* no CL_FP_FMA: fma() runs in software (same bits, slower) */
+    int hw_div_sqrt;         /* programs built with TALLY__CL_HW_DIV_SQRT (opencl.c's pick_div_sqrt) */
     int program_from_cache;  /* 1 when the program binary came from the disk cache */
     int host_unified;        /* CL_DEVICE_HOST_UNIFIED_MEMORY: the device shares the host's memory */
     int cpu_kernels;         /* launch the CPU-shaped twins (kernels/cpu.h; opencl.c's pick_kernel_shape) */
@@ -55,6 +56,11 @@ extern const size_t tally__opencl_source_size;
  * changes how the text compiles, never what it computes. */
 #define TALLY__CL_BUILD_OPTIONS "-cl-std=CL1.2"
 #define TALLY__CL_BUILD_OPTIONS_CPU "-cl-std=CL1.2 -DTALLY_CL_CPU=1"
+/* Appended to both where the device rounds division and square root
+ * correctly (CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT): then tally/dialect.h's
+ * TALLY_HW_DIV_SQRT lets the portable functions use them, with the same
+ * bits (see there). */
+#define TALLY__CL_HW_DIV_SQRT " -cl-fp32-correctly-rounded-divide-sqrt -DTALLY_HW_DIV_SQRT=1"
 
 /* Builds (or loads from the on-disk cache) the program of `source` under
  * `options` for cc's device into *out; *from_cache says which. Errors go

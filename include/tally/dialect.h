@@ -316,6 +316,39 @@ TALLY_FN tally_u32 tally_as_u32(float f) { tally_u32 u; memcpy(&u, &f, 4); retur
 TALLY_FN float tally_as_f32(tally_u32 u) { float f; memcpy(&f, &u, 4); return f; }
 #endif
 
+/* TALLY_HW_DIV_SQRT: 1 where the target's own square root, reciprocal and
+ * division are IEEE 754's correctly rounded operations on every float,
+ * subnormals included; 0 elsewhere. IEEE 754 defines one result for each of
+ * them, and tally's portable tally_sqrtf and tally_recipf give it on all
+ * 2^32 floats (docs/accuracy.md; tally_divf by Markstein's final step), so
+ * where this is 1 portable_math.h uses the hardware's operation inside the
+ * ranges where both are correctly rounded and leaves every special value to
+ * its own selects: the same bits, for a fraction of the instructions. CUDA's
+ * __fsqrt_rn, __frcp_rn and __fdiv_rn are round-to-nearest-even whatever
+ * -prec-sqrt and -prec-div say. OpenCL C promises this only under
+ * -cl-fp32-correctly-rounded-divide-sqrt, which the backend passes, with
+ * -DTALLY_HW_DIV_SQRT=1, where the device reports
+ * CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT. The host C build keeps the portable
+ * arithmetic, the reference every device is checked against. */
+#ifndef TALLY_HW_DIV_SQRT
+#  if TALLY_TARGET_CUDA
+#    define TALLY_HW_DIV_SQRT 1
+#  else
+#    define TALLY_HW_DIV_SQRT 0
+#  endif
+#endif
+#if TALLY_HW_DIV_SQRT && TALLY_TARGET_CUDA
+#  define tally_hw_sqrtf(x) __fsqrt_rn(x)
+#  define tally_hw_recipf(x) __frcp_rn(x)
+#  define tally_hw_divf(a, b) __fdiv_rn((a), (b))
+#elif TALLY_HW_DIV_SQRT && TALLY_TARGET_OPENCL
+#  define tally_hw_sqrtf(x) sqrt(x)
+#  define tally_hw_recipf(x) (1.0f / (x))
+#  define tally_hw_divf(a, b) ((a) / (b))
+#elif TALLY_HW_DIV_SQRT
+#  error "TALLY_HW_DIV_SQRT=1 needs a CUDA or OpenCL target"
+#endif
+
 /* Special values spelled without library macros, so they are the same bits
  * everywhere. */
 #define TALLY_F32_INF tally_as_f32(0x7f800000u)

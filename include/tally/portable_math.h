@@ -373,6 +373,11 @@ TALLY_FN float tally_log1pf(float x)
  * values. */
 TALLY_FN float tally_pm_sqrt_core(float xs)
 {
+#if TALLY_HW_DIV_SQRT
+    /* For such xs both are RN(sqrt(xs)) (tally/dialect.h); on any other xs
+     * the callers' selects drop what this returns. */
+    return tally_hw_sqrtf(xs);
+#else
     /* Seed: the classic 0x5f3759df estimate, relative error < 3.5%. */
     float y = tally_as_f32(0x5f3759dfu - (tally_as_u32(xs) >> 1));
     float h = 0.5f * xs;
@@ -393,6 +398,7 @@ TALLY_FN float tally_pm_sqrt_core(float xs)
     float lim_lo = ((sb & 0x007fffffu) == 0u) ? -0.5f * su : -su;
     sb = (d > su) ? sb + 1u : ((d <= lim_lo) ? sb - 1u : sb);
     return tally_as_f32(sb);
+#endif
 }
 
 /* tally_sqrtf(x) for finite x >= 2^-100 only, bit for bit (there
@@ -430,6 +436,10 @@ TALLY_FN float tally_sqrtf(float x)
  * every m. */
 TALLY_FN float tally_pm_recip_core(float m)
 {
+#if TALLY_HW_DIV_SQRT
+    /* RN(1/m), as below for every m in [1, 2) (tally/dialect.h). */
+    return tally_hw_recipf(m);
+#else
     float y = tally_fma(m, -0x1.e1e1e2p-2f, 0x1.69696ap+0f);
     float e = tally_fma(-m, y, 1.0f);
     y = tally_fma(y, e, y);
@@ -444,6 +454,7 @@ TALLY_FN float tally_pm_recip_core(float m)
      * midpoint and the step returns 1/2.  The exhaustive check finds no
      * other case. */
     return (m == 0x1.fffffep+0f) ? 0x1.000002p-1f : y;
+#endif
 }
 
 /* RN(q 2^k) with the sign bit `sign` attached, where q in (1/2, 2) is the
@@ -545,6 +556,10 @@ TALLY_FN int tally_pm_divf_normal_ok(float a, float b)
  * (q is in [0.5, 2), so q 2^k is normal for |k| <= 100). */
 TALLY_FN float tally_pm_divf_normal(float a, float b)
 {
+#if TALLY_HW_DIV_SQRT
+    /* Here the quotient is a normal float, and both are RN(a / b). */
+    return tally_hw_divf(a, b);
+#else
     const tally_u32 ua = tally_as_u32(a);
     const tally_u32 ub = tally_as_u32(b);
     const tally_i32 k = (tally_i32)((ua >> 23) & 0xffu) - (tally_i32)((ub >> 23) & 0xffu);
@@ -557,6 +572,7 @@ TALLY_FN float tally_pm_divf_normal(float a, float b)
     r = tally_fma(-mb, q, ma);
     q = tally_fma(r, y, q);
     return tally_as_f32(tally_as_u32(q * tally_pm_pow2i(k)) | ((ua ^ ub) & 0x80000000u));
+#endif
 }
 
 TALLY_FN float tally_divf(float a, float b)
@@ -594,9 +610,13 @@ TALLY_FN float tally_recipf(float x)
     const tally_u32 ux = tally_as_u32(x);
     const tally_u32 e = (ux >> 23) & 0xffu;
     if (e - 27u <= 200u) {
+#if TALLY_HW_DIV_SQRT
+        return tally_hw_recipf(x); /* a normal result: RN(1/x) either way */
+#else
         const float m = tally_as_f32((ux & 0x007fffffu) | 0x3f800000u);
         const float y = tally_pm_recip_core(m);
         return tally_as_f32(tally_as_u32(y * tally_pm_pow2i(127 - (tally_i32)e)) | (ux & 0x80000000u));
+#endif
     }
     return tally_pm_recipf_general(x);
 }
