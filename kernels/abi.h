@@ -237,6 +237,15 @@
 #define TALLY_K_KL_HALF_GROUPS_PER_CU 3u
 #endif
 
+/* 1: tally_k_categorical runs rows of one tile through
+ * tally_k_categorical_tile (one walk of additions, the exponentials of
+ * logits computed by the whole group); 0: through the rule's passes tile
+ * by tile, as longer rows do. The same bits either way (a compile-time
+ * switch for bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_CAT_ONE_TILE
+#define TALLY_K_CAT_ONE_TILE 1u
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

@@ -250,12 +250,13 @@ TALLY_FN void tally_k_cat_stage(TALLY_LOCAL float *tile, TALLY_GLOBAL const floa
  * work-items of the group stage its rows C columns at a time in local
  * memory, each load of a warp reading whole runs of a row, all 16 loads of a
  * work-item in flight at once, and the rows' owners then fold the tile from
- * local memory. The rule's passes (the maximum of the logits, the total,
- * the search for the target) each walk the row's tiles again; a row of one
- * tile stays in local memory for all of them, longer rows re-read theirs
- * from the cache. The state carried from tile to tile is the rule's own
- * (maximum, total, last positive index, running sum), so every operation and
- * its order are tally_categorical_row's.
+ * local memory. A row of one tile (cols <= C, the common case) then takes
+ * tally_k_categorical_tile: one walk of additions (below). Longer rows take
+ * tally_k_categorical_rows, where the rule's passes (the maximum of the
+ * logits, the total, the search for the target) each walk the row's tiles
+ * again, re-read from the cache, and the state carried from tile to tile is
+ * the rule's own (maximum, total, last positive index, running sum). Either
+ * way every operation and its order are tally_categorical_row's.
  *
  * The body of tally_k_categorical (fp32 weights) and tally_k_categorical_half
  * (bf16, f16), called with the element type as a constant, so that each
@@ -265,7 +266,98 @@ TALLY_FN void tally_k_cat_stage(TALLY_LOCAL float *tile, TALLY_GLOBAL const floa
  * type is chosen per tile), and its occupancy is what keeps its loads in
  * flight.
  */
-TALLY_FN void tally_k_categorical_rows(TALLY_LOCAL float *ul, TALLY_LOCAL float *tile, TALLY_GLOBAL const float *w,
+/*
+ * The rule on rows of one tile (cols <= C), every row of the group staged in
+ * `tile` at once. The row walk that fixes the bits is the running sum: its
+ * partial sums are the total's and the search's alike (both start at 0 and
+ * add w_0, w_1, ... in order), so one walk does both passes' sums. The walk
+ * stores, in place of w_k, the partial sum after w_k where w_k > 0 and -1
+ * elsewhere; the search then only compares stored values with the target
+ * (u_r * total >= 0, so a stored -1 never passes, as a zero weight never
+ * does), and those comparisons depend on nothing but the walk. For logits,
+ * the row's maximum is the owner's fold in index order, and then every
+ * work-item of the group computes exponentials of the tile's elements
+ * (the rule's tally_expf(v_k - m) on the same values: the same bits), so
+ * the owner's walk is additions alone. A bad weight (negative, NaN or
+ * infinite) makes the row's result invalid wherever it stands, so the walk
+ * notes it and goes on instead of breaking out. Returns the row's result
+ * in lid's row (lid < count).
+ */
+TALLY_FN tally_i32 tally_k_categorical_tile(TALLY_LOCAL float *ul, TALLY_LOCAL float *ml, TALLY_LOCAL float *tile,
+                                            tally_u32 count, tally_u32 width, tally_u32 tile_log2,
+                                            tally_u32 is_logits, tally_u32 lid)
+{
+    const tally_u32 stride = (1u << tile_log2) + 1u;
+    int bad = 0;
+    /* The barriers run for weights too (every work-item must reach them;
+     * they cost next to nothing). */
+    if (is_logits && lid < count) {
+        TALLY_LOCAL const float *v = tile + lid * stride;
+        float m = v[0];
+        for (tally_u32 j = 1; j < width; j++) m = tally_max_nan(m, v[j]);
+        ml[lid] = m;
+    }
+    TALLY_BARRIER();
+    if (is_logits) {
+        for (tally_u32 e = lid; e < count << tile_log2; e += TALLY_K_GROUP_SIZE) {
+            const tally_u32 rr = e >> tile_log2, cc = e & ((1u << tile_log2) - 1u);
+            /* A row whose maximum is not finite is invalid whatever its
+             * exponentials are; they are computed anyway (no branch). */
+            if (cc < width) tile[rr * stride + cc] = tally_expf(tile[rr * stride + cc] - ml[rr]);
+        }
+    }
+    TALLY_BARRIER();
+    if (is_logits && lid < count && !tally_isfinite(ml[lid])) bad = 1;
+    tally_i32 found = TALLY_CATEGORICAL_INVALID;
+    if (lid < count) {
+        TALLY_LOCAL float *v = tile + lid * stride;
+        float total = 0.0f;
+        tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
+        for (tally_u32 j = 0; j < width; j++) {
+            const float wk = v[j];
+            bad |= !(wk >= 0.0f) || tally_isinf(wk);
+            total = total + wk;
+            last_nonzero = wk > 0.0f ? (tally_i32)j : last_nonzero;
+            v[j] = wk > 0.0f ? total : -1.0f;
+        }
+        if (!bad && total > 0.0f && !tally_isinf(total)) {
+            const float target = ul[lid] * total;
+            found = last_nonzero;
+            for (tally_u32 j = 0; j < width; j++) {
+                if (v[j] >= target) {
+                    found = (tally_i32)j;
+                    break;
+                }
+            }
+        }
+    }
+    return found;
+}
+
+/* tally_k_categorical_rows where every row is one tile (cols <= C). */
+TALLY_FN void tally_k_categorical_tiles(TALLY_LOCAL float *ul, TALLY_LOCAL float *ml, TALLY_LOCAL float *tile,
+                                        TALLY_GLOBAL const float *w, tally_u32 w_dtype, tally_u64 w_off,
+                                        tally_u64 w_stride, tally_u64 rows, tally_u32 cols, tally_u32 is_logits,
+                                        tally_u64 seed, tally_u64 subsequence, tally_u64 offset,
+                                        TALLY_GLOBAL tally_i32 *TALLY_RESTRICT out, tally_u64 out_off,
+                                        tally_u64 out_stride, tally_u32 tile_log2)
+{
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 R = TALLY_K_CAT_TILE >> tile_log2;
+    for (tally_u64 row0 = TALLY_GROUP_ID() * R; row0 < rows; row0 += TALLY_GROUP_COUNT() * R) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(R, rows - row0);
+        tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
+        tally_k_cat_stage(tile, w, w_dtype, w_off, w_stride, row0, count, 0u, cols, tile_log2,
+                          (1u << tile_log2) + 1u, lid);
+        TALLY_BARRIER();
+        const tally_i32 found = tally_k_categorical_tile(ul, ml, tile, count, cols, tile_log2, is_logits, lid);
+        if (lid < count) out[out_off + (row0 + lid) * out_stride] = found;
+        TALLY_BARRIER();
+    }
+}
+
+TALLY_FN void tally_k_categorical_rows(TALLY_LOCAL float *ul, TALLY_LOCAL float *tile,
+                                       TALLY_GLOBAL const float *w,
                                        tally_u32 w_dtype, tally_u64 w_off, tally_u64 w_stride, tally_u64 rows,
                                        tally_u64 cols, tally_u32 is_logits, tally_u64 seed, tally_u64 subsequence,
                                        tally_u64 offset, TALLY_GLOBAL tally_i32 *TALLY_RESTRICT out,
@@ -332,17 +424,27 @@ TALLY_FN void tally_k_categorical_rows(TALLY_LOCAL float *ul, TALLY_LOCAL float 
     }
 }
 
-/* The kernels' local memory: the rows' uniforms, and R rows of C + 1 floats
- * (R * C + R <= 4096 + 256). */
+/* The kernels' local memory: the rows' uniforms, their maxima (logits on
+ * one tile), and R rows of C + 1 floats (R * C + R <= 4096 + 256). */
 #define TALLY_K_CAT_LOCALS                          \
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE); \
+    TALLY_LOCAL_ARRAY(float, ml, TALLY_K_GROUP_SIZE); \
     TALLY_LOCAL_ARRAY(float, tile, TALLY_K_CAT_TILE + TALLY_K_GROUP_SIZE)
 #define TALLY_K_CAT_ROWS(dtype)                                                                                  \
-    tally_k_categorical_rows(ul, tile, w, (dtype), w_off, w_stride, rows, cols, is_logits, seed, subsequence,    \
-                             offset, out, out_off, out_stride, tile_log2)
+    do {                                                                                                         \
+        if (TALLY_K_CAT_ONE_TILE && cols <= (1u << tile_log2))                                                   \
+            tally_k_categorical_tiles(ul, ml, tile, w, (dtype), w_off, w_stride, rows, (tally_u32)cols,          \
+                                      is_logits, seed, subsequence, offset, out, out_off, out_stride, tile_log2); \
+        else                                                                                                     \
+            tally_k_categorical_rows(ul, tile, w, (dtype), w_off, w_stride, rows, cols, is_logits, seed,         \
+                                     subsequence, offset, out, out_off, out_stride, tile_log2);                  \
+    } while (0)
 
-/* fp32 weights (w_dtype is TALLY_F32). */
-TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
+/* fp32 weights (w_dtype is TALLY_F32). Both kernels hold the two row
+ * paths; uncapped, nvcc gave them 100 registers (two groups a
+ * multiprocessor), so they are capped where ptxas needs no spill: 64
+ * registers here, 80 for the halves' conversions. */
+TALLY_KERNEL_GROUPS_PER_CU(4) void tally_k_categorical(TALLY_K_PARAMS(categorical))
 {
     TALLY_K_CAT_LOCALS;
     (void)w_dtype;
@@ -350,7 +452,7 @@ TALLY_KERNEL void tally_k_categorical(TALLY_K_PARAMS(categorical))
 }
 
 /* bf16 or f16 weights (w_dtype). */
-TALLY_KERNEL void tally_k_categorical_half(TALLY_K_PARAMS(categorical))
+TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_categorical_half(TALLY_K_PARAMS(categorical))
 {
     TALLY_K_CAT_LOCALS;
     if (w_dtype == TALLY_BF16) TALLY_K_CAT_ROWS(TALLY_BF16);
