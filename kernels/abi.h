@@ -245,6 +245,12 @@
 #ifndef TALLY_K_CAT_ONE_TILE
 #define TALLY_K_CAT_ONE_TILE 1u
 #endif
+/* Groups of tally_k_categorical that should fit a CUDA multiprocessor at
+ * once (nvcc caps its registers to match; a placement switch, never a
+ * bit). */
+#ifndef TALLY_K_CAT_GROUPS_PER_CU
+#define TALLY_K_CAT_GROUPS_PER_CU 8u
+#endif
 
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u

@@ -442,9 +442,11 @@ TALLY_FN void tally_k_categorical_rows(TALLY_LOCAL float *ul, TALLY_LOCAL float 
 
 /* fp32 weights (w_dtype is TALLY_F32). Both kernels hold the two row
  * paths; uncapped, nvcc gave them 100 registers (two groups a
- * multiprocessor), so they are capped where ptxas needs no spill: 64
- * registers here, 80 for the halves' conversions. */
-TALLY_KERNEL_GROUPS_PER_CU(4) void tally_k_categorical(TALLY_K_PARAMS(categorical))
+ * multiprocessor). The fp32 kernel is capped at TALLY_K_CAT_GROUPS_PER_CU
+ * groups a multiprocessor, so that more groups stage their rows at once;
+ * the halves' conversions keep 80 registers (3 groups), where ptxas needs
+ * no spill. */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_GROUPS_PER_CU) void tally_k_categorical(TALLY_K_PARAMS(categorical))
 {
     TALLY_K_CAT_LOCALS;
     (void)w_dtype;
