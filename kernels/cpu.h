@@ -94,13 +94,21 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh
  * for a step whose every pair qualifies, with the common flags as
  * constants, else tally_kl_term per element; the same bits either way
  * (terms.h). */
+/* The common forms' loops ask clang (PoCL's compiler) for vectors of 8
+ * lanes, four of them interleaved: it picked 8 lanes alone, and the four
+ * independent vectors hide the logarithms' latency (the KL of 4096x16384
+ * on 2 cores: faster in each of four alternations, CPU run K of
+ * bench/RESULTS.md). Each lane still performs its own element's
+ * operations, so the bits are the same. */
 TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m, float *e, const float *f)
 {
     int ok = 1;
     for (tally_u32 i = 0; i < m; i++) ok &= tally_kl_fast_ok(e[i], f[i], flags);
     if (ok && flags == TALLY_KL_INPUT_IS_PROB) {
+        _Pragma("clang loop vectorize_width(8) interleave_count(4)")
         for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], TALLY_KL_INPUT_IS_PROB);
     } else if (ok && flags == 0u) {
+        _Pragma("clang loop vectorize_width(8) interleave_count(4)")
         for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], 0u);
     } else if (ok) {
         for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], flags);
