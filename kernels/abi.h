@@ -169,6 +169,10 @@
 #endif
 /* Most components whose per-row sums tally_k_gmm_fused keeps in local memory. */
 #define TALLY_K_GMM_LOCAL_K 1024u
+/* Floats of the sampled z a pass of tally_k_gmm_fused keeps in local
+ * memory for its density (rows_per_pass * D at most; larger passes read z
+ * back from global memory). */
+#define TALLY_K_GMM_Z_LOCAL 2048u
 /* Up to this many components each group computes the logits' logsumexp
  * itself; beyond it one small launch computes it once. */
 #define TALLY_K_GMM_INLINE_LSE_K 32u

@@ -65,13 +65,15 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
  * z for the stream elements of Philox block m that fall in rows row0 ..
  * row0 + rows - 1: the rows' normals occupy stream elements s0 .. s0 +
  * rows*D2 - 1 (s0 = offset + B4 + row0*D2), row p's element d at s0 +
- * p*D2 + d; the element d == D of an odd D is padding. pick(p) is row p's
- * component, read by the caller from local or global memory.
+ * p*D2 + d; the element d == D of an odd D is padding. n4 holds the block's
+ * four normals (tally_k_normals4 of block m), which depend on the stream
+ * position only, so a caller may compute them before the components are
+ * known. pick(p) is row p's component, read by the caller from local or
+ * global memory. ZKEEP(p, d, value) also hands each z to the caller (the
+ * fused kernel keeps the pass's z in local memory for its density).
  */
-#define TALLY_K_GMM_NOISE_BLOCK(m, s0, span, D, D2, row0, PICK)                                            \
+#define TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, row0, PICK, ZKEEP)                                 \
     do {                                                                                                  \
-        float n4_[4];                                                                                     \
-        tally_k_normals4(seed, subsequence, (m), n4_);                                                    \
         for (tally_u32 w_ = 0; w_ < 4u; w_++) {                                                           \
             const tally_u64 i_ = ((m) << 2) + w_;                                                         \
             if (i_ < (s0)) continue;                                                                      \
@@ -83,14 +85,15 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
             const tally_u64 b_ = (row0) + p_;                                                             \
             const tally_i32 c_ = PICK(p_);                                                                \
             TALLY_GLOBAL float *zrow_ = z + z_off + b_ * z_stride;                                        \
-            if (c_ < 0) {                                                                                 \
-                zrow_[d_] = TALLY_F32_NAN;                                                                \
-            } else {                                                                                      \
+            float z_ = TALLY_F32_NAN;                                                                     \
+            if (c_ >= 0) {                                                                                \
                 const tally_u64 col_ = (tally_u64)c_ * (D) + d_;                                          \
                 const float m_ = tally_k_ld_at(mu, mu_dtype, mu_off + b_ * mu_stride + col_);             \
                 const float l_ = tally_k_ld_at(lv, lv_dtype, lv_off + b_ * lv_stride + col_);             \
-                zrow_[d_] = tally_canonical(m_ + tally_gauss_std(l_) * n4_[w_]);                          \
+                z_ = tally_canonical(m_ + tally_gauss_std(l_) * (n4)[w_]);                                \
             }                                                                                             \
+            zrow_[d_] = z_;                                                                               \
+            ZKEEP(p_, d_, z_);                                                                            \
         }                                                                                                 \
     } while (0)
 
@@ -107,17 +110,28 @@ TALLY_FN tally_k_src tally_k_gmm_src(TALLY_GLOBAL const float *base, tally_u32 d
  * lanes, ... of one (row, component) pair; zr, mr, lr are the row's z and
  * the component's mu and log_var, each of its own dtype. vec4: every quad is
  * whole (D % 4 == 0) and starts on a quad boundary of its dtype, so each is
- * one load a source (tally_k_quad4: a float4 of fp32, 8 bytes of halves). */
-TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, const tally_k_src *lr, tally_u64 D,
-                                  tally_u64 quads, tally_u64 base, tally_u32 lanes, tally_u32 qpl, tally_u32 j,
-                                  int vec4)
+ * one load a source (tally_k_quad4: a float4 of fp32, 8 bytes of halves).
+ * z_local: the row's z is zl[0 .. D - 1] in local memory instead (the fused
+ * kernel's sample, the very floats it stored to z). */
+TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, TALLY_LOCAL const float *zl, int z_local,
+                                  const tally_k_src *mr, const tally_k_src *lr, tally_u64 D, tally_u64 quads,
+                                  tally_u64 base, tally_u32 lanes, tally_u32 qpl, tally_u32 j, int vec4)
 {
     float acc = 0.0f;
     if (vec4) {
         for (tally_u32 q = 0; q < qpl; q++) {
             const tally_u64 g = base + (tally_u64)q * lanes + j;
             if (g >= quads) break;
-            const tally_f4 a = tally_k_quad4(zr, g), m = tally_k_quad4(mr, g), l = tally_k_quad4(lr, g);
+            const tally_f4 m = tally_k_quad4(mr, g), l = tally_k_quad4(lr, g);
+            tally_f4 a;
+            if (z_local) {
+                a.x = zl[(g << 2) + 0u];
+                a.y = zl[(g << 2) + 1u];
+                a.z = zl[(g << 2) + 2u];
+                a.w = zl[(g << 2) + 3u];
+            } else {
+                a = tally_k_quad4(zr, g);
+            }
             const float first = tally_gauss_term(a.x, m.x, l.x);
             acc = q == 0u ? first : acc + first;
             acc = acc + tally_gauss_term(a.y, m.y, l.y);
@@ -132,8 +146,8 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, 
         const tally_u64 e0 = g << 2;
         const tally_u64 e1 = tally_k_min_u64(e0 + 4u, D);
         for (tally_u64 e = e0; e < e1; e++) {
-            const float t = tally_gauss_term(tally_k_ld(zr->p, zr->h, zr->dtype, e),
-                                             tally_k_ld(mr->p, mr->h, mr->dtype, e),
+            const float zv = z_local ? zl[e] : tally_k_ld(zr->p, zr->h, zr->dtype, e);
+            const float t = tally_gauss_term(zv, tally_k_ld(mr->p, mr->h, mr->dtype, e),
                                              tally_k_ld(lr->p, lr->h, lr->dtype, e));
             acc = (q == 0u && e == e0) ? t : acc + t;
         }
@@ -142,6 +156,11 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, 
 }
 
 #define TALLY_K_GMM_PICK_LOCAL(p) (cl[(p)])
+#define TALLY_K_GMM_Z_KEEP(p, d, zv)             \
+    do {                                         \
+        if (z_local) zl[(p) * (D) + (d)] = (zv); \
+    } while (0)
+#define TALLY_K_GMM_Z_DROP(p, d, zv) ((void)0)
 
 /*
  * The fused mixture kernel. The D plan is one tile of `lanes` lanes and
@@ -159,7 +178,7 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, 
  * the component; VEC4 reads whole aligned quads; LSE_PREPARED takes the
  * logits' logsumexp from pre[pre_off] instead of computing it per group.
  */
-TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk, TALLY_LOCAL float *ul,
+TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk, TALLY_LOCAL float *zl,
                                     TALLY_LOCAL tally_i32 *cl, TALLY_LOCAL float *lse_l, TALLY_K_PARAMS(gmm_fused))
 {
     const tally_u32 lid = TALLY_LID();
@@ -181,36 +200,60 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
     const tally_u64 quads = tally_k_quads(D);
     const int vec4 = (flags & TALLY_K_GMM_VEC4) != 0u;
     const int sample = (flags & TALLY_K_GMM_SAMPLE) != 0u;
+    const int noise = sample && D > 0u;
+    /* The pass's z kept in local memory for its density (row p at zl[p D])
+     * where it fits: the density then reads no z from global memory. */
+    const int z_local = sample && (tally_u64)rows_per_pass * D <= TALLY_K_GMM_Z_LOCAL;
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u;
     const tally_u64 D2 = D + (D & 1u);
 
-    if (K > 1u && lid == 0u)
+    /* Row p's component is drawn by work-item 255 - p, so that the draws
+     * fall to the last warps while the first ones, which hold the first
+     * noise blocks, compute their normals. The logits' logsumexp, read
+     * only by each pass's last step (after its barriers), goes to the
+     * work-item after the drawers. */
+    const tally_u32 picker = TALLY_K_GROUP_SIZE - 1u - lid;
+    const tally_u32 lse_lid = rows_per_pass < TALLY_K_GROUP_SIZE ? TALLY_K_GROUP_SIZE - 1u - rows_per_pass : 0u;
+    if (K > 1u && lid == lse_lid)
         lse_l[0] = (flags & TALLY_K_GMM_LSE_PREPARED) ? pre[pre_off]
                                                       : tally_k_gmm_logits_lse(logits, logits_dtype, logits_off, K);
-    TALLY_BARRIER();
     const tally_u64 passes = (B + rows_per_pass - 1u) / rows_per_pass;
     for (tally_u64 pass = TALLY_GROUP_ID(); pass < passes; pass += TALLY_GROUP_COUNT()) {
         const tally_u64 row0 = pass * rows_per_pass;
         const tally_u32 prow = (tally_u32)tally_k_min_u64(rows_per_pass, B - row0);
-        /* Sampling: uniforms, components, then z. The barriers run in both
-         * modes (they cost next to nothing; see tally_k_local_uniforms). */
-        if (sample) tally_k_local_uniforms(ul, row0, prow, seed, subsequence, offset, lid);
-        TALLY_BARRIER();
-        if (sample && lid < prow) {
-            const tally_u64 b = row0 + lid;
-            const tally_i32 c = K > 1u ? tally_k_gmm_component(logits, logits_dtype, logits_off, K, ul[lid]) : 0;
-            cl[lid] = c;
+        /* The pass's normals: stream elements s0 .. s0 + span - 1, in
+         * Philox blocks m_first (this work-item's first) .. m_last. */
+        const tally_u64 s0 = offset + B4 + row0 * D2;
+        const tally_u64 span = (tally_u64)prow * D2;
+        const tally_u64 m_first = (s0 >> 2) + lid;
+        const tally_u64 m_last = noise ? (s0 + (span - 1u)) >> 2 : 0u;
+        /* The first block's normals depend on the stream position only, so
+         * they are computed before the components are known. */
+        float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (noise && m_first <= m_last) tally_k_normals4(seed, subsequence, m_first, n4);
+        if (sample && picker < prow) {
+            /* Row b's uniform is stream element offset + b, the one
+             * tally_k_local_uniforms hands out. */
+            const tally_u64 b = row0 + picker;
+            const tally_u64 i = offset + b;
+            const tally_philox4 blk = tally_stream_block(seed, subsequence, i >> 2);
+            const tally_u32 w = (tally_u32)(i & 3u);
+            const tally_u32 bits = w == 0u ? blk.v[0] : w == 1u ? blk.v[1] : w == 2u ? blk.v[2] : blk.v[3];
+            const float u = tally_uniform_from_bits(bits);
+            const tally_i32 c = K > 1u ? tally_k_gmm_component(logits, logits_dtype, logits_off, K, u) : 0;
+            cl[picker] = c;
             if (flags & TALLY_K_GMM_HAS_COMPONENT) comp[comp_off + b * comp_stride] = c;
         }
+        /* Unconditional in both modes (see tally_k_local_uniforms). */
         TALLY_BARRIER();
-        if (sample && D > 0u) {
-            const tally_u64 s0 = offset + B4 + row0 * D2;
-            const tally_u64 span = (tally_u64)prow * D2;
-            const tally_u64 m1 = (s0 + (span - 1u)) >> 2;
-            for (tally_u64 m = (s0 >> 2) + lid; m <= m1; m += TALLY_K_GROUP_SIZE)
-                TALLY_K_GMM_NOISE_BLOCK(m, s0, span, D, D2, row0, TALLY_K_GMM_PICK_LOCAL);
+        if (noise) {
+            for (tally_u64 m = m_first; m <= m_last; m += TALLY_K_GROUP_SIZE) {
+                if (m != m_first) tally_k_normals4(seed, subsequence, m, n4);
+                TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, row0, TALLY_K_GMM_PICK_LOCAL, TALLY_K_GMM_Z_KEEP);
+            }
         }
-        /* The density below reads the z just written by other work-items. */
+        /* The density below reads the z just written by other work-items,
+         * from zl or from global memory. */
         TALLY_BARRIER_GLOBAL();
         for (tally_u32 chunk = 0; chunk < chunks; chunk++) {
             const tally_u32 u = chunk * segments + seg;
@@ -229,7 +272,8 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
                 for (tally_u32 i = 0; i < P; i++) {
                     const tally_u32 lane = t + i * T;
                     if ((tally_u64)lane >= active) break;
-                    const float acc = tally_k_gauss_lane(&zr, &mr, &lr, D, quads, 0u, lanes, qpl, lane, vec4);
+                    const float acc = tally_k_gauss_lane(&zr, zl + (z_local ? p * D : 0u), z_local, &mr, &lr, D,
+                                                         quads, 0u, lanes, qpl, lane, vec4);
                     if (i == 0u) L0 = acc;
                     else if (i == 1u) L1 = acc;
                     else if (i == 2u) L2 = acc;
@@ -275,11 +319,11 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
 #define TALLY_K_GMM_FUSED_LOCALS                             \
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);         \
     TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);       \
-    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);        \
+    TALLY_LOCAL_ARRAY(float, zl, TALLY_K_GMM_Z_LOCAL);       \
     TALLY_LOCAL_ARRAY(tally_i32, cl, TALLY_K_GROUP_SIZE);    \
     TALLY_LOCAL_ARRAY(float, lse_l, 1)
 #define TALLY_K_GMM_FUSED_RUN(zt, mt, lt, gt)                                                                       \
-    tally_k_gmm_fused_run(v, sk, ul, cl, lse_l, z, z_off, z_stride, mu, mu_off, mu_stride, lv, lv_off, lv_stride,  \
+    tally_k_gmm_fused_run(v, sk, zl, cl, lse_l, z, z_off, z_stride, mu, mu_off, mu_stride, lv, lv_off, lv_stride,  \
                           logits, logits_off, pre, pre_off, B, K, D, lanes, qpl, flags, rows_per_pass, seed,        \
                           subsequence, offset, log_q, lq_off, lq_stride, comp, comp_off, comp_stride, (zt), (mt),   \
                           (lt), (gt))
@@ -342,8 +386,11 @@ TALLY_KERNEL void tally_k_gmm_noise(TALLY_K_PARAMS(gmm_noise))
     if (span == 0u) return;
     const tally_u64 m1 = (s0 + (span - 1u)) >> 2;
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-    for (tally_u64 m = (s0 >> 2) + TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); m <= m1; m += step)
-        TALLY_K_GMM_NOISE_BLOCK(m, s0, span, D, D2, 0u, TALLY_K_GMM_PICK_GLOBAL);
+    for (tally_u64 m = (s0 >> 2) + TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); m <= m1; m += step) {
+        float n4[4];
+        tally_k_normals4(seed, subsequence, m, n4);
+        TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, 0u, TALLY_K_GMM_PICK_GLOBAL, TALLY_K_GMM_Z_DROP);
+    }
 }
 
 /*
@@ -376,7 +423,7 @@ TALLY_FN void tally_k_gmm_tiles_body(TALLY_LOCAL float *v, TALLY_GLOBAL const fl
             const tally_k_src zr = tally_k_gmm_src(z, z_dtype, z_off + b * z_stride, D, vec4);
             const tally_k_src mr = tally_k_gmm_src(mu, mu_dtype, mu_off + b * mu_stride + k * D, D, vec4);
             const tally_k_src lr = tally_k_gmm_src(lv, lv_dtype, lv_off + b * lv_stride + k * D, D, vec4);
-            v[lid] = tally_k_gauss_lane(&zr, &mr, &lr, D, lay.quads, at.base, lanes, qpl, lay.j, vec4);
+            v[lid] = tally_k_gauss_lane(&zr, v, 0, &mr, &lr, D, lay.quads, at.base, lanes, qpl, lay.j, vec4);
         }
         tally_k_tree(v, lid, lanes, at.active, TALLY_COMBINE_SUM);
         if (unit < lay.units && lay.j == 0u) out[out_off + unit] = at.active > 0u ? v[lid] : 0.0f;
