@@ -173,6 +173,14 @@
  * memory for its density (rows_per_pass * D at most; larger passes read z
  * back from global memory). */
 #define TALLY_K_GMM_Z_LOCAL 2048u
+/* Groups of the fp32 tally_k_gmm_fused a CUDA multiprocessor should hold
+ * (nvcc caps its registers to fit them): 4 caps them at 64, where the
+ * 65536x8x128 sample has four groups of 256 work-items a multiprocessor
+ * (uncapped the kernel takes 71, three groups). Placement only; the same
+ * bits. 1 (a bench variant) leaves them uncapped. */
+#ifndef TALLY_K_GMM_GROUPS_PER_CU
+#define TALLY_K_GMM_GROUPS_PER_CU 4u
+#endif
 /* Up to this many components each group computes the logits' logsumexp
  * itself; beyond it one small launch computes it once. */
 #define TALLY_K_GMM_INLINE_LSE_K 32u

@@ -331,7 +331,7 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
 /* All four inputs fp32 (the dtype arguments are TALLY_F32): the body with
  * the dtypes as constants, so that its loads are the plain float4 loads
  * and it keeps the instructions of an fp32-only kernel. */
-TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_GROUPS_PER_CU) void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
 {
     TALLY_K_GMM_FUSED_LOCALS;
     (void)z_dtype;
