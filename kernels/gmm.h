@@ -187,8 +187,14 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
      * work-item t of a segment plays lanes t, t + T, ..., t + (P - 1) T, so
      * the tree's steps with strides >= T stay in its registers and only the
      * last log2(T) steps synchronise the group (the scheme of
-     * tally_k_dm_rows_table). A segment is T work-items. */
-    const tally_u32 P = lanes < TALLY_K_GMM_LANES_PER_ITEM ? lanes : TALLY_K_GMM_LANES_PER_ITEM;
+     * tally_k_dm_rows_table). A segment is T work-items. A pass whose
+     * lanes all fit the group at once (the small shapes, whose time is the
+     * group's chain of latencies rather than its work) plays one lane a
+     * work-item instead, so that more work-items share its terms. */
+    const tally_u32 pass_lanes = rows_per_pass * (tally_u32)K * lanes;
+    const tally_u32 P = pass_lanes <= TALLY_K_GROUP_SIZE ? 1u
+                        : lanes < TALLY_K_GMM_LANES_PER_ITEM ? lanes
+                                                             : TALLY_K_GMM_LANES_PER_ITEM;
     const tally_u32 T = lanes / P;
     const tally_u32 segments = TALLY_K_GROUP_SIZE / T;
     const tally_u32 seg = lid / T;
