@@ -147,14 +147,6 @@
 #endif
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
-/* A flag of tally_k_dm_rows above the public TALLY_DM_* flags: the whole
- * group computes one unit's terms at a time into local memory and the
- * unit's lanes then fold them (kernels/dm.h). For calls of few rows, where
- * a group's chain of latencies, not its work, sets the time. */
-#define TALLY_K_DM_STAGED 0x80000000u
-/* Elements of one unit tally_k_dm_rows can stage (three floats each): the
- * host stages only tiles of at most this many. */
-#define TALLY_K_DM_STAGE 512u
 
 /* Flags of tally_k_gmm_fused. */
 #define TALLY_K_GMM_SAMPLE 1u        /* draw z (and the component) before the density */
@@ -305,12 +297,10 @@
 #define TALLY_K_MATH_DIGAMMA 10u
 
 /* The most local memory any kernel declares, in bytes (tally_k_dm_rows:
- * three tree arrays, the lgamma(n + 1) table, two alpha tables and the
- * staged unit's three arrays, 26 KiB, under the 32 KiB every OpenCL GPU
- * has; tally_k_dm_rows_table's three tree arrays, the lgamma(n + 1) table
- * and TALLY_K_DM_TERMS, and tally_k_rng_fill_any's 16 KiB of words, are
+ * three tree arrays, the lgamma(n + 1) table and two alpha tables;
+ * tally_k_dm_rows_table's three tree arrays, the lgamma(n + 1) table and
+ * TALLY_K_DM_TERMS are as much, tally_k_rng_fill_any's 16 KiB of words is
  * less). A device with less is refused. */
-#define TALLY_K_LOCAL_BYTES \
-    (4u * (4u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS + 3u * TALLY_K_DM_STAGE))
+#define TALLY_K_LOCAL_BYTES (4u * (4u * TALLY_K_GROUP_SIZE + 2u * TALLY_K_DM_LOCAL_COLS))
 
 #endif /* TALLY_KERNEL_ABI_H */

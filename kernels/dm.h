@@ -53,58 +53,6 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_K_PARAMS(dm_prep))
     }
 }
 
-/* Where tally_k_dm_rows finds an element's count, a and lgamma(a): the
- * row's counts and log_alpha and the alpha_mode's tables. */
-typedef struct tally_k_dm_row_src {
-    TALLY_GLOBAL const float *counts;
-    TALLY_GLOBAL const float *la;
-    TALLY_GLOBAL const float *pre;
-    TALLY_LOCAL const float *tab_a;
-    TALLY_LOCAL const float *tab_lga;
-    TALLY_LOCAL const float *fact;
-    tally_u64 crow, larow, ea_off, lga_off;
-    tally_u32 c_dtype, la_dtype, alpha_mode, flags;
-} tally_k_dm_row_src;
-
-/* Element e of the row: its count to *n, its a to *a, and its term. A zero
- * count skips its lgamma calls (tally_dm_term returns 0 for it), which is
- * most of the work on sparse counts. */
-TALLY_FN float tally_k_dm_element(const tally_k_dm_row_src *r, tally_u64 e, float *a_out, float *n_out)
-{
-    const float n = tally_k_ld_at(r->counts, r->c_dtype, r->crow + e);
-    float a, lga;
-    if (r->alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
-        a = tally_expf(tally_k_ld_at(r->la, r->la_dtype, r->larow + e));
-        /* Only a nonzero count needs it. */
-        lga = 0.0f;
-        if (n != 0.0f) lga = tally_lgammaf(a);
-    } else if (r->alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
-        a = r->tab_a[e];
-        lga = r->tab_lga[e];
-    } else {
-        a = r->pre[r->ea_off + e];
-        lga = r->pre[r->lga_off + e];
-    }
-    *a_out = a;
-    *n_out = n;
-    return tally_k_dm_term(n, a, lga, 0.0f, 0, r->fact, r->flags);
-}
-
-/* Where a unit's A, N and S go: the row value (tiles == 1) or the unit's
- * three partials. */
-TALLY_FN void tally_k_dm_unit_out(TALLY_GLOBAL float *out, tally_u64 out_off, tally_u64 out_stride, tally_u64 tiles,
-                                  tally_u64 units, tally_u64 unit, tally_u64 b, float A, float N, float S,
-                                  tally_u32 flags)
-{
-    if (tiles == 1u) {
-        out[out_off + b * out_stride] = tally_canonical(tally_dm_row(A, N, S, flags));
-    } else {
-        out[out_off + unit] = A;
-        out[out_off + units + unit] = N;
-        out[out_off + 2u * units + unit] = S;
-    }
-}
-
 /*
  * Rows of counts [B, V] (row b at counts[c_off + b * c_stride]) under the
  * row plan (lanes, qpl, tiles over V; V == 0 is passed as lanes = qpl =
@@ -118,19 +66,9 @@ TALLY_FN void tally_k_dm_unit_out(TALLY_GLOBAL float *out, tally_u64 out_off, ta
  * alpha_mode: PER_ROW reads log_alpha row b (la_off + b * la_stride) and
  * computes exp and lgamma per element; LOCAL tabulates a shared alpha in
  * local memory once per group; PREPARED reads the table tally_k_dm_prep
- * wrote to pre (TABLE is tally_k_dm_rows_table's).
- *
- * Two layouts, the same operations in the same order. By default each
- * segment of `lanes` work-items takes a unit and lane j folds its own
- * elements' terms as it computes them: 256 / lanes units a group at once.
- * With TALLY_K_DM_STAGED in flags (the host's choice for calls of few rows,
- * tiles of at most TALLY_K_DM_STAGE elements) the group takes one unit at a
- * time: all its work-items compute the unit's a, n and terms into local
- * memory, a couple each, and then lane j folds the staged values of its
- * elements. A row of 256 counts under 64 lanes then costs each work-item
- * one lgamma instead of four in a row, and a group's time is mostly that
- * chain of dependent latencies when the rows are too few to fill the
- * device.
+ * wrote to pre (TABLE is tally_k_dm_rows_table's). A zero count skips its
+ * lgamma calls (tally_dm_term returns 0 for it), which is most of the work
+ * on sparse counts.
  */
 TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
 {
@@ -140,12 +78,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
     TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
     TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
     TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
-    TALLY_LOCAL_ARRAY(float, st_a, TALLY_K_DM_STAGE);
-    TALLY_LOCAL_ARRAY(float, st_n, TALLY_K_DM_STAGE);
-    TALLY_LOCAL_ARRAY(float, st_t, TALLY_K_DM_STAGE);
     const tally_u32 lid = TALLY_LID();
-    const int staged = (flags & TALLY_K_DM_STAGED) != 0u;
-    const tally_u32 dm_flags = flags & ~TALLY_K_DM_STAGED;
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
         for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
             const float a = tally_expf(tally_k_ld_at(la, la_dtype, la_off + v));
@@ -155,68 +88,46 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
     }
     /* fact[k] = lgamma(k + 1): the same value tally_lgammaf(n + 1.0f) gives
      * for a count n == k, since k + 1 is exact. */
-    if ((dm_flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
+    if ((flags & TALLY_DM_WITH_COEFFICIENT) && lid < TALLY_K_DM_FACT_TABLE)
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
-    tally_k_dm_row_src r;
-    r.counts = counts;
-    r.la = la;
-    r.pre = pre;
-    r.tab_a = tab_a;
-    r.tab_lga = tab_lga;
-    r.fact = fact;
-    r.ea_off = ea_off;
-    r.lga_off = lga_off;
-    r.c_dtype = c_dtype;
-    r.la_dtype = la_dtype;
-    r.alpha_mode = alpha_mode;
-    r.flags = dm_flags;
     const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B, tiles, V);
+    const tally_u32 j = lay.j;
     const tally_u64 units = lay.units, quads = lay.quads;
-    /* Staged, the group's one unit a pass is the first segment's: lane j is
-     * work-item j and the other work-items only compute terms. */
-    const tally_u32 per_pass = staged ? 1u : lay.segments;
-    const tally_u32 j = staged ? lid : lay.j;
-    for (tally_u64 first = TALLY_GROUP_ID() * per_pass; first < units; first += TALLY_GROUP_COUNT() * per_pass) {
-        const tally_u64 unit = staged ? first : first + lay.seg;
+    for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < units;
+         first += TALLY_GROUP_COUNT() * lay.segments) {
+        const tally_u64 unit = first + lay.seg;
         const tally_k_unit at = tally_k_unit_at(&lay, unit);
-        const tally_u64 b = at.vec, e_first = at.base << 2;
-        r.crow = c_off + b * c_stride;
-        r.larow = la_off + b * la_stride;
-        if (staged) {
-            const tally_u64 e_end = tally_k_min_u64(V, (at.base + lay.tile_quads) << 2);
-            for (tally_u64 i = lid; e_first + i < e_end; i += TALLY_K_GROUP_SIZE) {
-                float a, n;
-                st_t[i] = tally_k_dm_element(&r, e_first + i, &a, &n);
-                st_a[i] = a;
-                st_n[i] = n;
-            }
-        }
-        /* Unconditional, as every barrier here: the staged values are read
-         * by other work-items (and it costs the default layout little). */
-        TALLY_BARRIER();
-        /* Past the last unit, and in the staged layout past the first
-         * segment, active is 0. */
-        const tally_u64 active = (staged && lid >= lanes) ? 0u : at.active;
+        const tally_u64 active = at.active, b = at.vec;
+        /* Past the last unit, active is 0. */
         if ((tally_u64)j < active) {
+            const tally_u64 base = at.base;
+            const tally_u64 crow = c_off + b * c_stride, larow = la_off + b * la_stride;
             float A = 0.0f, N = 0.0f, S = 0.0f;
             int first_term = 1;
             for (tally_u32 q = 0; q < qpl; q++) {
-                const tally_u64 g = at.base + (tally_u64)q * lanes + j;
+                const tally_u64 g = base + (tally_u64)q * lanes + j;
                 if (g >= quads) break;
                 const tally_u64 e0 = g << 2;
                 const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
                 for (tally_u32 c = 0; c < count; c++) {
-                    float a, n, term;
-                    if (staged) {
-                        const tally_u64 i = e0 + c - e_first;
-                        a = st_a[i];
-                        n = st_n[i];
-                        term = st_t[i];
+                    const tally_u64 e = e0 + c;
+                    const float n = tally_k_ld_at(counts, c_dtype, crow + e);
+                    float a, lga;
+                    if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
+                        a = tally_expf(tally_k_ld_at(la, la_dtype, larow + e));
+                        /* Only a nonzero count needs it. */
+                        lga = 0.0f;
+                        if (n != 0.0f) lga = tally_lgammaf(a);
+                    } else if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
+                        a = tab_a[e];
+                        lga = tab_lga[e];
                     } else {
-                        term = tally_k_dm_element(&r, e0 + c, &a, &n);
+                        a = pre[ea_off + e];
+                        lga = pre[lga_off + e];
                     }
+                    const float term = tally_k_dm_term(n, a, lga, 0.0f, 0, fact, flags);
                     tally_k_dm_add(&A, &N, &S, first_term, a, n, term);
                     first_term = 0;
                 }
@@ -225,15 +136,19 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
             vn[lid] = N;
             vs[lid] = S;
         }
-        /* Its last barrier also keeps the next pass's staging from
-         * overwriting values a lane is still folding. */
         tally_k_tree3(va, vn, vs, lid, lanes, active);
         if (unit < units && j == 0u) {
             /* An empty row (V == 0) sums to +0 as on the host. */
             const float A = active > 0u ? va[lid] : 0.0f;
             const float N = active > 0u ? vn[lid] : 0.0f;
             const float S = active > 0u ? vs[lid] : 0.0f;
-            tally_k_dm_unit_out(out, out_off, out_stride, tiles, units, unit, b, A, N, S, dm_flags);
+            if (tiles == 1u) {
+                out[out_off + b * out_stride] = tally_canonical(tally_dm_row(A, N, S, flags));
+            } else {
+                out[out_off + unit] = A;
+                out[out_off + units + unit] = N;
+                out[out_off + 2u * units + unit] = S;
+            }
         }
     }
 }

@@ -147,79 +147,6 @@ START_TEST(test_kernel_shapes)
 }
 END_TEST
 
-/* Row values of the Dirichlet-multinomial over counts [B, V] and a shared
- * (alpha_rows 1) or per-row log_alpha, in a context made under
- * TALLY_GPU_DM_STAGED=staged (NULL: unset) with the GPU kernels. */
-static void dm_rows_under(const char *staged, tally_backend backend, const float *counts, const float *log_alpha,
-                          int64_t B, int64_t V, int64_t alpha_rows, unsigned flags, float *rows)
-{
-    setenv("TALLY_OPENCL_KERNELS", "gpu", 1);
-    if (staged != NULL) setenv("TALLY_GPU_DM_STAGED", staged, 1);
-    else unsetenv("TALLY_GPU_DM_STAGED");
-    tally_context *ctx = NULL;
-    ck_assert_msg(tally_context_create(backend, 0, &ctx) == TALLY_OK, "%s", tally_last_error(NULL));
-    tally_buffer *c = tt_upload(ctx, counts, (size_t)(B * V)), *a = tt_upload(ctx, log_alpha, (size_t)(alpha_rows * V));
-    tally_buffer *out = tt_buffer(ctx, (size_t)B);
-    tt_ok(tally_dirichlet_multinomial(ctx, tally_view_f32(c, 0, B, V), tally_view_f32(a, 0, alpha_rows, V),
-                                      TALLY_REDUCTION_NONE, flags, tally_view_f32(out, 0, 1, B)),
-          ctx);
-    tt_read(out, 0, rows, (size_t)B);
-    tally_buffer_release(c);
-    tally_buffer_release(a);
-    tally_buffer_release(out);
-    tally_context_release(ctx);
-    unsetenv("TALLY_GPU_DM_STAGED");
-    unsetenv("TALLY_OPENCL_KERNELS");
-}
-
-/* tally_k_dm_rows's two layouts (TALLY_K_DM_STAGED: the group computes a
- * row's terms together, then the row's lanes fold them) give the host's
- * bits on rows of one and of several quads a lane, with both alphas and
- * both flags; TALLY_GPU_DM_STAGED picks the layout and refuses a value it
- * does not know. */
-START_TEST(test_dm_layouts)
-{
-    static const int64_t shapes[][2] = {{6, 300}, {40, 256}, {3, 37}};
-    const char *modes[] = {NULL, "0", "1"};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int64_t B = shapes[s][0], V = shapes[s][1];
-        float *counts = tt_alloc((size_t)(B * V) * sizeof *counts), *la = tt_alloc((size_t)(B * V) * sizeof *la);
-        float *want = tt_alloc((size_t)B * sizeof *want), *got = tt_alloc((size_t)B * sizeof *got);
-        tt_rand r = tt_rand_seed(90 + s);
-        for (int64_t i = 0; i < B * V; i++) {
-            const uint64_t k = tt_rand_below(&r, 8);
-            counts[i] = k < 3 ? 0.0f : (float)(k - 2);
-            la[i] = tt_rand_float(&r, -2.0, 2.0);
-        }
-        const int64_t alpha_choices[2] = {1, B}; /* shared, per row */
-        for (int ac = 0; ac < 2; ac++) {
-            const int64_t alpha_rows = alpha_choices[ac];
-            for (unsigned flags = 0; flags <= TALLY_DM_WITH_COEFFICIENT; flags++) {
-                dm_rows_under(NULL, TALLY_BACKEND_HOST, counts, la, B, V, alpha_rows, flags, want);
-                for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-                    dm_rows_under(modes[m], TALLY_BACKEND_OPENCL, counts, la, B, V, alpha_rows, flags, got);
-                    for (int64_t b = 0; b < B; b++)
-                        tt_assert_bits(got[b], want[b], "row %lld of [%lld, %lld], alpha rows %lld, flags %u, "
-                                       "TALLY_GPU_DM_STAGED=%s", (long long)b, (long long)B, (long long)V,
-                                       (long long)alpha_rows, flags, modes[m] ? modes[m] : "(unset)");
-                }
-            }
-        }
-        free(counts);
-        free(la);
-        free(want);
-        free(got);
-    }
-    setenv("TALLY_GPU_DM_STAGED", "always", 1);
-    tally_context *ctx = (tally_context *)1;
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx), TALLY_INVALID_ARGUMENT);
-    ck_assert_ptr_null(ctx);
-    ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_GPU_DM_STAGED='always'") != NULL, "%s",
-                  tally_last_error(NULL));
-    unsetenv("TALLY_GPU_DM_STAGED");
-}
-END_TEST
-
 START_TEST(test_context_queries)
 {
     ck_assert_ptr_nonnull(tally__opencl_fma_emulated);
@@ -411,5 +338,4 @@ TT_SUITE("opencl",
          {.name = "errors", .tests = {test_devices_and_bad_index, test_build_failure_log, test_interop},
           .timeout = 600},
          {.name = "kernel_shapes", .tests = {test_kernel_shapes}, .timeout = 600},
-         {.name = "dm_layouts", .tests = {test_dm_layouts}, .timeout = 600},
          {.name = "errors_ctx", .tests = {test_huge_allocation, test_context_queries}, TT_FIXTURE, .timeout = 600})

@@ -233,12 +233,6 @@ static tally_status cuda_open(int device, int use_app_stream, CUstream app_strea
         cc->gpu.compute_units = (uint32_t)units;
     cc->gpu.register_tiles = 1; /* see tally__gpu_context */
     cc->gpu.warp_shuffle = 1;
-    cc->gpu.cpu_shaped = 0;
-    st = tally__gpu_pick_layouts(&cc->gpu);
-    if (st != TALLY_OK) {
-        teardown(cc, 0);
-        return st;
-    }
     r = tally__cu.cuDevicePrimaryCtxRetain(&cc->primary, cc->device);
     if (r != CUDA_SUCCESS) {
         cc->primary = NULL;

@@ -140,30 +140,7 @@ typedef struct tally__gpu_context {
      * (OpenCL, those GPUs) keeps the op layer on kernels without one. Picks kernel variants
      * only. */
     uint32_t stage_bytes;
-    /* 1 when the backend launches the CPU-shaped twins (kernels/cpu.h: an
-     * OpenCL CPU device, unless TALLY_OPENCL_KERNELS=gpu), set by the
-     * backend at context creation. There a group's work-items run one after
-     * another, so a layout that spends work to shorten a group's chain of
-     * latencies (tally_k_dm_rows's TALLY_K_DM_STAGED) only costs. Picks
-     * layouts only (never results). */
-    int cpu_shaped;
-    /* Where tally_k_dm_rows stages a unit's terms (TALLY_K_DM_STAGED):
-     * TALLY__GPU_STAGE_AUTO (calls of few rows on a device that is not
-     * cpu_shaped), _NEVER or _ALWAYS (every tile that fits), from
-     * TALLY_GPU_DM_STAGED (tally__gpu_pick_layouts). The tests force each
-     * layout on PoCL; the bench times them. Never changes a result. */
-    int dm_staged;
 } tally__gpu_context;
-
-#define TALLY__GPU_STAGE_AUTO 0
-#define TALLY__GPU_STAGE_NEVER 1
-#define TALLY__GPU_STAGE_ALWAYS 2
-
-/* Sets the layout choices of a new context from the environment (today
- * TALLY_GPU_DM_STAGED: "auto" or unset, "0", "1"); after the backend has
- * set cpu_shaped. An unknown value is TALLY_INVALID_ARGUMENT, its message
- * recorded as a context-less error. */
-tally_status tally__gpu_pick_layouts(tally__gpu_context *g);
 
 /* The shared op implementations, tally__gpu_<op> for every row of
  * TALLY__JOB_OPS (src/backend.h): gpu_ops.c, gpu_gmm.c and, for the

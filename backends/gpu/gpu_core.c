@@ -4,9 +4,6 @@
  * reduction tree (docs/reduction-tree.md).
  */
 #include "gpu_internal.h"
-
-#include <stdlib.h>
-#include <string.h>
 #include "tally/half.h"
 #include "tally/terms.h"
 
@@ -232,17 +229,6 @@ tally_status tally__gpu_reserve(tally_context *ctx, const tally__gpu_layout *lay
     g->scratch = buf;
     g->scratch_bytes = want;
     *scratch = buf;
-    return TALLY_OK;
-}
-
-tally_status tally__gpu_pick_layouts(tally__gpu_context *g)
-{
-    const char *want = getenv("TALLY_GPU_DM_STAGED");
-    if (want == NULL || want[0] == '\0' || strcmp(want, "auto") == 0) g->dm_staged = TALLY__GPU_STAGE_AUTO;
-    else if (strcmp(want, "0") == 0) g->dm_staged = TALLY__GPU_STAGE_NEVER;
-    else if (strcmp(want, "1") == 0) g->dm_staged = TALLY__GPU_STAGE_ALWAYS;
-    else
-        return tally__error(NULL, TALLY_INVALID_ARGUMENT, "TALLY_GPU_DM_STAGED='%s' is not one of auto, 0, 1", want);
     return TALLY_OK;
 }
 

@@ -196,34 +196,21 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
 #define DM_TABLE_MIN_ROWS (4u * TALLY_K_DM_TABLE_N)
 #define DM_TABLE_MIN_ELEMENTS (UINT64_C(1) << 18)
 
-/* Most units (row tiles) a compute unit for which tally_k_dm_rows stages
- * them one a group (TALLY_K_DM_STAGED): as many groups as a GPU's
- * multiprocessor holds at once (four of 256 work-items at the kernel's
- * registers on the H200), so the call is one wave whose time is one
- * group's chain of latencies, which staging shortens. */
-#define DM_STAGED_UNITS_PER_CU 4u
-
 /* tally_k_dm_rows: a segment of lanes per row tile; out receives the row
  * values (one tile) or the tiles' partials (several). */
 static tally_status dm_rows(tally_context *ctx, const tally__dm_job *job, const tally__tree_level *lv,
                             uint32_t alpha_mode, const tally_buffer *pre, uint64_t ea_off, uint64_t lga_off,
                             uint64_t cap, const tally_buffer *out, uint64_t out_at, uint64_t out_stride)
 {
-    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
     const tally__array *counts = &job->counts, *la = &job->log_alpha;
     const uint64_t B = counts->rows, V = counts->cols;
-    const uint64_t units = B * lv->tiles, tile_elements = 4u * (uint64_t)lv->lanes * lv->quads_per_lane;
-    const uint64_t cus = g->compute_units != 0 ? g->compute_units : 128u;
-    const int few = !g->cpu_shaped && units <= DM_STAGED_UNITS_PER_CU * cus;
-    const int staged = tile_elements <= TALLY_K_DM_STAGE && g->dm_staged != TALLY__GPU_STAGE_NEVER &&
-                       (g->dm_staged == TALLY__GPU_STAGE_ALWAYS || few);
     const tally__kargs_dm_rows a = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
         .la_stride = job->per_row_alpha ? la->stride : 0, .pre = {pre, ea_off}, .lga_off = lga_off,
         .alpha_mode = alpha_mode, .B = B, .V = V, .lanes = lv->lanes, .qpl = lv->quads_per_lane,
-        .tiles = lv->tiles, .flags = job->flags | (staged ? TALLY_K_DM_STAGED : 0u), .out = {out, out_at},
-        .out_stride = out_stride, .c_dtype = tally__gpu_kdtype(counts), .la_dtype = tally__gpu_kdtype(la)};
-    uint64_t groups = staged ? units : tally__gpu_ceil_div(units, TALLY_GPU_GROUP_SIZE / lv->lanes);
+        .tiles = lv->tiles, .flags = job->flags, .out = {out, out_at}, .out_stride = out_stride,
+        .c_dtype = tally__gpu_kdtype(counts), .la_dtype = tally__gpu_kdtype(la)};
+    uint64_t groups = tally__gpu_ceil_div(B * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
     /* Each group tabulates alpha once (as much work as one row of
      * V <= 2048): about 32 groups per compute unit fill the device and keep
      * that table under a few percent of a large call's work. */

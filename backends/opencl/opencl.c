@@ -272,9 +272,6 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
 
     st = pick_kernel_shape(cc);
     if (st != TALLY_OK) return st;
-    cc->gpu.cpu_shaped = cc->cpu_kernels;
-    st = tally__gpu_pick_layouts(&cc->gpu);
-    if (st != TALLY_OK) return st;
     const char *options = cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS;
     const char *cpu_options =
         cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS_CPU TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS_CPU;
