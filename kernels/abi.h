@@ -161,27 +161,6 @@
 #endif
 /* Most components whose per-row sums tally_k_gmm_fused keeps in local memory. */
 #define TALLY_K_GMM_LOCAL_K 1024u
-/* Floats of the sampled z a pass of tally_k_gmm_fused keeps in local
- * memory for its density (rows_per_pass * D at most; larger passes read z
- * back from global memory). */
-#define TALLY_K_GMM_Z_LOCAL 2048u
-/* Elements of mu and of log_var each work-item of tally_k_gmm_fused copies
- * to local memory for a pass whose rows of them fit (rows_per_pass * K * D
- * <= this * 256: the small shapes). 1 (default): copy them; 0 (a bench
- * variant) reads them from global memory in the noise step and again in
- * the density. The bits are the same. */
-#define TALLY_K_GMM_PARAMS_PER_ITEM 4u
-#ifndef TALLY_K_GMM_STAGE_PARAMS
-#define TALLY_K_GMM_STAGE_PARAMS 1u
-#endif
-/* Groups of the fp32 tally_k_gmm_fused a CUDA multiprocessor should hold
- * (nvcc caps its registers to fit them): 4 caps them at 64, where the
- * 65536x8x128 sample has four groups of 256 work-items a multiprocessor
- * (uncapped the kernel takes 71, three groups). Placement only; the same
- * bits. 1 (a bench variant) leaves them uncapped. */
-#ifndef TALLY_K_GMM_GROUPS_PER_CU
-#define TALLY_K_GMM_GROUPS_PER_CU 4u
-#endif
 /* Up to this many components each group computes the logits' logsumexp
  * itself; beyond it one small launch computes it once. */
 #define TALLY_K_GMM_INLINE_LSE_K 32u

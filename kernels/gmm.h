@@ -69,12 +69,9 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
  * four normals (tally_k_normals4 of block m), which depend on the stream
  * position only, so a caller may compute them before the components are
  * known. pick(p) is row p's component, read by the caller from local or
- * global memory; PARAM(mu or lv, p, b, col) reads element col of row b
- * (row p of the pass) of mu or log_var, from global memory or from the
- * caller's local copy. ZKEEP(p, d, value) also hands each z to the caller
- * (the fused kernel keeps the pass's z in local memory for its density).
+ * global memory.
  */
-#define TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, row0, PICK, PARAM, ZKEEP)                          \
+#define TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, row0, PICK)                                        \
     do {                                                                                                  \
         for (tally_u32 w_ = 0; w_ < 4u; w_++) {                                                           \
             const tally_u64 i_ = ((m) << 2) + w_;                                                         \
@@ -87,15 +84,14 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
             const tally_u64 b_ = (row0) + p_;                                                             \
             const tally_i32 c_ = PICK(p_);                                                                \
             TALLY_GLOBAL float *zrow_ = z + z_off + b_ * z_stride;                                        \
-            float z_ = TALLY_F32_NAN;                                                                     \
-            if (c_ >= 0) {                                                                                \
+            if (c_ < 0) {                                                                                 \
+                zrow_[d_] = TALLY_F32_NAN;                                                                \
+            } else {                                                                                      \
                 const tally_u64 col_ = (tally_u64)c_ * (D) + d_;                                          \
-                const float m_ = PARAM(mu, p_, b_, col_);                                                 \
-                const float l_ = PARAM(lv, p_, b_, col_);                                                 \
-                z_ = tally_canonical(m_ + tally_gauss_std(l_) * (n4)[w_]);                                \
+                const float m_ = tally_k_ld_at(mu, mu_dtype, mu_off + b_ * mu_stride + col_);             \
+                const float l_ = tally_k_ld_at(lv, lv_dtype, lv_off + b_ * lv_stride + col_);             \
+                zrow_[d_] = tally_canonical(m_ + tally_gauss_std(l_) * (n4)[w_]);                         \
             }                                                                                             \
-            zrow_[d_] = z_;                                                                               \
-            ZKEEP(p_, d_, z_);                                                                            \
         }                                                                                                 \
     } while (0)
 
@@ -112,43 +108,17 @@ TALLY_FN tally_k_src tally_k_gmm_src(TALLY_GLOBAL const float *base, tally_u32 d
  * lanes, ... of one (row, component) pair; zr, mr, lr are the row's z and
  * the component's mu and log_var, each of its own dtype. vec4: every quad is
  * whole (D % 4 == 0) and starts on a quad boundary of its dtype, so each is
- * one load a source (tally_k_quad4: a float4 of fp32, 8 bytes of halves).
- * z_local: the row's z is zl[0 .. D - 1] in local memory instead (the fused
- * kernel's sample, the very floats it stored to z); params_local: the
- * component's mu and log_var are ml and ll (the fused kernel's copies of
- * the same floats). */
-TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, TALLY_LOCAL const float *zl, int z_local,
-                                  const tally_k_src *mr, TALLY_LOCAL const float *ml, const tally_k_src *lr,
-                                  TALLY_LOCAL const float *ll, int params_local, tally_u64 D, tally_u64 quads,
-                                  tally_u64 base, tally_u32 lanes, tally_u32 qpl, tally_u32 j, int vec4)
+ * one load a source (tally_k_quad4: a float4 of fp32, 8 bytes of halves). */
+TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, const tally_k_src *lr, tally_u64 D,
+                                  tally_u64 quads, tally_u64 base, tally_u32 lanes, tally_u32 qpl, tally_u32 j,
+                                  int vec4)
 {
     float acc = 0.0f;
     if (vec4) {
         for (tally_u32 q = 0; q < qpl; q++) {
             const tally_u64 g = base + (tally_u64)q * lanes + j;
             if (g >= quads) break;
-            tally_f4 a, m, l;
-            if (params_local) {
-                m.x = ml[(g << 2) + 0u];
-                m.y = ml[(g << 2) + 1u];
-                m.z = ml[(g << 2) + 2u];
-                m.w = ml[(g << 2) + 3u];
-                l.x = ll[(g << 2) + 0u];
-                l.y = ll[(g << 2) + 1u];
-                l.z = ll[(g << 2) + 2u];
-                l.w = ll[(g << 2) + 3u];
-            } else {
-                m = tally_k_quad4(mr, g);
-                l = tally_k_quad4(lr, g);
-            }
-            if (z_local) {
-                a.x = zl[(g << 2) + 0u];
-                a.y = zl[(g << 2) + 1u];
-                a.z = zl[(g << 2) + 2u];
-                a.w = zl[(g << 2) + 3u];
-            } else {
-                a = tally_k_quad4(zr, g);
-            }
+            const tally_f4 a = tally_k_quad4(zr, g), m = tally_k_quad4(mr, g), l = tally_k_quad4(lr, g);
             const float first = tally_gauss_term(a.x, m.x, l.x);
             acc = q == 0u ? first : acc + first;
             acc = acc + tally_gauss_term(a.y, m.y, l.y);
@@ -163,10 +133,9 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, TALLY_LOCAL const float
         const tally_u64 e0 = g << 2;
         const tally_u64 e1 = tally_k_min_u64(e0 + 4u, D);
         for (tally_u64 e = e0; e < e1; e++) {
-            const float zv = z_local ? zl[e] : tally_k_ld(zr->p, zr->h, zr->dtype, e);
-            const float mv = params_local ? ml[e] : tally_k_ld(mr->p, mr->h, mr->dtype, e);
-            const float lvv = params_local ? ll[e] : tally_k_ld(lr->p, lr->h, lr->dtype, e);
-            const float t = tally_gauss_term(zv, mv, lvv);
+            const float t = tally_gauss_term(tally_k_ld(zr->p, zr->h, zr->dtype, e),
+                                             tally_k_ld(mr->p, mr->h, mr->dtype, e),
+                                             tally_k_ld(lr->p, lr->h, lr->dtype, e));
             acc = (q == 0u && e == e0) ? t : acc + t;
         }
     }
@@ -174,14 +143,6 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, TALLY_LOCAL const float
 }
 
 #define TALLY_K_GMM_PICK_LOCAL(p) (cl[(p)])
-#define TALLY_K_GMM_Z_KEEP(p, d, zv)             \
-    do {                                         \
-        if (z_local) zl[(p) * (D) + (d)] = (zv); \
-    } while (0)
-#define TALLY_K_GMM_Z_DROP(p, d, zv) ((void)0)
-#define TALLY_K_GMM_PARAM_GLOBAL(x, p, b, col) tally_k_ld_at(x, x##_dtype, x##_off + (b) * x##_stride + (col))
-#define TALLY_K_GMM_PARAM_STAGED(x, p, b, col) \
-    (params_local ? x##_l[(p) * KD + (col)] : TALLY_K_GMM_PARAM_GLOBAL(x, p, b, col))
 
 /*
  * The fused mixture kernel. The D plan is one tile of `lanes` lanes and
@@ -199,8 +160,7 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, TALLY_LOCAL const float
  * the component; VEC4 reads whole aligned quads; LSE_PREPARED takes the
  * logits' logsumexp from pre[pre_off] instead of computing it per group.
  */
-TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk, TALLY_LOCAL float *zl,
-                                    TALLY_LOCAL float *mu_l, TALLY_LOCAL float *lv_l, TALLY_LOCAL tally_i32 *cl,
+TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk, TALLY_LOCAL tally_i32 *cl,
                                     TALLY_LOCAL float *lse_l, TALLY_K_PARAMS(gmm_fused))
 {
     const tally_u32 lid = TALLY_LID();
@@ -229,16 +189,6 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
     const int vec4 = (flags & TALLY_K_GMM_VEC4) != 0u;
     const int sample = (flags & TALLY_K_GMM_SAMPLE) != 0u;
     const int noise = sample && D > 0u;
-    /* The pass's z kept in local memory for its density (row p at zl[p D])
-     * where it fits: the density then reads no z from global memory. */
-    const int z_local = sample && (tally_u64)rows_per_pass * D <= TALLY_K_GMM_Z_LOCAL;
-    /* The pass's rows of mu and log_var copied to local memory (row p's
-     * K D values at [p K D]) where they fit: each work-item issues its
-     * loads before it computes its normals, so their latency hides behind
-     * them, and the noise and the density then read local memory. */
-    const int params_local =
-        TALLY_K_GMM_STAGE_PARAMS && (tally_u64)rows_per_pass * K * D <= TALLY_K_GMM_PARAMS_PER_ITEM * TALLY_K_GROUP_SIZE;
-    const tally_u32 KD = params_local ? (tally_u32)(K * D) : 1u;
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u;
     const tally_u64 D2 = D + (D & 1u);
 
@@ -262,23 +212,14 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
         const tally_u64 span = (tally_u64)prow * D2;
         const tally_u64 m_first = (s0 >> 2) + lid;
         const tally_u64 m_last = noise ? (s0 + (span - 1u)) >> 2 : 0u;
-        float pm[TALLY_K_GMM_PARAMS_PER_ITEM], pl[TALLY_K_GMM_PARAMS_PER_ITEM];
-        const tally_u32 pass_params = params_local ? prow * KD : 0u;
-        for (tally_u32 r = 0; r < TALLY_K_GMM_PARAMS_PER_ITEM; r++) {
-            const tally_u32 e = lid + r * TALLY_K_GROUP_SIZE;
-            pm[r] = 0.0f;
-            pl[r] = 0.0f;
-            if (e < pass_params) {
-                const tally_u32 p = e / KD;
-                const tally_u64 b = row0 + p, col = e - p * KD;
-                pm[r] = TALLY_K_GMM_PARAM_GLOBAL(mu, p, b, col);
-                pl[r] = TALLY_K_GMM_PARAM_GLOBAL(lv, p, b, col);
-            }
-        }
         /* The first block's normals depend on the stream position only, so
-         * they are computed before the components are known. */
+         * a small pass (P == 1: one lane a work-item, the group's chain of
+         * latencies sets its time) computes them before the components are
+         * known. A large one computes them after the draws: on the H200 the
+         * early normals made the 65536x8x128 sample 3% slower. */
+        const int early = noise && P == 1u && m_first <= m_last;
         float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (noise && m_first <= m_last) tally_k_normals4(seed, subsequence, m_first, n4);
+        if (early) tally_k_normals4(seed, subsequence, m_first, n4);
         if (sample && picker < prow) {
             /* Row b's uniform is stream element offset + b, the one
              * tally_k_local_uniforms hands out. */
@@ -292,24 +233,15 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
             cl[picker] = c;
             if (flags & TALLY_K_GMM_HAS_COMPONENT) comp[comp_off + b * comp_stride] = c;
         }
-        for (tally_u32 r = 0; r < TALLY_K_GMM_PARAMS_PER_ITEM; r++) {
-            const tally_u32 e = lid + r * TALLY_K_GROUP_SIZE;
-            if (e < pass_params) {
-                mu_l[e] = pm[r];
-                lv_l[e] = pl[r];
-            }
-        }
         /* Unconditional in both modes (see tally_k_local_uniforms). */
         TALLY_BARRIER();
         if (noise) {
             for (tally_u64 m = m_first; m <= m_last; m += TALLY_K_GROUP_SIZE) {
-                if (m != m_first) tally_k_normals4(seed, subsequence, m, n4);
-                TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, row0, TALLY_K_GMM_PICK_LOCAL, TALLY_K_GMM_PARAM_STAGED,
-                                        TALLY_K_GMM_Z_KEEP);
+                if (m != m_first || !early) tally_k_normals4(seed, subsequence, m, n4);
+                TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, row0, TALLY_K_GMM_PICK_LOCAL);
             }
         }
-        /* The density below reads the z just written by other work-items,
-         * from zl or from global memory. */
+        /* The density below reads the z just written by other work-items. */
         TALLY_BARRIER_GLOBAL();
         for (tally_u32 chunk = 0; chunk < chunks; chunk++) {
             const tally_u32 u = chunk * segments + seg;
@@ -325,13 +257,10 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
                 const tally_k_src zr = tally_k_gmm_src(z, z_dtype, z_off + b * z_stride, D, vec4);
                 const tally_k_src mr = tally_k_gmm_src(mu, mu_dtype, mu_off + b * mu_stride + k * D, D, vec4);
                 const tally_k_src lr = tally_k_gmm_src(lv, lv_dtype, lv_off + b * lv_stride + k * D, D, vec4);
-                const tally_u32 kl_at = params_local ? (tally_u32)(p * KD + k * D) : 0u;
                 for (tally_u32 i = 0; i < P; i++) {
                     const tally_u32 lane = t + i * T;
                     if ((tally_u64)lane >= active) break;
-                    const float acc = tally_k_gauss_lane(&zr, zl + (z_local ? p * D : 0u), z_local, &mr,
-                                                         mu_l + kl_at, &lr, lv_l + kl_at, params_local, D, quads,
-                                                         0u, lanes, qpl, lane, vec4);
+                    const float acc = tally_k_gauss_lane(&zr, &mr, &lr, D, quads, 0u, lanes, qpl, lane, vec4);
                     if (i == 0u) L0 = acc;
                     else if (i == 1u) L1 = acc;
                     else if (i == 2u) L2 = acc;
@@ -377,13 +306,10 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
 #define TALLY_K_GMM_FUSED_LOCALS                             \
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);         \
     TALLY_LOCAL_ARRAY(float, sk, TALLY_K_GMM_LOCAL_K);       \
-    TALLY_LOCAL_ARRAY(float, zl, TALLY_K_GMM_Z_LOCAL);       \
-    TALLY_LOCAL_ARRAY(float, mu_l, TALLY_K_GMM_PARAMS_PER_ITEM * TALLY_K_GROUP_SIZE); \
-    TALLY_LOCAL_ARRAY(float, lv_l, TALLY_K_GMM_PARAMS_PER_ITEM * TALLY_K_GROUP_SIZE); \
     TALLY_LOCAL_ARRAY(tally_i32, cl, TALLY_K_GROUP_SIZE);    \
     TALLY_LOCAL_ARRAY(float, lse_l, 1)
 #define TALLY_K_GMM_FUSED_RUN(zt, mt, lt, gt)                                                                       \
-    tally_k_gmm_fused_run(v, sk, zl, mu_l, lv_l, cl, lse_l, z, z_off, z_stride, mu, mu_off, mu_stride, lv, lv_off, lv_stride,  \
+    tally_k_gmm_fused_run(v, sk, cl, lse_l, z, z_off, z_stride, mu, mu_off, mu_stride, lv, lv_off, lv_stride,  \
                           logits, logits_off, pre, pre_off, B, K, D, lanes, qpl, flags, rows_per_pass, seed,        \
                           subsequence, offset, log_q, lq_off, lq_stride, comp, comp_off, comp_stride, (zt), (mt),   \
                           (lt), (gt))
@@ -391,7 +317,7 @@ TALLY_FN void tally_k_gmm_fused_run(TALLY_LOCAL float *v, TALLY_LOCAL float *sk,
 /* All four inputs fp32 (the dtype arguments are TALLY_F32): the body with
  * the dtypes as constants, so that its loads are the plain float4 loads
  * and it keeps the instructions of an fp32-only kernel. */
-TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_GROUPS_PER_CU) void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
+TALLY_KERNEL void tally_k_gmm_fused(TALLY_K_PARAMS(gmm_fused))
 {
     TALLY_K_GMM_FUSED_LOCALS;
     (void)z_dtype;
@@ -449,8 +375,7 @@ TALLY_KERNEL void tally_k_gmm_noise(TALLY_K_PARAMS(gmm_noise))
     for (tally_u64 m = (s0 >> 2) + TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); m <= m1; m += step) {
         float n4[4];
         tally_k_normals4(seed, subsequence, m, n4);
-        TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, 0u, TALLY_K_GMM_PICK_GLOBAL, TALLY_K_GMM_PARAM_GLOBAL,
-                                TALLY_K_GMM_Z_DROP);
+        TALLY_K_GMM_NOISE_BLOCK(m, n4, s0, span, D, D2, 0u, TALLY_K_GMM_PICK_GLOBAL);
     }
 }
 
@@ -484,8 +409,7 @@ TALLY_FN void tally_k_gmm_tiles_body(TALLY_LOCAL float *v, TALLY_GLOBAL const fl
             const tally_k_src zr = tally_k_gmm_src(z, z_dtype, z_off + b * z_stride, D, vec4);
             const tally_k_src mr = tally_k_gmm_src(mu, mu_dtype, mu_off + b * mu_stride + k * D, D, vec4);
             const tally_k_src lr = tally_k_gmm_src(lv, lv_dtype, lv_off + b * lv_stride + k * D, D, vec4);
-            v[lid] = tally_k_gauss_lane(&zr, v, 0, &mr, v, &lr, v, 0, D, lay.quads, at.base, lanes, qpl, lay.j,
-                                        vec4);
+            v[lid] = tally_k_gauss_lane(&zr, &mr, &lr, D, lay.quads, at.base, lanes, qpl, lay.j, vec4);
         }
         tally_k_tree(v, lid, lanes, at.active, TALLY_COMBINE_SUM);
         if (unit < lay.units && lay.j == 0u) out[out_off + unit] = at.active > 0u ? v[lid] : 0.0f;
