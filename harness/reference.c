@@ -124,7 +124,11 @@ double tally_ref_tree_depth(uint64_t n)
 double tally_ref_tolerance(double mag, uint64_t n, double extra_ulps)
 {
     if (!(mag > 0.0)) return 0.0;
-    return (tally_ref_tree_depth(n) + extra_ulps) * U * mag * 1.01;
+    /* Each float rounding errs by at most u relative plus 2^-150 absolute
+     * (half the smallest subnormal, where gradual underflow rounds to the
+     * subnormal grid), so results near the subnormal range get that floor
+     * per rounding as well. */
+    return (tally_ref_tree_depth(n) + extra_ulps) * (U * mag + TALLY_REF_F32_UNDERFLOW) * 1.01;
 }
 
 static float combine_f32(int kind, float a, float b)

@@ -59,6 +59,9 @@ enum {
 
 /* 2^-24: the unit roundoff of float32 (half an ulp of 1). */
 #define TALLY_REF_F32_U 5.9604644775390625e-08
+/* 2^-150: half the smallest float32 subnormal, the absolute error of one
+ * rounding that underflows. */
+#define TALLY_REF_F32_UNDERFLOW 7.00649232162408535e-46
 
 /* A strided window on host floats. */
 typedef struct tally_ref_mat {
@@ -90,9 +93,12 @@ int tally_ref_close(float a, double ref, double abs_tol);
  * of the tree then satisfies |err| <= depth * u * sum|x| / (1 - depth * u).
  */
 double tally_ref_tree_depth(uint64_t n);
-/* (tally_ref_tree_depth(n) + extra_ulps) * 2^-24 * mag * 1.01: the absolute
- * tolerance for a result whose reference had scale `mag` and whose tree ran
- * over n elements; extra_ulps covers the op's own elementwise roundings. */
+/* (tally_ref_tree_depth(n) + extra_ulps) * (2^-24 * mag + 2^-150) * 1.01
+ * (0 when mag is 0): the absolute tolerance for a result whose reference
+ * had scale `mag` and whose tree ran over n elements; extra_ulps covers the
+ * op's own elementwise roundings. 2^-150 is the absolute error of one
+ * rounding in the subnormal range, which matters only for results near it
+ * (a gradient of 2e-44 may be one subnormal step off). */
 double tally_ref_tolerance(double mag, uint64_t n, double extra_ulps);
 
 /*
