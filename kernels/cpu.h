@@ -80,13 +80,24 @@ TALLY_FN void tally_k_cpu_gather(const tally_k_src *s, tally_u64 k0, tally_u32 m
 }
 
 /* The reduce terms over a step, one loop per term so that each is
- * straight-line code. */
+ * straight-line code. A step of shifted exponentials whose every argument
+ * lies in [-87, 88] (a logsumexp's, x - max <= 0, almost always) takes
+ * tally_pm_expf_normal, tally_expf's bits without its clamps and second
+ * scaling, 8 lanes at a time, four interleaved (as the KL's terms); a NaN
+ * or an argument out of range sends the step to tally_expf. */
 TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh, tally_u32 m, float *e)
 {
     if (term == TALLY_K_TERM_SQUARE) {
         for (tally_u32 i = 0; i < m; i++) e[i] = e[i] * e[i];
     } else if (term == TALLY_K_TERM_SHIFTED_EXP) {
-        for (tally_u32 i = 0; i < m; i++) e[i] = tally_expf(e[i] - sh);
+        int normal = 1;
+        for (tally_u32 i = 0; i < m; i++) normal &= (e[i] - sh >= -87.0f) & (e[i] - sh <= 88.0f);
+        if (normal) {
+            _Pragma("clang loop vectorize_width(8) interleave_count(4)")
+            for (tally_u32 i = 0; i < m; i++) e[i] = tally_pm_expf_normal(e[i] - sh);
+        } else {
+            for (tally_u32 i = 0; i < m; i++) e[i] = tally_expf(e[i] - sh);
+        }
     }
 }
 
