@@ -131,19 +131,34 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m
 /* The KL terms from logits over one row's run of a step (x in e, y in f,
  * the terms to e), the row's statistics and the flags constants in each
  * copy (the five forms the front end accepts; host_kernels.c's
- * map_kl_logits has the same five). */
-#define TALLY_K_CPU_KLL_LOOP(FLAGS) \
-    for (tally_u32 i = 0; i < len; i++) e[i] = tally_kl_logits_term(e[i], f[i], mx, lx, my, ly, ry, (FLAGS))
+ * map_kl_logits has the same five). A run whose shifted target logits all
+ * lie in [-87, 88] (y - m_y <= 0, almost always) takes their exponentials
+ * by tally_pm_expf_normal, 8 lanes four at a time, as the reduce twin's;
+ * a NaN or an argument out of range sends the run to tally_expf. */
+#define TALLY_K_CPU_KLL_LOOP(FLAGS, NORMAL)                                                                  \
+    for (tally_u32 i = 0; i < len; i++)                                                                       \
+    e[i] = tally_kl_logits_term_with(e[i], f[i], mx, lx, my, ly, ry, (FLAGS), (NORMAL))
+#define TALLY_K_CPU_KLL_NORMAL(FLAGS)                                   \
+    do {                                                                \
+        _Pragma("clang loop vectorize_width(8) interleave_count(4)")   \
+        TALLY_K_CPU_KLL_LOOP(FLAGS, 1);                                 \
+    } while (0)
 
 TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, float lx, float my, float ly, float ry,
                                                     tally_u32 len, float *e, const float *f)
 {
-    if (flags == 4u) TALLY_K_CPU_KLL_LOOP(4u);
-    else if (flags == 5u) TALLY_K_CPU_KLL_LOOP(5u);
-    else if (flags == 8u) TALLY_K_CPU_KLL_LOOP(8u);
-    else if (flags == 10u) TALLY_K_CPU_KLL_LOOP(10u);
-    else if (flags == 12u) TALLY_K_CPU_KLL_LOOP(12u);
-    else TALLY_K_CPU_KLL_LOOP(flags);
+    int normal = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
+    if (normal)
+        for (tally_u32 i = 0; i < len; i++) normal &= (f[i] - my >= -87.0f) & (f[i] - my <= 88.0f);
+    if (normal && flags == 12u) TALLY_K_CPU_KLL_NORMAL(12u);
+    else if (normal && flags == 8u) TALLY_K_CPU_KLL_NORMAL(8u);
+    else if (normal && flags == 10u) TALLY_K_CPU_KLL_NORMAL(10u);
+    else if (flags == 4u) TALLY_K_CPU_KLL_LOOP(4u, 0);
+    else if (flags == 5u) TALLY_K_CPU_KLL_LOOP(5u, 0);
+    else if (flags == 8u) TALLY_K_CPU_KLL_LOOP(8u, 0);
+    else if (flags == 10u) TALLY_K_CPU_KLL_LOOP(10u, 0);
+    else if (flags == 12u) TALLY_K_CPU_KLL_LOOP(12u, 0);
+    else TALLY_K_CPU_KLL_LOOP(flags, 0);
 }
 
 /* The step's elements k0 .. k0 + m - 1 of the row-major walk of rows of

@@ -193,16 +193,26 @@ TALLY_FN float tally_kl_softmax_term(float e, float d_y, float L_y, float r_y, f
  * target as given (LOG_TARGET as flagged). This is the definition every
  * backend computes.
  */
-TALLY_FN float tally_kl_logits_term(float x, float y, float m_x, float L_x, float m_y, float L_y, float r_y,
-                                    tally_u32 flags)
+/* tally_kl_logits_term, with its target's exponential taken by
+ * tally_pm_expf_normal where normal_exp is 1: the same bits where y - m_y
+ * lies in [-87, 88], which a caller that passes 1 has tested. */
+TALLY_FN float tally_kl_logits_term_with(float x, float y, float m_x, float L_x, float m_y, float L_y, float r_y,
+                                         tally_u32 flags, int normal_exp)
 {
     const float d_x = tally_kl_input_shifted(x, m_x, flags);
     const float c_x = (flags & TALLY_KL_INPUT_LOGITS) ? L_x : 0.0f;
     if (flags & TALLY_KL_TARGET_LOGITS) {
         const float d_y = y - m_y;
-        return tally_kl_softmax_term(tally_expf(d_y), d_y, L_y, r_y, d_x, c_x);
+        const float e = normal_exp ? tally_pm_expf_normal(d_y) : tally_expf(d_y);
+        return tally_kl_softmax_term(e, d_y, L_y, r_y, d_x, c_x);
     }
     return tally_kl_term(d_x - c_x, y, flags & TALLY_KL_LOG_TARGET);
+}
+
+TALLY_FN float tally_kl_logits_term(float x, float y, float m_x, float L_x, float m_y, float L_y, float r_y,
+                                    tally_u32 flags)
+{
+    return tally_kl_logits_term_with(x, y, m_x, L_x, m_y, L_y, r_y, flags, 0);
 }
 
 /* ---- Dirichlet-multinomial. ---- */
