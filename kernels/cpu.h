@@ -91,7 +91,7 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh
         for (tally_u32 i = 0; i < m; i++) e[i] = e[i] * e[i];
     } else if (term == TALLY_K_TERM_SHIFTED_EXP) {
         int normal = 1;
-        for (tally_u32 i = 0; i < m; i++) normal &= (e[i] - sh >= -87.0f) & (e[i] - sh <= 88.0f);
+        for (tally_u32 i = 0; i < m; i++) normal &= tally_pm_expf_normal_ok(e[i] - sh);
         if (normal) {
             _Pragma("clang loop vectorize_width(8) interleave_count(4)")
             for (tally_u32 i = 0; i < m; i++) e[i] = tally_pm_expf_normal(e[i] - sh);
@@ -149,7 +149,7 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, fl
 {
     int normal = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
     if (normal)
-        for (tally_u32 i = 0; i < len; i++) normal &= (f[i] - my >= -87.0f) & (f[i] - my <= 88.0f);
+        for (tally_u32 i = 0; i < len; i++) normal &= tally_pm_expf_normal_ok(f[i] - my);
     if (normal && flags == 12u) TALLY_K_CPU_KLL_NORMAL(12u);
     else if (normal && flags == 8u) TALLY_K_CPU_KLL_NORMAL(8u);
     else if (normal && flags == 10u) TALLY_K_CPU_KLL_NORMAL(10u);

@@ -150,6 +150,13 @@ TALLY_FN float tally_expf(float x)
     return (x == x) ? res : x;
 }
 
+/* 1 when tally_pm_expf_normal(x) is tally_expf(x): -87 <= x <= 88 (a NaN
+ * fails). Bitwise operators, so that a loop of tests vectorises. */
+TALLY_FN int tally_pm_expf_normal_ok(float x)
+{
+    return (x >= -87.0f) & (x <= 88.0f);
+}
+
 /* tally_expf(x) for -87 <= x <= 88, where k = rint(x / ln 2) lies in
  * [-126, 127] so that 2^k is a normal float: one multiplication by 2^k
  * instead of two. Same bits: both ways round the exact product p 2^k once

@@ -191,11 +191,10 @@ TALLY_FN float tally_kl_softmax_term(float e, float d_y, float L_y, float r_y, f
  * 0 for a side that is not logits): with TARGET_LOGITS the term above; with
  * INPUT_LOGITS alone, tally_kl_term of log q = (x - m_x) - L_x against the
  * target as given (LOG_TARGET as flagged). This is the definition every
- * backend computes.
+ * backend computes (tally_kl_logits_term below). normal_exp 1 takes the
+ * target's exponential by tally_pm_expf_normal, the same bits where the
+ * caller has tested tally_pm_expf_normal_ok(y - m_y).
  */
-/* tally_kl_logits_term, with its target's exponential taken by
- * tally_pm_expf_normal where normal_exp is 1: the same bits where y - m_y
- * lies in [-87, 88], which a caller that passes 1 has tested. */
 TALLY_FN float tally_kl_logits_term_with(float x, float y, float m_x, float L_x, float m_y, float L_y, float r_y,
                                          tally_u32 flags, int normal_exp)
 {
