@@ -336,6 +336,50 @@ TALLY_FN void tally_k_tree2(TALLY_LOCAL float *a, TALLY_LOCAL float *b, tally_u3
     tally_k_tree_sums(a, b, b, 2u, lid, lanes, active);
 }
 
+#if TALLY_HAS_WARP_SHUFFLE
+/*
+ * tally_k_tree3 with the steps below 32 taken in registers: the steps
+ * s >= 32 pair work-items of different warps in local memory as before,
+ * then lane j takes lane j + s of its own warp through a shuffle for
+ * s = 16 .. 1 (a segment of 32 lanes or fewer lies in one warp, and so does
+ * the first half of a longer one). The same pairs in the same order, so the
+ * same sums; the segment's lane 0 gets them in *ra, *rb and *rc (the other
+ * lanes get values that no step reads). Every work-item of the group calls
+ * it, as tally_k_tree3.
+ */
+TALLY_FN void tally_k_tree3_shuffle(TALLY_LOCAL float *a, TALLY_LOCAL float *b, TALLY_LOCAL float *c, tally_u32 lid,
+                                    tally_u32 lanes, tally_u64 active, float *ra, float *rb, float *rc)
+{
+    const tally_u32 j = lid & (lanes - 1u);
+    for (tally_u32 s = lanes >> 1; s >= 32u; s >>= 1) {
+        TALLY_BARRIER();
+        if (j < s && (tally_u64)(j + s) < active) {
+            a[lid] = a[lid] + a[lid + s];
+            b[lid] = b[lid] + b[lid + s];
+            c[lid] = c[lid] + c[lid + s];
+        }
+    }
+    /* Each work-item reads back its own slot; the barrier also keeps a slot
+     * from being written for the next row before its partner has read it. */
+    TALLY_BARRIER();
+    float x = a[lid], y = b[lid], z = c[lid];
+    const tally_u32 w = lid & 31u;
+    for (tally_u32 s = (lanes < 32u ? lanes : 32u) >> 1; s > 0u; s >>= 1) {
+        const float xu = TALLY_WARP_SHUFFLE(x, (w + s) & 31u);
+        const float yu = TALLY_WARP_SHUFFLE(y, (w + s) & 31u);
+        const float zu = TALLY_WARP_SHUFFLE(z, (w + s) & 31u);
+        if (j < s && (tally_u64)(j + s) < active) {
+            x = x + xu;
+            y = y + yu;
+            z = z + zu;
+        }
+    }
+    *ra = x;
+    *rb = y;
+    *rc = z;
+}
+#endif
+
 /* ---- Random stream helpers. ---- */
 
 /*
