@@ -131,17 +131,19 @@
 #define TALLY_K_DM_ROWS_WARP 1u
 #endif
 /* Groups of tally_k_dm_rows_table a CUDA multiprocessor should hold (nvcc
- * caps its registers to fit them): 3 caps them at 80 a work-item, with no
- * spill in the warp rows' loop (4 caps them at 64 and spills 284 bytes).
- * 1 (a bench variant) leaves them uncapped: 114, two groups. Placement
- * only; the same bits. */
+ * caps its registers to fit them), and so the groups a CUDA launch has a
+ * multiprocessor (one wave: each group copies its local terms once, before
+ * its first row, where nothing hides the copy's latency). 2 leaves room
+ * for the warp rows' next row loaded ahead (116 registers, no spill); 3
+ * caps them at 80 and spills 272 bytes around that row (on the H200,
+ * 65536 x 1024 took 122 us against 80 us at 2). Placement only; the same
+ * bits. */
 #ifndef TALLY_K_DM_GROUPS_PER_CU
-#define TALLY_K_DM_GROUPS_PER_CU 3u
+#define TALLY_K_DM_GROUPS_PER_CU 2u
 #endif
-/* Groups of tally_k_dm_rows_table launched a compute unit at most when it
- * copies local terms: each copies them once before its first row, where
- * nothing hides the copy's latency, so as many as fit at once (one wave
- * on CUDA, TALLY_K_DM_GROUPS_PER_CU) and no more. 8 is a bench variant. */
+/* Groups of tally_k_dm_rows_table launched an OpenCL compute unit at most
+ * when it copies local terms, for the same reason (CUDA takes
+ * TALLY_K_DM_GROUPS_PER_CU). 8 is a bench variant. */
 #ifndef TALLY_K_DM_TABLE_GROUPS_PER_CU
 #define TALLY_K_DM_TABLE_GROUPS_PER_CU 3u
 #endif

@@ -286,47 +286,40 @@ TALLY_FN void tally_k_dm_fold_quad(const tally_k_dm_terms *d, const float *e, ta
 
 #if TALLY_HAS_WARP_SHUFFLE
 /*
- * The words of lane w's eight quads g = w + 32k of a row whose quads are
- * whole and 16-byte aligned (tally_k_dm_rows_table's warp rows with one quad
- * a lane): a float4 of fp32 counts, or the two 32-bit words of four halves
- * in .x and .y. Quads g >= quads read nothing.
+ * The words of quad g of a row whose quads are whole and 16-byte aligned
+ * (tally_k_dm_rows_table's warp rows with one quad a lane): a float4 of
+ * fp32 counts, or the two 32-bit words of four halves in .x and .y; zeros
+ * for g >= quads, which reads nothing.
  */
-TALLY_FN void tally_k_dm_warp_words(TALLY_GLOBAL const float *counts, tally_u32 c_dtype, tally_u64 row, int halves,
-                                    tally_u32 w, tally_u32 quads, tally_f4 *words)
+TALLY_FN tally_f4 tally_k_dm_warp_word(const tally_k_src *src, int halves, tally_u32 g, tally_u32 quads)
 {
-    const tally_k_src src = tally_k_src_at(counts, c_dtype, row, 4u * quads, 4u * quads, TALLY_K_LOAD_VEC4);
-#pragma unroll
-    for (tally_u32 k = 0; k < 8u; k++) {
-        const tally_u32 g = w + 32u * k;
-        words[k].x = words[k].y = words[k].z = words[k].w = 0.0f;
-        if (g < quads) {
-            if (halves) {
-                const uint2 u = ((TALLY_GLOBAL const uint2 *)src.h)[g];
-                words[k].x = tally_as_f32(u.x);
-                words[k].y = tally_as_f32(u.y);
-            } else {
-                words[k] = TALLY_LOAD_F4(src.p, g);
-            }
+    tally_f4 x;
+    x.x = x.y = x.z = x.w = 0.0f;
+    if (g < quads) {
+        if (halves) {
+            const uint2 u = ((TALLY_GLOBAL const uint2 *)src->h)[g];
+            x.x = tally_as_f32(u.x);
+            x.y = tally_as_f32(u.y);
+        } else {
+            x = TALLY_LOAD_F4(src->p, g);
         }
     }
+    return x;
 }
 
-/* The counts of tally_k_dm_warp_words' words, as floats. */
-TALLY_FN void tally_k_dm_warp_widen(const tally_f4 *words, tally_u32 c_dtype, int halves, float e[8][4])
+/* The four counts of tally_k_dm_warp_word's words, as floats. */
+TALLY_FN void tally_k_dm_warp_widen(tally_f4 x, tally_u32 c_dtype, int halves, float *e)
 {
-#pragma unroll
-    for (tally_u32 k = 0; k < 8u; k++) {
-        if (halves) {
-            e[k][0] = tally_k_lo(c_dtype, tally_as_u32(words[k].x));
-            e[k][1] = tally_k_hi(c_dtype, tally_as_u32(words[k].x));
-            e[k][2] = tally_k_lo(c_dtype, tally_as_u32(words[k].y));
-            e[k][3] = tally_k_hi(c_dtype, tally_as_u32(words[k].y));
-        } else {
-            e[k][0] = words[k].x;
-            e[k][1] = words[k].y;
-            e[k][2] = words[k].z;
-            e[k][3] = words[k].w;
-        }
+    if (halves) {
+        e[0] = tally_k_lo(c_dtype, tally_as_u32(x.x));
+        e[1] = tally_k_hi(c_dtype, tally_as_u32(x.x));
+        e[2] = tally_k_lo(c_dtype, tally_as_u32(x.y));
+        e[3] = tally_k_hi(c_dtype, tally_as_u32(x.y));
+    } else {
+        e[0] = x.x;
+        e[1] = x.y;
+        e[2] = x.z;
+        e[3] = x.w;
     }
 }
 
@@ -499,22 +492,27 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
         const tally_u64 step = TALLY_GROUP_COUNT() * warps;
         tally_u64 b0 = TALLY_GROUP_ID() * warps + lid / 32u;
         if (TALLY_K_DM_ROWS_AHEAD && qpl == 1u && (whole_f32 || whole_half)) {
-            /* One quad a lane (V == 1024 here): the next row's words are
-             * loaded before this row's fold, into the registers this row's
-             * words were widened from. */
+            /* One quad a lane (V == 1024 here): as each quad of this row
+             * is widened, the same quad of the warp's next row is loaded
+             * into its registers, so a row's loads are in flight while the
+             * row before it is folded, with no second set of registers. */
             tally_f4 words[8];
-            if (b0 < B) tally_k_dm_warp_words(counts, c_dtype, c_off + b0 * c_stride, whole_half, w, quads, words);
+            tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b0 * c_stride, V, V, TALLY_K_LOAD_VEC4);
+#pragma unroll
+            for (tally_u32 k = 0; k < 8u; k++)
+                words[k] = tally_k_dm_warp_word(&src, whole_half, b0 < B ? w + 32u * k : quads, quads);
             for (tally_u64 b = b0; b < B; b += step) {
-                float e[8][4];
-                tally_k_dm_warp_widen(words, c_dtype, whole_half, e);
-                if (b + step < B)
-                    tally_k_dm_warp_words(counts, c_dtype, c_off + (b + step) * c_stride, whole_half, w, quads, words);
+                const int more = b + step < B;
+                src = tally_k_src_at(counts, c_dtype, c_off + (more ? b + step : b) * c_stride, V, V, TALLY_K_LOAD_VEC4);
                 float sn[8], ss[8];
 #pragma unroll
                 for (tally_u32 k = 0; k < 8u; k++) {
+                    float e[4];
+                    tally_k_dm_warp_widen(words[k], c_dtype, whole_half, e);
+                    words[k] = tally_k_dm_warp_word(&src, whole_half, more ? w + 32u * k : quads, quads);
                     sn[k] = -0.0f;
                     ss[k] = -0.0f;
-                    tally_k_dm_fold_quad(&d, e[k], w + 32u * k < quads ? 4u : 0u, w + 32u * k, &sn[k], &ss[k]);
+                    tally_k_dm_fold_quad(&d, e, w + 32u * k < quads ? 4u : 0u, w + 32u * k, &sn[k], &ss[k]);
                 }
                 tally_k_dm_warp_row_end(sn, ss, w, A_row, flags, out + out_off + b * out_stride);
             }

@@ -467,7 +467,7 @@ static const shape dm_shapes[] = {
  * lane > 1; a partly active tile; aligned rows read as float4; rows of
  * fewer lanes than a work-item plays; full tiles of whole aligned quads
  * (CUDA's warp a row, its float4 loads), and rows of 1024 (a quad a lane)
- * more than an H200's warps take in one round (3168), which load the next
+ * more than an H200's warps take in one round (2112), which load the next
  * row ahead. */
 static const shape dm_table_shapes[] = {
     {2100, 125, 0, 125}, {300, 1023, 1, 1027}, {260, 3001, 0, 3001}, {600, 508, 0, 508},

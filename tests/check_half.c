@@ -463,7 +463,7 @@ START_TEST(dm_half_equals_fp32)
     /* The last two are large enough for the GPUs' lgamma-table kernel, with
      * rows 16-byte aligned (whole quads of halves in one load); rows of 1024
      * are a full tile, which CUDA gives a warp each, and 3500 of them are
-     * more than an H200's warps take in one round (3168), so that warps load
+     * more than an H200's warps take in one round (2112), so that warps load
      * a next row ahead. */
     const layout dm_layouts[] = {{4, 9, 1, 2},     {32, 300, 0, 0},   {7, 2100, 3, 1},
                                  {200, 64, 0, 0},  {512, 520, 8, 0},  {3500, 1024, 8, 0}};

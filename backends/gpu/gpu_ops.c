@@ -233,7 +233,9 @@ static tally_status dm_rows_table(tally_context *ctx, const tally__dm_job *job, 
      * local memory before its first row. With the terms, the groups that
      * fit a compute unit at once (cap is 32 a compute unit) copy them once
      * each and then share out the rows. */
-    const uint64_t most = TALLY_K_DM_LOCAL_TERMS ? cap / 32u * TALLY_K_DM_TABLE_GROUPS_PER_CU : cap;
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const uint64_t per_cu = g->warp_shuffle ? TALLY_K_DM_GROUPS_PER_CU : TALLY_K_DM_TABLE_GROUPS_PER_CU;
+    const uint64_t most = TALLY_K_DM_LOCAL_TERMS ? cap / 32u * per_cu : cap;
     if (groups > most) groups = most;
     const tally__kargs_dm_rows_table a = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
