@@ -147,25 +147,15 @@
 #ifndef TALLY_K_DM_TABLE_GROUPS_PER_CU
 #define TALLY_K_DM_TABLE_GROUPS_PER_CU 3u
 #endif
-/* 1: tally_k_dm_rows_table's warp rows (above) load the next row's counts
- * before they fold the current one, so that a warp's loads stay in flight
- * while it computes. 0 (a bench variant) loads each row when it starts.
- * The same bits either way. */
+/* 1: tally_k_dm_rows_table's warp rows (above) with one quad a lane load
+ * the next row's counts before they fold the current one, so that a warp's
+ * loads stay in flight while it computes. 0 (a bench variant) loads each
+ * row when it starts. The same bits either way. */
 #ifndef TALLY_K_DM_ROWS_AHEAD
 #define TALLY_K_DM_ROWS_AHEAD 1u
 #endif
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
-/* 1: where a group of tally_k_dm_rows with a shared alpha in local memory
- * takes all its rows in one pass, a quad a lane (small calls, such as
- * 512 x 256), each work-item loads its quad's counts and log_alpha and
- * computes a and lgamma(n + a) before the group's barrier, so that the
- * loads and the lgamma calls overlap the alpha table instead of following
- * it. 0 (a bench variant) computes them after the barrier. The same
- * operations on the same values either way, so the same bits. */
-#ifndef TALLY_K_DM_EARLY_TERMS
-#define TALLY_K_DM_EARLY_TERMS 1u
-#endif
 /* 1: where warps can shuffle (CUDA), tally_k_dm_rows's tree takes its
  * steps below 32 through shuffles in registers: two barriers a row of 64
  * lanes instead of seven. 0 (a bench variant): every step in local memory.

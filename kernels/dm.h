@@ -54,31 +54,6 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_K_PARAMS(dm_prep))
 }
 
 /*
- * The counts n of quad g of a row (at counts[crow]) and, for a shared
- * log_alpha (at la[la_off]), a = exp(log_alpha) and lgamma(n + a) of each:
- * the values tally_k_dm_term computes for them, by the same calls. Returns
- * the quad's number of elements. lgamma(n + a) is computed for a zero count
- * too (the term ignores it), so that the four calls need no branch.
- */
-TALLY_FN tally_u32 tally_k_dm_early_quad(TALLY_GLOBAL const float *counts, tally_u32 c_dtype, tally_u64 crow,
-                                         TALLY_GLOBAL const float *la, tally_u32 la_dtype, tally_u64 la_off,
-                                         tally_u64 g, tally_u64 V, float *n, float *a, float *lgn)
-{
-    const tally_u64 e0 = g << 2;
-    const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
-    for (tally_u32 c = 0; c < 4u; c++) {
-        n[c] = 0.0f;
-        a[c] = 0.0f;
-        if (c < count) {
-            n[c] = tally_k_ld_at(counts, c_dtype, crow + e0 + c);
-            a[c] = tally_expf(tally_k_ld_at(la, la_dtype, la_off + e0 + c));
-        }
-    }
-    for (tally_u32 c = 0; c < 4u; c++) lgn[c] = tally_lgammaf(n[c] + a[c]);
-    return count;
-}
-
-/*
  * Rows of counts [B, V] (row b at counts[c_off + b * c_stride]) under the
  * row plan (lanes, qpl, tiles over V; V == 0 is passed as lanes = qpl =
  * tiles = 1 and gives A = N = S = 0 as on the host).
@@ -104,24 +79,6 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
     TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
     TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
     const tally_u32 lid = TALLY_LID();
-    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B, tiles, V);
-    const tally_u32 j = lay.j;
-    const tally_u64 units = lay.units, quads = lay.quads;
-    /* A group that takes all its units in one pass, a quad a lane, with the
-     * alpha table in local memory (TALLY_K_DM_EARLY_TERMS): its work-items
-     * load their quad's counts and log_alpha and compute a and lgamma(n + a)
-     * before the barrier, where they overlap the table. early_count is the
-     * quad's elements (0 for a lane with none). */
-    const int early = TALLY_K_DM_EARLY_TERMS && alpha_mode == TALLY_K_DM_ALPHA_LOCAL && qpl == 1u &&
-                      TALLY_GROUP_COUNT() * lay.segments >= units;
-    float early_n[4], early_a[4], early_lgn[4];
-    tally_u32 early_count = 0u;
-    if (early) {
-        const tally_k_unit at = tally_k_unit_at(&lay, TALLY_GROUP_ID() * lay.segments + lay.seg);
-        if ((tally_u64)j < at.active)
-            early_count = tally_k_dm_early_quad(counts, c_dtype, c_off + at.vec * c_stride, la, la_dtype, la_off,
-                                                at.base + j, V, early_n, early_a, early_lgn);
-    }
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
         for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
             const float a = tally_expf(tally_k_ld_at(la, la_dtype, la_off + v));
@@ -135,6 +92,9 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
         fact[lid] = tally_lgammaf((float)lid + 1.0f);
     /* Unconditional: see tally_k_local_uniforms on barriers under branches. */
     TALLY_BARRIER();
+    const tally_k_segs lay = tally_k_segs_of(lid, lanes, qpl, B, tiles, V);
+    const tally_u32 j = lay.j;
+    const tally_u64 units = lay.units, quads = lay.quads;
     for (tally_u64 first = TALLY_GROUP_ID() * lay.segments; first < units;
          first += TALLY_GROUP_COUNT() * lay.segments) {
         const tally_u64 unit = first + lay.seg;
@@ -146,17 +106,7 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
             const tally_u64 crow = c_off + b * c_stride, larow = la_off + b * la_stride;
             float A = 0.0f, N = 0.0f, S = 0.0f;
             int first_term = 1;
-            if (early) {
-                /* Constant indices keep the quad in registers. */
-                for (tally_u32 c = 0; c < 4u; c++) {
-                    if (c < early_count) {
-                        const float lga = tab_lga[(at.base + j) * 4u + c];
-                        const float term = tally_k_dm_term(early_n[c], early_a[c], lga, early_lgn[c], 1, fact, flags);
-                        tally_k_dm_add(&A, &N, &S, c == 0u, early_a[c], early_n[c], term);
-                    }
-                }
-            }
-            for (tally_u32 q = 0; q < (early ? 0u : qpl); q++) {
+            for (tally_u32 q = 0; q < qpl; q++) {
                 const tally_u64 g = base + (tally_u64)q * lanes + j;
                 if (g >= quads) break;
                 const tally_u64 e0 = g << 2;
@@ -286,40 +236,47 @@ TALLY_FN void tally_k_dm_fold_quad(const tally_k_dm_terms *d, const float *e, ta
 
 #if TALLY_HAS_WARP_SHUFFLE
 /*
- * The words of quad g of a row whose quads are whole and 16-byte aligned
- * (tally_k_dm_rows_table's warp rows with one quad a lane): a float4 of
- * fp32 counts, or the two 32-bit words of four halves in .x and .y; zeros
- * for g >= quads, which reads nothing.
+ * The words of lane w's eight quads g = w + 32k of a row whose quads are
+ * whole and 16-byte aligned (tally_k_dm_rows_table's warp rows with one quad
+ * a lane): a float4 of fp32 counts, or the two 32-bit words of four halves
+ * in .x and .y. Quads g >= quads read nothing.
  */
-TALLY_FN tally_f4 tally_k_dm_warp_word(const tally_k_src *src, int halves, tally_u32 g, tally_u32 quads)
+TALLY_FN void tally_k_dm_warp_words(TALLY_GLOBAL const float *counts, tally_u32 c_dtype, tally_u64 row, int halves,
+                                    tally_u32 w, tally_u32 quads, tally_f4 *words)
 {
-    tally_f4 x;
-    x.x = x.y = x.z = x.w = 0.0f;
-    if (g < quads) {
-        if (halves) {
-            const uint2 u = ((TALLY_GLOBAL const uint2 *)src->h)[g];
-            x.x = tally_as_f32(u.x);
-            x.y = tally_as_f32(u.y);
-        } else {
-            x = TALLY_LOAD_F4(src->p, g);
+    const tally_k_src src = tally_k_src_at(counts, c_dtype, row, 4u * quads, 4u * quads, TALLY_K_LOAD_VEC4);
+#pragma unroll
+    for (tally_u32 k = 0; k < 8u; k++) {
+        const tally_u32 g = w + 32u * k;
+        words[k].x = words[k].y = words[k].z = words[k].w = 0.0f;
+        if (g < quads) {
+            if (halves) {
+                const uint2 u = ((TALLY_GLOBAL const uint2 *)src.h)[g];
+                words[k].x = tally_as_f32(u.x);
+                words[k].y = tally_as_f32(u.y);
+            } else {
+                words[k] = TALLY_LOAD_F4(src.p, g);
+            }
         }
     }
-    return x;
 }
 
-/* The four counts of tally_k_dm_warp_word's words, as floats. */
-TALLY_FN void tally_k_dm_warp_widen(tally_f4 x, tally_u32 c_dtype, int halves, float *e)
+/* The counts of tally_k_dm_warp_words' words, as floats. */
+TALLY_FN void tally_k_dm_warp_widen(const tally_f4 *words, tally_u32 c_dtype, int halves, float e[8][4])
 {
-    if (halves) {
-        e[0] = tally_k_lo(c_dtype, tally_as_u32(x.x));
-        e[1] = tally_k_hi(c_dtype, tally_as_u32(x.x));
-        e[2] = tally_k_lo(c_dtype, tally_as_u32(x.y));
-        e[3] = tally_k_hi(c_dtype, tally_as_u32(x.y));
-    } else {
-        e[0] = x.x;
-        e[1] = x.y;
-        e[2] = x.z;
-        e[3] = x.w;
+#pragma unroll
+    for (tally_u32 k = 0; k < 8u; k++) {
+        if (halves) {
+            e[k][0] = tally_k_lo(c_dtype, tally_as_u32(words[k].x));
+            e[k][1] = tally_k_hi(c_dtype, tally_as_u32(words[k].x));
+            e[k][2] = tally_k_lo(c_dtype, tally_as_u32(words[k].y));
+            e[k][3] = tally_k_hi(c_dtype, tally_as_u32(words[k].y));
+        } else {
+            e[k][0] = words[k].x;
+            e[k][1] = words[k].y;
+            e[k][2] = words[k].z;
+            e[k][3] = words[k].w;
+        }
     }
 }
 
@@ -492,27 +449,22 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
         const tally_u64 step = TALLY_GROUP_COUNT() * warps;
         tally_u64 b0 = TALLY_GROUP_ID() * warps + lid / 32u;
         if (TALLY_K_DM_ROWS_AHEAD && qpl == 1u && (whole_f32 || whole_half)) {
-            /* One quad a lane (V == 1024 here): as each quad of this row
-             * is widened, the same quad of the warp's next row is loaded
-             * into its registers, so a row's loads are in flight while the
-             * row before it is folded, with no second set of registers. */
+            /* One quad a lane (V == 1024 here): the next row's words are
+             * loaded before this row's fold, into the registers this row's
+             * words were widened from. */
             tally_f4 words[8];
-            tally_k_src src = tally_k_src_at(counts, c_dtype, c_off + b0 * c_stride, V, V, TALLY_K_LOAD_VEC4);
-#pragma unroll
-            for (tally_u32 k = 0; k < 8u; k++)
-                words[k] = tally_k_dm_warp_word(&src, whole_half, b0 < B ? w + 32u * k : quads, quads);
+            if (b0 < B) tally_k_dm_warp_words(counts, c_dtype, c_off + b0 * c_stride, whole_half, w, quads, words);
             for (tally_u64 b = b0; b < B; b += step) {
-                const int more = b + step < B;
-                src = tally_k_src_at(counts, c_dtype, c_off + (more ? b + step : b) * c_stride, V, V, TALLY_K_LOAD_VEC4);
+                float e[8][4];
+                tally_k_dm_warp_widen(words, c_dtype, whole_half, e);
+                if (b + step < B)
+                    tally_k_dm_warp_words(counts, c_dtype, c_off + (b + step) * c_stride, whole_half, w, quads, words);
                 float sn[8], ss[8];
 #pragma unroll
                 for (tally_u32 k = 0; k < 8u; k++) {
-                    float e[4];
-                    tally_k_dm_warp_widen(words[k], c_dtype, whole_half, e);
-                    words[k] = tally_k_dm_warp_word(&src, whole_half, more ? w + 32u * k : quads, quads);
                     sn[k] = -0.0f;
                     ss[k] = -0.0f;
-                    tally_k_dm_fold_quad(&d, e, w + 32u * k < quads ? 4u : 0u, w + 32u * k, &sn[k], &ss[k]);
+                    tally_k_dm_fold_quad(&d, e[k], w + 32u * k < quads ? 4u : 0u, w + 32u * k, &sn[k], &ss[k]);
                 }
                 tally_k_dm_warp_row_end(sn, ss, w, A_row, flags, out + out_off + b * out_stride);
             }
