@@ -136,23 +136,19 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
             vn[lid] = N;
             vs[lid] = S;
         }
-        float tA, tN, tS;
+        /* With shuffles the tree leaves the sums in lane 0's registers,
+         * else in its slots. */
+        const int shuffled = TALLY_HAS_WARP_SHUFFLE && TALLY_K_DM_TREE_SHUFFLE;
+        float tA = 0.0f, tN = 0.0f, tS = 0.0f;
 #if TALLY_HAS_WARP_SHUFFLE
-        if (TALLY_K_DM_TREE_SHUFFLE) {
-            tally_k_tree3_shuffle(va, vn, vs, lid, lanes, active, &tA, &tN, &tS);
-        } else
+        if (shuffled) tally_k_tree3_shuffle(va, vn, vs, lid, lanes, active, &tA, &tN, &tS);
 #endif
-        {
-            tally_k_tree3(va, vn, vs, lid, lanes, active);
-            tA = va[lid];
-            tN = vn[lid];
-            tS = vs[lid];
-        }
+        if (!shuffled) tally_k_tree3(va, vn, vs, lid, lanes, active);
         if (unit < units && j == 0u) {
             /* An empty row (V == 0) sums to +0 as on the host. */
-            const float A = active > 0u ? tA : 0.0f;
-            const float N = active > 0u ? tN : 0.0f;
-            const float S = active > 0u ? tS : 0.0f;
+            const float A = active > 0u ? (shuffled ? tA : va[lid]) : 0.0f;
+            const float N = active > 0u ? (shuffled ? tN : vn[lid]) : 0.0f;
+            const float S = active > 0u ? (shuffled ? tS : vs[lid]) : 0.0f;
             if (tiles == 1u) {
                 out[out_off + b * out_stride] = tally_canonical(tally_dm_row(A, N, S, flags));
             } else {
