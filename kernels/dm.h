@@ -230,6 +230,41 @@ TALLY_FN void tally_k_dm_fold_quad(const tally_k_dm_terms *d, const float *e, ta
     }
 }
 
+/*
+ * The words of quad g of a row whose quads are whole and 16-byte aligned: a
+ * float4 of fp32 counts, or the two 32-bit words of four halves in .x and
+ * .y (widened by tally_k_dm_quad_widen once the loads are on their way).
+ */
+TALLY_FN tally_f4 tally_k_dm_quad_word(const tally_k_src *src, int halves, tally_u32 g)
+{
+    tally_f4 x;
+    if (halves) {
+        const uint2 u = ((TALLY_GLOBAL const uint2 *)src->h)[g];
+        x.x = tally_as_f32(u.x);
+        x.y = tally_as_f32(u.y);
+        x.z = x.w = 0.0f;
+    } else {
+        x = TALLY_LOAD_F4(src->p, g);
+    }
+    return x;
+}
+
+/* The four counts of tally_k_dm_quad_word's words, as floats. */
+TALLY_FN void tally_k_dm_quad_widen(tally_f4 x, tally_u32 c_dtype, int halves, float *e)
+{
+    if (halves) {
+        e[0] = tally_k_lo(c_dtype, tally_as_u32(x.x));
+        e[1] = tally_k_hi(c_dtype, tally_as_u32(x.x));
+        e[2] = tally_k_lo(c_dtype, tally_as_u32(x.y));
+        e[3] = tally_k_hi(c_dtype, tally_as_u32(x.y));
+    } else {
+        e[0] = x.x;
+        e[1] = x.y;
+        e[2] = x.z;
+        e[3] = x.w;
+    }
+}
+
 #if TALLY_HAS_WARP_SHUFFLE
 /*
  * The words of lane w's eight quads g = w + 32k of a row whose quads are
@@ -536,7 +571,28 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
             /* Lane t + kT's sums in N<k>, S<k> (lanes past the active
              * prefix keep values that no step reads). */
             float N0 = -0.0f, S0 = -0.0f, N1 = -0.0f, S1 = -0.0f, N2 = -0.0f, S2 = -0.0f, N3 = -0.0f, S3 = -0.0f;
-            for (tally_u32 k = 0; k < P; k++) {
+            /* Four whole aligned quads, one a lane, every lane active (rows
+             * of 1024 on OpenCL): the four loads go out together, then the
+             * folds (TALLY_K_DM_ROWS_LOADS_FIRST). */
+            const int four = TALLY_K_DM_ROWS_LOADS_FIRST && P == 4u && qpl == 1u && vec4 && (V32 & 3u) == 0u &&
+                             t + 3u * T < active;
+            if (four) {
+                const int halves = c_dtype != TALLY_F32;
+                const tally_f4 x0 = tally_k_dm_quad_word(&src, halves, t);
+                const tally_f4 x1 = tally_k_dm_quad_word(&src, halves, t + T);
+                const tally_f4 x2 = tally_k_dm_quad_word(&src, halves, t + 2u * T);
+                const tally_f4 x3 = tally_k_dm_quad_word(&src, halves, t + 3u * T);
+                float e4[4];
+                tally_k_dm_quad_widen(x0, c_dtype, halves, e4);
+                tally_k_dm_fold_quad(&d, e4, 4u, t, &N0, &S0);
+                tally_k_dm_quad_widen(x1, c_dtype, halves, e4);
+                tally_k_dm_fold_quad(&d, e4, 4u, t + T, &N1, &S1);
+                tally_k_dm_quad_widen(x2, c_dtype, halves, e4);
+                tally_k_dm_fold_quad(&d, e4, 4u, t + 2u * T, &N2, &S2);
+                tally_k_dm_quad_widen(x3, c_dtype, halves, e4);
+                tally_k_dm_fold_quad(&d, e4, 4u, t + 3u * T, &N3, &S3);
+            }
+            for (tally_u32 k = 0; k < (four ? 0u : P); k++) {
                 const tally_u32 j = t + k * T;
                 if (j >= active) break;
                 float sn = -0.0f, ss = -0.0f;
