@@ -154,8 +154,8 @@
 #ifndef TALLY_K_DM_ROWS_AHEAD
 #define TALLY_K_DM_ROWS_AHEAD 1u
 #endif
-/* 1: tally_k_dm_rows_table's group rows (every target without warp rows:
- * OpenCL) with one whole aligned quad a lane load a work-item's four quads
+/* 1: tally_k_dm_rows_table's group rows on targets without warp shuffles
+ * (OpenCL) with one whole aligned quad a lane load a work-item's four quads
  * before they fold them. 0 (a bench variant) loads each quad as its lane
  * comes. The same bits either way. */
 #ifndef TALLY_K_DM_ROWS_LOADS_FIRST

@@ -571,12 +571,13 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
             /* Lane t + kT's sums in N<k>, S<k> (lanes past the active
              * prefix keep values that no step reads). */
             float N0 = -0.0f, S0 = -0.0f, N1 = -0.0f, S1 = -0.0f, N2 = -0.0f, S2 = -0.0f, N3 = -0.0f, S3 = -0.0f;
+#if !TALLY_HAS_WARP_SHUFFLE
             /* Four whole aligned quads, one a lane, every lane active (rows
              * of 1024 on OpenCL): the four loads go out together, then the
-             * folds (TALLY_K_DM_ROWS_LOADS_FIRST). */
-            const int four = TALLY_K_DM_ROWS_LOADS_FIRST && P == 4u && qpl == 1u && vec4 && (V32 & 3u) == 0u &&
-                             t + 3u * T < active;
-            if (four) {
+             * folds (TALLY_K_DM_ROWS_LOADS_FIRST). Not on CUDA, whose rows
+             * of 1024 are warp rows: this form was measured on OpenCL only. */
+            if (TALLY_K_DM_ROWS_LOADS_FIRST && P == 4u && qpl == 1u && vec4 && (V32 & 3u) == 0u &&
+                t + 3u * T < active) {
                 const int halves = c_dtype != TALLY_F32;
                 const tally_f4 x0 = tally_k_dm_quad_word(&src, halves, t);
                 const tally_f4 x1 = tally_k_dm_quad_word(&src, halves, t + T);
@@ -591,8 +592,9 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_GROUPS_PER_CU) void tally_k_dm_rows_table(
                 tally_k_dm_fold_quad(&d, e4, 4u, t + 2u * T, &N2, &S2);
                 tally_k_dm_quad_widen(x3, c_dtype, halves, e4);
                 tally_k_dm_fold_quad(&d, e4, 4u, t + 3u * T, &N3, &S3);
-            }
-            for (tally_u32 k = 0; k < (four ? 0u : P); k++) {
+            } else
+#endif
+            for (tally_u32 k = 0; k < P; k++) {
                 const tally_u32 j = t + k * T;
                 if (j >= active) break;
                 float sn = -0.0f, ss = -0.0f;
