@@ -53,10 +53,44 @@
  * and the sincospi core on cost) keeps the loop scalar. */
 #define TALLY_K_CPU_FLAT __attribute__((flatten))
 
-/* e[i] = element k0 + i of s, i < m (widened from halves). */
-TALLY_FN void tally_k_cpu_gather(const tally_k_src *s, tally_u64 k0, tally_u32 m, float *e)
+/* How far ahead of a step's elements a gather asks for its source's
+ * cache lines: four steps of fp32. A step's copy is a burst of loads that
+ * waits on memory, then the step computes while nothing is read, so the
+ * hardware prefetcher alone leaves the memory idle half the time; asking
+ * for the lines four steps ahead keeps them arriving (a row sum of
+ * 4096x16384 on PoCL: 17.3 to 13.0 ms, bench/RESULTS.md CPU run N). A
+ * prefetch is a hint: it reads nothing into the program and cannot fault,
+ * and it never reaches past the vector. */
+#define TALLY_K_CPU_AHEAD_BYTES 16384u
+#if defined(__has_builtin)
+#  if __has_builtin(__builtin_prefetch)
+#    define TALLY_K_CPU_PREFETCH(ptr) __builtin_prefetch(ptr)
+#  endif
+#endif
+#ifndef TALLY_K_CPU_PREFETCH
+#  define TALLY_K_CPU_PREFETCH(ptr) ((void)0)
+#endif
+
+/* Asks for the lines of elements k0 + A .. k0 + A + m - 1 of a contiguous
+ * source (A: TALLY_K_CPU_AHEAD_BYTES of its elements), those below n, one
+ * request per 64-byte line. */
+TALLY_FN void tally_k_cpu_ask_ahead(const tally_k_src *s, tally_u64 k0, tally_u32 m, tally_u64 n)
+{
+    const tally_u32 size = s->dtype == TALLY_F32 ? 4u : 2u;
+    const tally_u64 first = k0 + TALLY_K_CPU_AHEAD_BYTES / size;
+    const tally_u64 end = tally_k_min_u64(first + m, n);
+    for (tally_u64 k = first; k < end; k += 64u / size) {
+        if (size == 4u) TALLY_K_CPU_PREFETCH(s->p + k);
+        else TALLY_K_CPU_PREFETCH(s->h + k);
+    }
+}
+
+/* e[i] = element k0 + i of s, i < m (widened from halves), of a vector of
+ * n elements. */
+TALLY_FN void tally_k_cpu_gather(const tally_k_src *s, tally_u64 k0, tally_u32 m, tally_u64 n, float *e)
 {
     if (s->mode != TALLY_K_LOAD_STRIDED) {
+        tally_k_cpu_ask_ahead(s, k0, m, n);
         if (s->dtype == TALLY_F32) {
             for (tally_u32 i = 0; i < m; i++) e[i] = s->p[k0 + i];
         } else if (s->dtype == TALLY_BF16) {
@@ -128,6 +162,34 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m
     }
 }
 
+/* The KL terms of a step of the two common forms read where they lie,
+ * from contiguous fp32 sources (x and t: the step's first elements): the
+ * qualifying test and the short form in one loop, then, if any pair failed
+ * the test, tally_kl_term over the step, as tally_k_cpu_kl_terms does. One
+ * pass spreads the loads across the logarithms' arithmetic, where a copy
+ * and a test pass first read the step in a burst while nothing computes
+ * (the KL of 4096x16384 on PoCL: 50 to 37 ms, bench/RESULTS.md CPU run N).
+ * A failed step's short terms are discarded, so the bits are the same. */
+#define TALLY_K_CPU_KL_FUSED(FLAGS)                                                \
+    do {                                                                           \
+        _Pragma("clang loop vectorize_width(8) interleave_count(4)")              \
+        for (tally_u32 i = 0; i < m; i++) {                                        \
+            ok &= tally_kl_fast_ok(x[i], t[i], (FLAGS));                           \
+            e[i] = tally_kl_term_fast(x[i], t[i], (FLAGS));                        \
+        }                                                                          \
+    } while (0)
+
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_direct(tally_u32 flags, tally_u32 m, float *e,
+                                                      TALLY_GLOBAL const float *x, TALLY_GLOBAL const float *t)
+{
+    int ok = 1;
+    if (flags == TALLY_KL_INPUT_IS_PROB) TALLY_K_CPU_KL_FUSED(TALLY_KL_INPUT_IS_PROB);
+    else if (flags == 0u) TALLY_K_CPU_KL_FUSED(0u);
+    else ok = 0;
+    if (!ok)
+        for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term(x[i], t[i], flags);
+}
+
 /* The KL terms from logits over one row's run of a step (x in e, y in f,
  * the terms to e), the row's statistics and the flags constants in each
  * copy (the five forms the front end accepts; host_kernels.c's
@@ -135,13 +197,23 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m
  * lie in [-87, 88] (y - m_y <= 0, almost always) takes their exponentials
  * by tally_pm_expf_normal, 8 lanes four at a time, as the reduce twin's;
  * a NaN or an argument out of range sends the run to tally_expf. */
-#define TALLY_K_CPU_KLL_LOOP(FLAGS, NORMAL)                                                                  \
+#define TALLY_K_CPU_KLL_LOOP(X, Y, FLAGS, NORMAL)                                                            \
     for (tally_u32 i = 0; i < len; i++)                                                                       \
-    e[i] = tally_kl_logits_term_with(e[i], f[i], mx, lx, my, ly, ry, (FLAGS), (NORMAL))
+    e[i] = tally_kl_logits_term_with((X)[i], (Y)[i], mx, lx, my, ly, ry, (FLAGS), (NORMAL))
 #define TALLY_K_CPU_KLL_NORMAL(FLAGS)                                   \
     do {                                                                \
         _Pragma("clang loop vectorize_width(8) interleave_count(4)")   \
-        TALLY_K_CPU_KLL_LOOP(FLAGS, 1);                                 \
+        TALLY_K_CPU_KLL_LOOP(e, f, FLAGS, 1);                           \
+    } while (0)
+/* Every form with tally_expf: flags constant in each copy. */
+#define TALLY_K_CPU_KLL_PLAIN(X, Y)                                         \
+    do {                                                                    \
+        if (flags == 4u) TALLY_K_CPU_KLL_LOOP(X, Y, 4u, 0);                 \
+        else if (flags == 5u) TALLY_K_CPU_KLL_LOOP(X, Y, 5u, 0);            \
+        else if (flags == 8u) TALLY_K_CPU_KLL_LOOP(X, Y, 8u, 0);            \
+        else if (flags == 10u) TALLY_K_CPU_KLL_LOOP(X, Y, 10u, 0);          \
+        else if (flags == 12u) TALLY_K_CPU_KLL_LOOP(X, Y, 12u, 0);          \
+        else TALLY_K_CPU_KLL_LOOP(X, Y, flags, 0);                          \
     } while (0)
 
 TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, float lx, float my, float ly, float ry,
@@ -153,27 +225,52 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, fl
     if (normal && flags == 12u) TALLY_K_CPU_KLL_NORMAL(12u);
     else if (normal && flags == 8u) TALLY_K_CPU_KLL_NORMAL(8u);
     else if (normal && flags == 10u) TALLY_K_CPU_KLL_NORMAL(10u);
-    else if (flags == 4u) TALLY_K_CPU_KLL_LOOP(4u, 0);
-    else if (flags == 5u) TALLY_K_CPU_KLL_LOOP(5u, 0);
-    else if (flags == 8u) TALLY_K_CPU_KLL_LOOP(8u, 0);
-    else if (flags == 10u) TALLY_K_CPU_KLL_LOOP(10u, 0);
-    else if (flags == 12u) TALLY_K_CPU_KLL_LOOP(12u, 0);
-    else TALLY_K_CPU_KLL_LOOP(flags, 0);
+    else TALLY_K_CPU_KLL_PLAIN(e, f);
+}
+
+/* The same terms read where they lie, from contiguous fp32 sources (x, y:
+ * the run's first elements), as tally_k_cpu_kl_direct does for the KL: a
+ * form with target logits tests and computes in one loop, and a run that
+ * fails the test is computed again with tally_expf. */
+#define TALLY_K_CPU_KLL_FUSED(FLAGS)                                                                  \
+    do {                                                                                              \
+        _Pragma("clang loop vectorize_width(8) interleave_count(4)")                                 \
+        for (tally_u32 i = 0; i < len; i++) {                                                         \
+            normal &= tally_pm_expf_normal_ok(y[i] - my);                                             \
+            e[i] = tally_kl_logits_term_with(x[i], y[i], mx, lx, my, ly, ry, (FLAGS), 1);             \
+        }                                                                                             \
+    } while (0)
+
+TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run_direct(tally_u32 flags, float mx, float lx, float my, float ly,
+                                                           float ry, tally_u32 len, float *e,
+                                                           TALLY_GLOBAL const float *x, TALLY_GLOBAL const float *y)
+{
+    int normal = 1;
+    if (flags == 12u) TALLY_K_CPU_KLL_FUSED(12u);
+    else if (flags == 8u) TALLY_K_CPU_KLL_FUSED(8u);
+    else if (flags == 10u) TALLY_K_CPU_KLL_FUSED(10u);
+    else normal = 0;
+    if (!normal) TALLY_K_CPU_KLL_PLAIN(x, y);
 }
 
 /* The step's elements k0 .. k0 + m - 1 of the row-major walk of rows of
  * `cols` elements, row by row with each row's statistics (st: the planes
- * of kernels/kl_logits.h, `rows` floats each). */
+ * of kernels/kl_logits.h, `rows` floats each): from the gathered steps e
+ * and f, or, where gx is not 0, read where they lie from gx and gy (the
+ * step's first elements; f unused). */
 TALLY_FN void tally_k_cpu_kll_terms(TALLY_GLOBAL const float *st, tally_u64 rows, tally_u64 cols, tally_u32 flags,
-                                    tally_u64 k0, tally_u32 m, float *e, const float *f)
+                                    tally_u64 k0, tally_u32 m, float *e, const float *f, TALLY_GLOBAL const float *gx,
+                                    TALLY_GLOBAL const float *gy)
 {
     tally_u64 r = k0 / cols, c = k0 - r * cols;
     for (tally_u32 i = 0; i < m; r++, c = 0) {
         const tally_u64 left = cols - c;
         const tally_u32 len = left < (tally_u64)(m - i) ? (tally_u32)left : m - i;
-        tally_k_cpu_kll_run(flags, st[TALLY_K_KLL_MX * rows + r], st[TALLY_K_KLL_LX * rows + r],
-                            st[TALLY_K_KLL_MY * rows + r], st[TALLY_K_KLL_LY * rows + r],
-                            st[TALLY_K_KLL_RY * rows + r], len, e + i, f + i);
+        const float mx = st[TALLY_K_KLL_MX * rows + r], lx = st[TALLY_K_KLL_LX * rows + r];
+        const float my = st[TALLY_K_KLL_MY * rows + r], ly = st[TALLY_K_KLL_LY * rows + r];
+        const float ry = st[TALLY_K_KLL_RY * rows + r];
+        if (gx != 0) tally_k_cpu_kll_run_direct(flags, mx, lx, my, ly, ry, len, e + i, gx + i, gy + i);
+        else tally_k_cpu_kll_run(flags, mx, lx, my, ly, ry, len, e + i, f + i);
         i += len;
     }
 }
@@ -220,6 +317,12 @@ TALLY_FN void tally_k_cpu_pairs(tally_u32 kind, float *acc, tally_u32 s, tally_u
     }
 }
 
+/* Whether a source's steps can be read where they lie: contiguous fp32. */
+TALLY_FN int tally_k_cpu_in_place(const tally_k_src *s)
+{
+    return s->mode != TALLY_K_LOAD_STRIDED && s->dtype == TALLY_F32;
+}
+
 /* How a twin's tile computes its terms. */
 #define TALLY_K_CPU_TERM_REDUCE 0u /* tally_k_reduce_term(term, a, sh) */
 #define TALLY_K_CPU_TERM_KL 1u     /* tally_kl_term(a, b, flags) */
@@ -240,6 +343,10 @@ TALLY_FN float tally_k_cpu_tile(const tally_k_src *a, const tally_k_src *b, tall
 {
     const tally_u64 quads = tally_k_quads(n);
     const tally_u32 active = (tally_u32)tally_k_active(quads, base, lanes);
+    /* The KL forms that have a one-pass loop read contiguous fp32 sources
+     * where they lie (tally_k_cpu_kl_direct); the rest gather each step. */
+    const int direct = form != TALLY_K_CPU_TERM_REDUCE && tally_k_cpu_in_place(a) && tally_k_cpu_in_place(b) &&
+                       (form == TALLY_K_CPU_TERM_KLL || flags == TALLY_KL_INPUT_IS_PROB || flags == 0u);
     for (tally_u32 q = 0; q < qpl; q++) {
         const tally_u64 q0 = base + (tally_u64)q * lanes;
         if (q0 >= quads) break;
@@ -247,15 +354,21 @@ TALLY_FN float tally_k_cpu_tile(const tally_k_src *a, const tally_k_src *b, tall
         const tally_u32 nq = (tally_u32)tally_k_min_u64((tally_u64)lanes, quads - q0);
         const tally_u64 k0 = q0 << 2;
         const tally_u32 m = (tally_u32)(tally_k_min_u64(n, (q0 + nq) << 2) - k0);
-        tally_k_cpu_gather(a, k0, m, e);
-        if (form == TALLY_K_CPU_TERM_KL) {
-            tally_k_cpu_gather(b, k0, m, f);
-            tally_k_cpu_kl_terms(flags, m, e, f);
-        } else if (form == TALLY_K_CPU_TERM_KLL) {
-            tally_k_cpu_gather(b, k0, m, f);
-            tally_k_cpu_kll_terms(st, rows, cols, flags, k0, m, e, f);
+        if (direct && form == TALLY_K_CPU_TERM_KL) {
+            tally_k_cpu_kl_direct(flags, m, e, a->p + k0, b->p + k0);
+        } else if (direct) {
+            tally_k_cpu_kll_terms(st, rows, cols, flags, k0, m, e, f, a->p + k0, b->p + k0);
         } else {
-            tally_k_cpu_reduce_terms(term, sh, m, e);
+            tally_k_cpu_gather(a, k0, m, n, e);
+            if (form == TALLY_K_CPU_TERM_KL) {
+                tally_k_cpu_gather(b, k0, m, n, f);
+                tally_k_cpu_kl_terms(flags, m, e, f);
+            } else if (form == TALLY_K_CPU_TERM_KLL) {
+                tally_k_cpu_gather(b, k0, m, n, f);
+                tally_k_cpu_kll_terms(st, rows, cols, flags, k0, m, e, f, 0, 0);
+            } else {
+                tally_k_cpu_reduce_terms(term, sh, m, e);
+            }
         }
         const tally_u32 full = m >> 2;
         tally_k_cpu_fold(kind, acc, e, full, q == 0u);
@@ -427,7 +540,7 @@ TALLY_FN float tally_k_cpu_dm_row(const tally_k_src *src, tally_u32 V32, tally_u
         const tally_u32 k0 = q0 << 2;
         const tally_u32 k1 = (q0 + nq) << 2;
         const tally_u32 m = (k1 < V32 ? k1 : V32) - k0;
-        tally_k_cpu_gather(src, k0, m, e);
+        tally_k_cpu_gather(src, k0, m, V32, e);
         tally_k_cpu_dm_terms(e, m, k0, ea, tab, V32, flags, fact, ta, ts);
         const tally_u32 full = m >> 2;
         tally_k_cpu_fold(TALLY_COMBINE_SUM, A, ta, full, q == 0u);
