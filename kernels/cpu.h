@@ -53,6 +53,28 @@
  * and the sincospi core on cost) keeps the loop scalar. */
 #define TALLY_K_CPU_FLAT __attribute__((flatten))
 
+/* The transcendental terms' loops run TALLY_CL_CPU_LANES float lanes a
+ * vector (the backend passes 16 on a device whose native float vectors
+ * have 16, AVX-512, else 8), four vectors interleaved so that their
+ * logarithms' and exponentials' latencies overlap. Clang's cost model for
+ * AVX-512 prefers 8 lanes, so a 16-lane loop also needs its function to
+ * allow 512-bit vectors (min_vector_width, TALLY_K_CPU_WIDE). Sixteen
+ * lanes: the KL of 4096x16384 on PoCL 40 to 36 ms, the KL from logits 125
+ * to 117 ms (bench/RESULTS.md CPU run N); the other twins keep the
+ * compiler's choice (16 lanes made the Dirichlet-multinomial's and the
+ * normal fill's loops no faster). Each lane computes its own element, so
+ * the width never changes a bit. */
+#ifndef TALLY_CL_CPU_LANES
+#  define TALLY_CL_CPU_LANES 8
+#endif
+#if TALLY_CL_CPU_LANES == 16
+#  define TALLY_K_CPU_VECTOR_LOOP _Pragma("clang loop vectorize_width(16) interleave_count(4)")
+#  define TALLY_K_CPU_WIDE __attribute__((flatten, min_vector_width(512)))
+#else
+#  define TALLY_K_CPU_VECTOR_LOOP _Pragma("clang loop vectorize_width(8) interleave_count(4)")
+#  define TALLY_K_CPU_WIDE TALLY_K_CPU_FLAT
+#endif
+
 /* How far ahead of a step's elements a gather asks for its source's
  * cache lines: four steps of fp32. A step's copy is a burst of loads that
  * waits on memory, then the step computes while nothing is read, so the
@@ -117,9 +139,9 @@ TALLY_FN void tally_k_cpu_gather(const tally_k_src *s, tally_u64 k0, tally_u32 m
  * straight-line code. A step of shifted exponentials whose every argument
  * lies in [-87, 88] (a logsumexp's, x - max <= 0, almost always) takes
  * tally_pm_expf_normal, tally_expf's bits without its clamps and second
- * scaling, 8 lanes at a time, four interleaved (as the KL's terms); a NaN
+ * scaling, in TALLY_K_CPU_VECTOR_LOOP's vectors (as the KL's terms); a NaN
  * or an argument out of range sends the step to tally_expf. */
-TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh, tally_u32 m, float *e)
+TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_reduce_terms(tally_u32 term, float sh, tally_u32 m, float *e)
 {
     if (term == TALLY_K_TERM_SQUARE) {
         for (tally_u32 i = 0; i < m; i++) e[i] = e[i] * e[i];
@@ -127,7 +149,7 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh
         int normal = 1;
         for (tally_u32 i = 0; i < m; i++) normal &= tally_pm_expf_normal_ok(e[i] - sh);
         if (normal) {
-            _Pragma("clang loop vectorize_width(8) interleave_count(4)")
+            TALLY_K_CPU_VECTOR_LOOP
             for (tally_u32 i = 0; i < m; i++) e[i] = tally_pm_expf_normal(e[i] - sh);
         } else {
             for (tally_u32 i = 0; i < m; i++) e[i] = tally_expf(e[i] - sh);
@@ -139,21 +161,20 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_reduce_terms(tally_u32 term, float sh
  * for a step whose every pair qualifies, with the common flags as
  * constants, else tally_kl_term per element; the same bits either way
  * (terms.h). */
-/* The common forms' loops ask clang (PoCL's compiler) for vectors of 8
- * lanes, four of them interleaved: it picked 8 lanes alone, and the four
+/* The common forms' loops run in TALLY_K_CPU_VECTOR_LOOP's vectors: four
  * independent vectors hide the logarithms' latency (the KL of 4096x16384
  * on 2 cores: faster in each of four alternations, CPU run K of
  * bench/RESULTS.md). Each lane still performs its own element's
  * operations, so the bits are the same. */
-TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m, float *e, const float *f)
+TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m, float *e, const float *f)
 {
     int ok = 1;
     for (tally_u32 i = 0; i < m; i++) ok &= tally_kl_fast_ok(e[i], f[i], flags);
     if (ok && flags == TALLY_KL_INPUT_IS_PROB) {
-        _Pragma("clang loop vectorize_width(8) interleave_count(4)")
+        TALLY_K_CPU_VECTOR_LOOP
         for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], TALLY_KL_INPUT_IS_PROB);
     } else if (ok && flags == 0u) {
-        _Pragma("clang loop vectorize_width(8) interleave_count(4)")
+        TALLY_K_CPU_VECTOR_LOOP
         for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], 0u);
     } else if (ok) {
         for (tally_u32 i = 0; i < m; i++) e[i] = tally_kl_term_fast(e[i], f[i], flags);
@@ -172,14 +193,14 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m
  * A failed step's short terms are discarded, so the bits are the same. */
 #define TALLY_K_CPU_KL_FUSED(FLAGS)                                                \
     do {                                                                           \
-        _Pragma("clang loop vectorize_width(8) interleave_count(4)")              \
+        TALLY_K_CPU_VECTOR_LOOP                                                   \
         for (tally_u32 i = 0; i < m; i++) {                                        \
             ok &= tally_kl_fast_ok(x[i], t[i], (FLAGS));                           \
             e[i] = tally_kl_term_fast(x[i], t[i], (FLAGS));                        \
         }                                                                          \
     } while (0)
 
-TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_direct(tally_u32 flags, tally_u32 m, float *e,
+TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_kl_direct(tally_u32 flags, tally_u32 m, float *e,
                                                       TALLY_GLOBAL const float *x, TALLY_GLOBAL const float *t)
 {
     int ok = 1;
@@ -195,14 +216,14 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_direct(tally_u32 flags, tally_u32 
  * copy (the five forms the front end accepts; host_kernels.c's
  * map_kl_logits has the same five). A run whose shifted target logits all
  * lie in [-87, 88] (y - m_y <= 0, almost always) takes their exponentials
- * by tally_pm_expf_normal, 8 lanes four at a time, as the reduce twin's;
+ * by tally_pm_expf_normal in TALLY_K_CPU_VECTOR_LOOP's vectors, as the reduce twin's;
  * a NaN or an argument out of range sends the run to tally_expf. */
 #define TALLY_K_CPU_KLL_LOOP(X, Y, FLAGS, NORMAL)                                                            \
     for (tally_u32 i = 0; i < len; i++)                                                                       \
     e[i] = tally_kl_logits_term_with((X)[i], (Y)[i], mx, lx, my, ly, ry, (FLAGS), (NORMAL))
 #define TALLY_K_CPU_KLL_NORMAL(FLAGS)                                   \
     do {                                                                \
-        _Pragma("clang loop vectorize_width(8) interleave_count(4)")   \
+        TALLY_K_CPU_VECTOR_LOOP                                        \
         TALLY_K_CPU_KLL_LOOP(e, f, FLAGS, 1);                           \
     } while (0)
 /* Every form with tally_expf: flags constant in each copy. */
@@ -216,7 +237,7 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kl_direct(tally_u32 flags, tally_u32 
         else TALLY_K_CPU_KLL_LOOP(X, Y, flags, 0);                          \
     } while (0)
 
-TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, float lx, float my, float ly, float ry,
+TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_kll_run(tally_u32 flags, float mx, float lx, float my, float ly, float ry,
                                                     tally_u32 len, float *e, const float *f)
 {
     int normal = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
@@ -234,14 +255,14 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run(tally_u32 flags, float mx, fl
  * fails the test is computed again with tally_expf. */
 #define TALLY_K_CPU_KLL_FUSED(FLAGS)                                                                  \
     do {                                                                                              \
-        _Pragma("clang loop vectorize_width(8) interleave_count(4)")                                 \
+        TALLY_K_CPU_VECTOR_LOOP                                                                      \
         for (tally_u32 i = 0; i < len; i++) {                                                         \
             normal &= tally_pm_expf_normal_ok(y[i] - my);                                             \
             e[i] = tally_kl_logits_term_with(x[i], y[i], mx, lx, my, ly, ry, (FLAGS), 1);             \
         }                                                                                             \
     } while (0)
 
-TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_kll_run_direct(tally_u32 flags, float mx, float lx, float my, float ly,
+TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_kll_run_direct(tally_u32 flags, float mx, float lx, float my, float ly,
                                                            float ry, tally_u32 len, float *e,
                                                            TALLY_GLOBAL const float *x, TALLY_GLOBAL const float *y)
 {

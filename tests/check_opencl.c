@@ -147,6 +147,72 @@ START_TEST(test_kernel_shapes)
 }
 END_TEST
 
+/* Row logsumexps and a KL batchmean (input_is_prob, some zero targets so
+ * that a step leaves the short form) of a [rows, cols] matrix in a
+ * context of the given backend, with TALLY_OPENCL_CPU_LANES = lanes
+ * (NULL: unset) and the CPU-shaped twins. */
+static void lanes_results(tally_backend backend, const char *lanes, const float *x, const float *t, int64_t rows,
+                          int64_t cols, float *lse, float *kl)
+{
+    setenv("TALLY_OPENCL_KERNELS", "cpu", 1);
+    if (lanes != NULL) setenv("TALLY_OPENCL_CPU_LANES", lanes, 1);
+    else unsetenv("TALLY_OPENCL_CPU_LANES");
+    tally_context *ctx = NULL;
+    ck_assert_msg(tally_context_create(backend, 0, &ctx) == TALLY_OK, "lanes %s: %s", lanes ? lanes : "unset",
+                  tally_last_error(NULL));
+    const size_t n = (size_t)(rows * cols);
+    tally_buffer *bx = tt_upload(ctx, x, n), *bt = tt_upload(ctx, t, n), *out = tt_buffer(ctx, (size_t)rows + 1u);
+    const tally_view vx = tally_view_f32(bx, 0, rows, cols), vt = tally_view_f32(bt, 0, rows, cols);
+    tt_ok(tally_reduce(ctx, TALLY_LOGSUMEXP, TALLY_AXIS_ROW, vx, tally_view_f32(out, 0, 1, rows)), ctx);
+    tt_ok(tally_kl_div(ctx, vx, vt, TALLY_REDUCTION_BATCHMEAN, TALLY_KL_INPUT_IS_PROB,
+                       tally_view_f32(out, rows, 1, 1)),
+          ctx);
+    tt_read(out, 0, lse, (size_t)rows);
+    tt_read(out, (size_t)rows, kl, 1);
+    tally_buffer_release(bx);
+    tally_buffer_release(bt);
+    tally_buffer_release(out);
+    tally_context_release(ctx);
+    unsetenv("TALLY_OPENCL_KERNELS");
+    unsetenv("TALLY_OPENCL_CPU_LANES");
+}
+
+/* The twins' transcendental loops run 8 or 16 lanes a vector
+ * (TALLY_OPENCL_CPU_LANES; unset: by the device): every width gives the
+ * host backend's bits, and a width the backend does not know is refused. */
+START_TEST(test_cpu_lanes)
+{
+    enum { ROWS = 37, COLS = 5003 };
+    const size_t n = (size_t)ROWS * COLS;
+    float *x = tt_alloc(n * sizeof *x), *t = tt_alloc(n * sizeof *t);
+    tt_fill_uniform(x, n, 41, 1e-4, 1.0);
+    tt_fill_uniform(t, n, 42, 1e-4, 1.0);
+    for (size_t i = 0; i < n; i += 9973) t[i] = 0.0f;
+    float want_lse[ROWS], want_kl, lse[ROWS], kl;
+    lanes_results(TALLY_BACKEND_HOST, NULL, x, t, ROWS, COLS, want_lse, &want_kl);
+    const char *widths[] = {NULL, "8", "16"};
+    for (int w = 0; w < 3; w++) {
+        lanes_results(TALLY_BACKEND_OPENCL, widths[w], x, t, ROWS, COLS, lse, &kl);
+        const char *name = widths[w] ? widths[w] : "(unset)";
+        tt_assert_bits(kl, want_kl, "KL under TALLY_OPENCL_CPU_LANES=%s", name);
+        for (int r = 0; r < ROWS; r++)
+            tt_assert_bits(lse[r], want_lse[r], "logsumexp of row %d under TALLY_OPENCL_CPU_LANES=%s", r, name);
+    }
+
+    setenv("TALLY_OPENCL_KERNELS", "cpu", 1);
+    setenv("TALLY_OPENCL_CPU_LANES", "12", 1);
+    tally_context *ctx = (tally_context *)1;
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx), TALLY_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_OPENCL_CPU_LANES='12'") != NULL, "%s",
+                  tally_last_error(NULL));
+    unsetenv("TALLY_OPENCL_KERNELS");
+    unsetenv("TALLY_OPENCL_CPU_LANES");
+    free(x);
+    free(t);
+}
+END_TEST
+
 START_TEST(test_context_queries)
 {
     ck_assert_ptr_nonnull(tally__opencl_fma_emulated);
@@ -337,5 +403,5 @@ END_TEST
 TT_SUITE("opencl",
          {.name = "errors", .tests = {test_devices_and_bad_index, test_build_failure_log, test_interop},
           .timeout = 600},
-         {.name = "kernel_shapes", .tests = {test_kernel_shapes}, .timeout = 600},
+         {.name = "kernel_shapes", .tests = {test_kernel_shapes, test_cpu_lanes}, .timeout = 600},
          {.name = "errors_ctx", .tests = {test_huge_allocation, test_context_queries}, TT_FIXTURE, .timeout = 600})

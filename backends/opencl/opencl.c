@@ -52,6 +52,26 @@ static tally_status pick_kernel_shape(tally__cl_context *cc)
     return TALLY_OK;
 }
 
+/* The float lanes of the twins' vector loops (kernels/cpu.h,
+ * TALLY_CL_CPU_LANES): 16 where the device's native float vectors have 16
+ * (AVX-512), else 8; TALLY_OPENCL_CPU_LANES ("8" or "16") overrides it, so
+ * that the tests run both widths on one machine. Each lane computes its own
+ * element, so the width never changes a bit. */
+static tally_status pick_cpu_lanes(tally__cl_context *cc)
+{
+    cl_uint native = 0;
+    cl_int err = tally__cl.clGetDeviceInfo(cc->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof native, &native,
+                                           NULL);
+    if (err != CL_SUCCESS) return tally__cl_error(&cc->gpu.base, err, "clGetDeviceInfo(NATIVE_VECTOR_WIDTH_FLOAT)");
+    const char *want = getenv("TALLY_OPENCL_CPU_LANES");
+    if (want == NULL || want[0] == '\0') cc->cpu_lanes = native >= 16u ? 16u : 8u;
+    else if (strcmp(want, "8") == 0) cc->cpu_lanes = 8u;
+    else if (strcmp(want, "16") == 0) cc->cpu_lanes = 16u;
+    else
+        return tally__error(&cc->gpu.base, TALLY_INVALID_ARGUMENT, "TALLY_OPENCL_CPU_LANES='%s' is not 8 or 16", want);
+    return TALLY_OK;
+}
+
 /* Whether the programs use the device's correctly rounded division and
  * square root (TALLY__CL_HW_DIV_SQRT): where the device reports
  * CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT, unless TALLY_OPENCL_HW_DIV_SQRT is
@@ -271,10 +291,12 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
         cc->host_unified = unified == CL_TRUE;
 
     st = pick_kernel_shape(cc);
+    if (st == TALLY_OK && cc->cpu_kernels) st = pick_cpu_lanes(cc);
     if (st != TALLY_OK) return st;
     const char *options = cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS;
-    const char *cpu_options =
-        cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS_CPU TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS_CPU;
+    char cpu_options[160];
+    snprintf(cpu_options, sizeof cpu_options, "%s -DTALLY_CL_CPU_LANES=%u%s", TALLY__CL_BUILD_OPTIONS_CPU,
+             cc->cpu_lanes, cc->hw_div_sqrt ? TALLY__CL_HW_DIV_SQRT : "");
     st = tally__cl_build_program(cc, source, source_size, options, &cc->program, &cc->program_from_cache);
     if (st != TALLY_OK) return st;
     int cpu_from_cache = 0;

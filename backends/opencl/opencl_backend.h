@@ -24,6 +24,7 @@ typedef struct tally__cl_context {
     uint32_t base_align;     /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
     int fma_emulated;        /* no CL_FP_FMA: fma() runs in software (same bits, slower) */
     int hw_div_sqrt;         /* programs built with TALLY__CL_HW_DIV_SQRT (opencl.c's pick_div_sqrt) */
+    unsigned cpu_lanes;      /* the twins' TALLY_CL_CPU_LANES, 8 or 16 (opencl.c's pick_cpu_lanes) */
     int program_from_cache;  /* 1 when the program binary came from the disk cache */
     int host_unified;        /* CL_DEVICE_HOST_UNIFIED_MEMORY: the device shares the host's memory */
     int cpu_kernels;         /* launch the CPU-shaped twins (kernels/cpu.h; opencl.c's pick_kernel_shape) */
