@@ -59,8 +59,8 @@
  * logarithms' and exponentials' latencies overlap. Clang's cost model for
  * AVX-512 prefers 8 lanes, so a 16-lane loop also needs its function to
  * allow 512-bit vectors (min_vector_width, TALLY_K_CPU_WIDE). Sixteen
- * lanes: the KL of 4096x16384 on PoCL 40 to 36 ms, the KL from logits 125
- * to 117 ms (bench/RESULTS.md CPU run N); the other twins keep the
+ * lanes: the KL of 4096x16384 on PoCL 37.5 to 32.9 ms, the KL from logits
+ * 117 to 113 ms (bench/RESULTS.md CPU run N); the other twins keep the
  * compiler's choice (16 lanes made the Dirichlet-multinomial's and the
  * normal fill's loops no faster). Each lane computes its own element, so
  * the width never changes a bit. */
