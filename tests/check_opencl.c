@@ -90,6 +90,21 @@ START_TEST(test_build_failure_log)
 }
 END_TEST
 
+/* An OpenCL context refuses `value` for the environment variable `name`:
+ * TALLY_INVALID_ARGUMENT, no context, and a message that names both. The
+ * variable is unset afterwards. */
+static void assert_setting_refused(const char *name, const char *value)
+{
+    char quoted[128];
+    snprintf(quoted, sizeof quoted, "%s='%s'", name, value);
+    setenv(name, value, 1);
+    tally_context *ctx = (tally_context *)1;
+    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx), TALLY_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ctx);
+    ck_assert_msg(strstr(tally_last_error(NULL), quoted) != NULL, "%s", tally_last_error(NULL));
+    unsetenv(name);
+}
+
 /* A sum over several tiles (a short last quad, two tree levels) and a
  * normal fill from an odd offset, in a context of the given kernel shape
  * (TALLY_OPENCL_KERNELS; NULL: unset). */
@@ -135,13 +150,7 @@ START_TEST(test_kernel_shapes)
     }
     ck_assert_msg(fabs((double)sums[0] - want) <= 1e-5 * fabs(want) + 1e-3, "sum %.9g against %.9g", sums[0], want);
 
-    setenv("TALLY_OPENCL_KERNELS", "fastest", 1);
-    tally_context *ctx = (tally_context *)1;
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx), TALLY_INVALID_ARGUMENT);
-    ck_assert_ptr_null(ctx);
-    ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_OPENCL_KERNELS='fastest'") != NULL, "%s",
-                  tally_last_error(NULL));
-    unsetenv("TALLY_OPENCL_KERNELS");
+    assert_setting_refused("TALLY_OPENCL_KERNELS", "fastest");
     for (int s = 0; s < 4; s++) free(normals[s]);
     free(x);
 }
@@ -200,14 +209,8 @@ START_TEST(test_cpu_lanes)
     }
 
     setenv("TALLY_OPENCL_KERNELS", "cpu", 1);
-    setenv("TALLY_OPENCL_CPU_LANES", "12", 1);
-    tally_context *ctx = (tally_context *)1;
-    ck_assert_int_eq(tally_context_create(TALLY_BACKEND_OPENCL, 0, &ctx), TALLY_INVALID_ARGUMENT);
-    ck_assert_ptr_null(ctx);
-    ck_assert_msg(strstr(tally_last_error(NULL), "TALLY_OPENCL_CPU_LANES='12'") != NULL, "%s",
-                  tally_last_error(NULL));
+    assert_setting_refused("TALLY_OPENCL_CPU_LANES", "12");
     unsetenv("TALLY_OPENCL_KERNELS");
-    unsetenv("TALLY_OPENCL_CPU_LANES");
     free(x);
     free(t);
 }
