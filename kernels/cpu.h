@@ -75,6 +75,13 @@
 #  define TALLY_K_CPU_WIDE TALLY_K_CPU_FLAT
 #endif
 
+/* The loops over a tree's lanes (a fold of each lane's quad, a level of
+ * pairs) are vectorised whatever the compiler's cost model says: PoCL 5.0
+ * (LLVM 16) judged the fold's stride-4 reads not worth vectorising and ran
+ * the sum one lane at a time, 2.7 times the host's time per core, where
+ * PoCL 3.1 vectorises them (bench/RESULTS.md CPU run O). */
+#define TALLY_K_CPU_LANE_LOOP _Pragma("clang loop vectorize(enable)")
+
 /* How far ahead of a step's elements a gather asks for its source's
  * cache lines: four steps of fp32. A step's copy is a burst of loads that
  * waits on memory, then the step computes while nothing is read, so the
@@ -302,6 +309,7 @@ TALLY_FN void tally_k_cpu_kll_terms(TALLY_GLOBAL const float *st, tally_u64 rows
 #define TALLY_K_CPU_FOLD(OP, acc, t, quads, first)                                   \
     do {                                                                           \
         if (first) {                                                               \
+            TALLY_K_CPU_LANE_LOOP                                                  \
             for (tally_u32 j_ = 0; j_ < (quads); j_++) {                           \
                 float a_ = (t)[4u * j_];                                           \
                 a_ = OP(a_, (t)[4u * j_ + 1u]);                                    \
@@ -309,6 +317,7 @@ TALLY_FN void tally_k_cpu_kll_terms(TALLY_GLOBAL const float *st, tally_u64 rows
                 (acc)[j_] = OP(a_, (t)[4u * j_ + 3u]);                             \
             }                                                                      \
         } else {                                                                   \
+            TALLY_K_CPU_LANE_LOOP                                                  \
             for (tally_u32 j_ = 0; j_ < (quads); j_++) {                           \
                 float a_ = OP((acc)[j_], (t)[4u * j_]);                            \
                 a_ = OP(a_, (t)[4u * j_ + 1u]);                                    \
@@ -330,10 +339,13 @@ TALLY_FN void tally_k_cpu_fold(tally_u32 kind, float *acc, const float *t, tally
 TALLY_FN void tally_k_cpu_pairs(tally_u32 kind, float *acc, tally_u32 s, tally_u32 count)
 {
     if (kind == TALLY_COMBINE_MIN) {
+        TALLY_K_CPU_LANE_LOOP
         for (tally_u32 j = 0; j < count; j++) acc[j] = tally_min_nan(acc[j], acc[j + s]);
     } else if (kind == TALLY_COMBINE_MAX) {
+        TALLY_K_CPU_LANE_LOOP
         for (tally_u32 j = 0; j < count; j++) acc[j] = tally_max_nan(acc[j], acc[j + s]);
     } else {
+        TALLY_K_CPU_LANE_LOOP
         for (tally_u32 j = 0; j < count; j++) acc[j] = acc[j] + acc[j + s];
     }
 }
