@@ -275,6 +275,25 @@
 #define TALLY_K_CAT_GROUPS_PER_CU 8u
 #endif
 
+/* 1: rows of at most TALLY_K_CAT_SHORT_COLS columns take
+ * tally_k_categorical_short (a row a work-item, held in registers); 0: the
+ * tile kernels above, as longer rows do. The same bits either way (a
+ * switch for bench/gpu_bench.sh's variant build). */
+#ifndef TALLY_K_CAT_SHORT
+#define TALLY_K_CAT_SHORT 1u
+#endif
+/* The longest row tally_k_categorical_short holds: its registers hold one
+ * row of this many floats, staged in TALLY_K_CAT_SHORT_COLS / 16 chunks of
+ * 16 columns. */
+#define TALLY_K_CAT_SHORT_COLS 64u
+#define TALLY_K_CAT_CHUNK 16u
+/* Groups of tally_k_categorical_short that should fit a CUDA
+ * multiprocessor at once: two leave it 128 registers a work-item, where its
+ * row of 64 floats and the 64 staged loads live without spilling. */
+#ifndef TALLY_K_CAT_SHORT_GROUPS_PER_CU
+#define TALLY_K_CAT_SHORT_GROUPS_PER_CU 2u
+#endif
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

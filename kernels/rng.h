@@ -463,4 +463,118 @@ TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_categorical_half(TALLY_K_PARAMS(categ
 #undef TALLY_K_CAT_LOCALS
 #undef TALLY_K_CAT_ROWS
 
+/*
+ * Short rows (cols <= TALLY_K_CAT_SHORT_COLS, the common case of a few
+ * dozen classes): a group takes 256 rows at a time and each work-item owns
+ * one, held in registers. The tile kernels above give a row of 64 columns
+ * a work-item out of four and walk it in local memory, so three quarters of
+ * the group wait on one quarter's walk; here every work-item walks.
+ *
+ * A work-item first issues all its loads of the group's rows (load k:
+ * chunk k / 16, element lid + (k % 16) * 256 of the chunk's 256 rows x 16
+ * columns, so that a warp's load reads whole runs of two rows), then the
+ * group passes the chunks through local memory one at a time, each
+ * work-item taking its own row's 16 values from each. The rule is
+ * tally_k_categorical_tile's on the same values, operation for operation:
+ * the maximum of logits folded in index order, their exponentials, one
+ * walk of additions storing in place of w_k the partial sum after it where
+ * w_k > 0 and -1 elsewhere, and the search for the first stored value at
+ * or above the target (scanned from the end, keeping the last match seen:
+ * the first index, whatever the scan's order). Every loop below runs a
+ * constant number of times and is unrolled, so that the arrays are
+ * registers; the steps past the row's end are predicated off.
+ */
+TALLY_FN void tally_k_cat_short_load(float *staged, TALLY_GLOBAL const float *w, tally_u32 dtype, tally_u64 w_off,
+                                     tally_u64 w_stride, tally_u64 row0, tally_u32 count, tally_u32 cols,
+                                     tally_u32 lid)
+{
+    TALLY_UNROLL_ALL
+    for (tally_u32 k = 0; k < TALLY_K_CAT_SHORT_COLS; k++) {
+        const tally_u32 e = lid + (k % TALLY_K_CAT_CHUNK) * TALLY_K_GROUP_SIZE;
+        const tally_u32 rr = e / TALLY_K_CAT_CHUNK;
+        const tally_u32 cc = (k / TALLY_K_CAT_CHUNK) * TALLY_K_CAT_CHUNK + e % TALLY_K_CAT_CHUNK;
+        staged[k] = rr < count && cc < cols ? tally_k_cat_weight(w, dtype, w_off + (row0 + rr) * w_stride + cc)
+                                            : 0.0f;
+    }
+}
+
+TALLY_FN tally_i32 tally_k_cat_short_rule(float *v, tally_u32 cols, tally_u32 is_logits, float u)
+{
+    int bad = 0;
+    if (is_logits) {
+        float m = v[0];
+        TALLY_UNROLL_ALL
+        for (tally_u32 j = 1; j < TALLY_K_CAT_SHORT_COLS; j++)
+            if (j < cols) m = tally_max_nan(m, v[j]);
+        TALLY_UNROLL_ALL
+        for (tally_u32 j = 0; j < TALLY_K_CAT_SHORT_COLS; j++)
+            if (j < cols) v[j] = tally_expf(v[j] - m);
+        bad = !tally_isfinite(m);
+    }
+    float total = 0.0f;
+    tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
+    TALLY_UNROLL_ALL
+    for (tally_u32 j = 0; j < TALLY_K_CAT_SHORT_COLS; j++) {
+        if (j < cols) {
+            const float wk = v[j];
+            bad |= !(wk >= 0.0f) || tally_isinf(wk);
+            total = total + wk;
+            last_nonzero = wk > 0.0f ? (tally_i32)j : last_nonzero;
+            v[j] = wk > 0.0f ? total : -1.0f;
+        }
+    }
+    if (bad || !(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
+    const float target = u * total;
+    tally_i32 found = last_nonzero;
+    TALLY_UNROLL_ALL
+    for (tally_u32 j = TALLY_K_CAT_SHORT_COLS; j-- > 0u;)
+        if (j < cols && v[j] >= target) found = (tally_i32)j;
+    return found;
+}
+
+/* Every dtype: the staging loads are the only step that reads w, so the
+ * halves need no kernel of their own here (the dtype is tested once, not
+ * per load). The host sends rows of at most TALLY_K_CAT_SHORT_COLS
+ * columns; the launch is one group per 256 rows. */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_SHORT_GROUPS_PER_CU) void tally_k_categorical_short(TALLY_K_PARAMS(categorical))
+{
+    TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, chunk, TALLY_K_GROUP_SIZE * (TALLY_K_CAT_CHUNK + 1u));
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 width = (tally_u32)cols;
+    (void)tile_log2;
+    for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < rows;
+         row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, rows - row0);
+        float staged[TALLY_K_CAT_SHORT_COLS], v[TALLY_K_CAT_SHORT_COLS];
+        if (w_dtype == TALLY_BF16)
+            tally_k_cat_short_load(staged, w, TALLY_BF16, w_off, w_stride, row0, count, width, lid);
+        else if (w_dtype == TALLY_F16)
+            tally_k_cat_short_load(staged, w, TALLY_F16, w_off, w_stride, row0, count, width, lid);
+        else
+            tally_k_cat_short_load(staged, w, TALLY_F32, w_off, w_stride, row0, count, width, lid);
+        tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
+        /* Every chunk passes through local memory, past the row's end too,
+         * so that the barriers are unconditional. */
+        TALLY_UNROLL_ALL
+        for (tally_u32 c = 0; c < TALLY_K_CAT_SHORT_COLS / TALLY_K_CAT_CHUNK; c++) {
+            TALLY_UNROLL_ALL
+            for (tally_u32 i = 0; i < TALLY_K_CAT_CHUNK; i++) {
+                const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
+                chunk[(e / TALLY_K_CAT_CHUNK) * (TALLY_K_CAT_CHUNK + 1u) + e % TALLY_K_CAT_CHUNK] =
+                    staged[c * TALLY_K_CAT_CHUNK + i];
+            }
+            TALLY_BARRIER();
+            TALLY_UNROLL_ALL
+            for (tally_u32 i = 0; i < TALLY_K_CAT_CHUNK; i++)
+                v[c * TALLY_K_CAT_CHUNK + i] = chunk[lid * (TALLY_K_CAT_CHUNK + 1u) + i];
+            TALLY_BARRIER();
+        }
+        if (lid < count) {
+            const tally_i32 found = tally_k_cat_short_rule(v, width, is_logits, ul[lid]);
+            out[out_off + (row0 + lid) * out_stride] = found;
+        }
+    }
+}
+
 #endif /* TALLY_KERNELS_RNG_H */

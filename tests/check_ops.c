@@ -1302,11 +1302,14 @@ static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, 
 
 START_TEST(categorical_exact_bits)
 {
-    /* Tiles of 16 to 256 columns (the smallest holding a row): one tile,
-     * one tile with a ragged width, several tiles of 256. */
-    static const int64_t shapes[][3] = {{1, 1, 1},     {3, 16, 16},    {5, 17, 19},   {300, 33, 33},
-                                        {600, 64, 64},  {257, 5, 8},    {2, 1000, 1001}, {40, 48, 50},
-                                        {70, 200, 203}, {20, 256, 256}, {9, 257, 260}};
+    /* Short rows (up to 64 columns, a row a work-item: whole and ragged
+     * chunks of 16, several groups of 256 rows), then tiles of 128 and 256
+     * columns (the smallest holding a row): one tile, one tile with a
+     * ragged width, several tiles of 256. */
+    static const int64_t shapes[][3] = {{1, 1, 1},       {3, 16, 16},    {5, 17, 19},   {300, 33, 33},
+                                        {600, 64, 64},   {257, 5, 8},    {1100, 49, 52}, {260, 65, 65},
+                                        {2, 1000, 1001}, {40, 48, 50},   {70, 200, 203}, {20, 256, 256},
+                                        {9, 257, 260}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t rows = shapes[s][0], cols = shapes[s][1], stride = shapes[s][2];
         float *w = tt_alloc((size_t)(rows * stride) * 4);

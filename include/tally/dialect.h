@@ -118,6 +118,15 @@ typedef uint64_t tally_u64;
 #  define TALLY_UNROLL
 #endif
 
+/* Unrolls the loop that follows completely on every device compiler (its
+ * trip count is a constant): a private array indexed by the loop's counter
+ * then lives in registers instead of memory. It changes no operation. */
+#if TALLY_TARGET_OPENCL || TALLY_TARGET_CUDA
+#  define TALLY_UNROLL_ALL _Pragma("unroll")
+#else
+#  define TALLY_UNROLL_ALL
+#endif
+
 /* ---- Kernel vocabulary (device code only). ---- */
 #if TALLY_TARGET_OPENCL
 #  define TALLY_KERNEL __kernel
