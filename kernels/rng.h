@@ -535,7 +535,9 @@ TALLY_FN tally_i32 tally_k_cat_short_rule(float *v, tally_u32 cols, tally_u32 is
 /* Every dtype: the staging loads are the only step that reads w, so the
  * halves need no kernel of their own here (the dtype is tested once, not
  * per load). The host sends rows of at most TALLY_K_CAT_SHORT_COLS
- * columns; the launch is one group per 256 rows. */
+ * columns, one group per 256 rows, and only where the backend keeps
+ * private arrays in registers across barriers (CUDA: tally__gpu_context's
+ * register_tiles); OpenCL builds the kernel but takes the tile kernels. */
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_SHORT_GROUPS_PER_CU) void tally_k_categorical_short(TALLY_K_PARAMS(categorical))
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
