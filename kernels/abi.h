@@ -27,6 +27,11 @@
 #define TALLY_K_TERM_PLAIN 0u
 #define TALLY_K_TERM_SQUARE 1u
 #define TALLY_K_TERM_SHIFTED_EXP 2u /* exp(x - shift[vector]) */
+/* The CPU twin only (kernels/cpu.h), with kind SUM, finish LSE and one tile
+ * a vector: the vector's logsumexp in one unit, its MAX tree and then its
+ * SHIFTED_EXP sum tree while the vector is in the cache (the two launches'
+ * trees, so their bits); shift is not read. */
+#define TALLY_K_TERM_LSE 3u
 
 /* What the last level of a tree does with its one value per vector. */
 #define TALLY_K_FINISH_NONE 0u

@@ -417,6 +417,45 @@ TALLY_FN float tally_k_cpu_tile(const tally_k_src *a, const tally_k_src *b, tall
     return acc[0];
 }
 
+/* Folds p[0 .. m-1] into two maxima: of the keys (tally_max_key,
+ * tally/terms.h) and of the magnitudes' bits (a NaN's are the largest),
+ * reductions in any order, which the vectoriser may reorder. */
+TALLY_FN void tally_k_cpu_max_keys(TALLY_GLOBAL const float *p, tally_u32 m, tally_u32 *best, tally_u32 *mag)
+{
+    tally_u32 k = *best, g = *mag;
+    TALLY_K_CPU_LANE_LOOP
+    for (tally_u32 i = 0; i < m; i++) {
+        const tally_u32 b = tally_as_u32(p[i]);
+        const tally_u32 key = tally_max_key(b), bm = b & 0x7fffffffu;
+        k = key > k ? key : k;
+        g = bm > g ? bm : g;
+    }
+    *best = k;
+    *mag = g;
+}
+
+/* A tile's MAX tree: where the source lies contiguous (fp32) and no order
+ * of comparison can change the maximum (no NaN, not a zero maximum:
+ * tally_max_key), the maximum of its elements read step by step with the
+ * gathers' read-ahead, which is the tree's bits; else the tree. */
+TALLY_FN float tally_k_cpu_tile_max(const tally_k_src *src, tally_u64 n, tally_u64 base, tally_u32 lanes,
+                                    tally_u32 qpl, float *acc, float *e)
+{
+    if (tally_k_cpu_in_place(src)) {
+        const tally_u64 k0 = base << 2, k1 = tally_k_min_u64(n, (base + (tally_u64)lanes * qpl) << 2);
+        tally_u32 best = 0u, mag = 0u;
+        for (tally_u64 k = k0; k < k1; k += TALLY_K_CPU_STEP) {
+            const tally_u32 m = (tally_u32)tally_k_min_u64(TALLY_K_CPU_STEP, k1 - k);
+            tally_k_cpu_ask_ahead(src, k, m, n);
+            tally_k_cpu_max_keys(src->p + k, m, &best, &mag);
+        }
+        const float v = tally_as_f32(tally_max_unkey(best));
+        if (tally_bits_nan(mag) == 0u && v != 0.0f) return v;
+    }
+    return tally_k_cpu_tile(src, src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE, TALLY_K_TERM_PLAIN, 0.0f, 0u,
+                            TALLY_COMBINE_MAX, 0, 0u, 1u, acc, e, e);
+}
+
 /* tally_k_reduce_tiles_run's units, each in one work-item. */
 TALLY_FN void tally_k_cpu_reduce_run(TALLY_GLOBAL const float *TALLY_RESTRICT x, tally_u64 x_off, tally_u64 x_cols,
                                      tally_u64 x_stride, tally_u32 mode, tally_u64 nvec, tally_u64 vec_stride,
@@ -432,11 +471,27 @@ TALLY_FN void tally_k_cpu_reduce_run(TALLY_GLOBAL const float *TALLY_RESTRICT x,
         const tally_u64 b = unit / tiles;
         const tally_u64 base = (unit - b * tiles) * tile_quads;
         const tally_k_src src = tally_k_src_at(x, x_dtype, x_off + b * vec_stride, x_cols, x_stride, mode);
-        const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
-        float r = tally_k_cpu_tile(&src, &src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE, term, sh, 0u, kind, 0,
-                                   0u, 1u, acc, e, e);
+        float r;
+        if (term == TALLY_K_TERM_LSE) {
+            /* One tile a vector: its maximum, then (a finite one) the sum of
+             * the shifted exponentials while the vector is in the cache,
+             * finished as the second launch would; a maximum that is not
+             * finite is the result, as tally_lse_finish returns it. */
+            const float m = tally_k_cpu_tile_max(&src, n, base, lanes, qpl, acc, e);
+            r = m;
+            if (tally_isfinite(m))
+                r = tally_lse_finish(m, tally_k_cpu_tile(&src, &src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE,
+                                                         TALLY_K_TERM_SHIFTED_EXP, m, 0u, TALLY_COMBINE_SUM, 0, 0u,
+                                                         1u, acc, e, e));
+        } else if (kind == TALLY_COMBINE_MAX && term == TALLY_K_TERM_PLAIN) {
+            r = tally_k_cpu_tile_max(&src, n, base, lanes, qpl, acc, e);
+        } else {
+            const float sh = term == TALLY_K_TERM_SHIFTED_EXP ? shift[shift_off + b] : 0.0f;
+            r = tally_k_cpu_tile(&src, &src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE, term, sh, 0u, kind, 0,
+                                 0u, 1u, acc, e, e);
+        }
         if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
-        if (finish == TALLY_K_FINISH_LSE) r = tally_lse_finish(shift[shift_off + b], r);
+        if (finish == TALLY_K_FINISH_LSE && term != TALLY_K_TERM_LSE) r = tally_lse_finish(shift[shift_off + b], r);
         out[out_off + unit * out_stride] = tally_canonical(r);
     }
 }

@@ -238,6 +238,37 @@ static float gen_zero(tt_rand *r, size_t i, size_t n)
     return 0.0f;
 }
 
+/* Zeros of both signs among negative values (and the odd -inf): a row's
+ * maximum is then +0 or -0, whose sign depends on the order of the
+ * comparisons. Negative values, the odd -inf and a rare NaN with its sign
+ * bit set, which a maximum taken on the bits would rank lowest. A backend
+ * that takes a maximum in its own order (the host's and the PoCL twins'
+ * direct maximum) must leave both kinds of row to the tree. */
+static float gen_signed_zeros(tt_rand *r, size_t i, size_t n)
+{
+    (void)i;
+    (void)n;
+    const uint64_t k = tt_rand_below(r, 40);
+    if (k < 8) return k % 2 ? -0.0f : 0.0f;
+    if (k == 8) return -INFINITY;
+    return -(float)tt_rand_unit(r) * 3.0f;
+}
+
+static float gen_negative_nan(tt_rand *r, size_t i, size_t n)
+{
+    (void)i;
+    (void)n;
+    const uint64_t k = tt_rand_below(r, 400);
+    if (k == 0) return -INFINITY;
+    if (k == 1) {
+        const uint32_t bits = 0xffc00001u;
+        float nan;
+        memcpy(&nan, &bits, sizeof nan);
+        return nan;
+    }
+    return -(float)tt_rand_unit(r) * 3.0f - 0.25f;
+}
+
 /* Probabilities with exact zeros and the odd negative value. */
 static float gen_prob(tt_rand *r, size_t i, size_t n)
 {
@@ -655,6 +686,8 @@ static const bits_row rows[] = {
     {"reduce, normal", reduce_case, SHAPES(reduce_shapes), gen_normal, 100, 1},
     {"reduce, special values", reduce_case, SHAPES(reduce_shapes), gen_special, 200, 1},
     {"reduce, cancelling", reduce_case, SHAPES(reduce_shapes), gen_cancel, 300, 1},
+    {"reduce, zeros of both signs", reduce_case, SHAPES(reduce_shapes), gen_signed_zeros, 400, 1},
+    {"reduce, negative NaN", reduce_case, SHAPES(reduce_shapes), gen_negative_nan, 450, 1},
     {"kl", kl_case, SHAPES(kl_shapes), NULL, 1000, 10},
     {"kl, cancelling", kl_cancel_case, SHAPES(kl_shapes), gen_cancel, 1, 0},
     {"kl from logits", kl_logits_case, SHAPES(kl_logits_shapes), NULL, 1500, 10},

@@ -559,6 +559,85 @@ START_TEST(test_ops)
 }
 END_TEST
 
+/* ---- The direct maximum (max_direct) ---- */
+
+/* A vector's maximum as the tree takes it, in index order (any order gives
+ * these bits where max_direct may answer). */
+static float max_in_order(const float *p, uint64_t n)
+{
+    float m = p[0];
+    for (uint64_t i = 1; i < n; i++) m = tally_max_nan(m, p[i]);
+    return m;
+}
+
+/* Vectors of every float class and of non-positive values with both zeros
+ * (a zero maximum, whose sign depends on the order), NaNs of several
+ * payloads and infinities: max_direct answers exactly where the order
+ * cannot matter (no NaN, a maximum other than zero), with the in-order
+ * maximum's bits, and declines everywhere else. Then MAX and LOGSUMEXP by
+ * rows over such rows through every implementation, against scalar. */
+START_TEST(test_max_direct)
+{
+    static const uint32_t low[] = {0x80000000u, 0x00000000u, 0xbf800000u, 0xff800000u, 0xc2ce8ed0u, 0x80000001u};
+    static const uint64_t lengths[] = {1, 2, 3, 15, 16, 17, 33, 257, 1000};
+    const tally__host_impl *impls[MAX_IMPLS], *all;
+    const size_t n_impls = vector_impls(impls, &all);
+    float p[1000];
+    uint64_t seed = 77;
+    for (int kind = 0; kind < 4; kind++)
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++)
+            for (int rep = 0; rep < 40; rep++) {
+                const uint64_t n = lengths[l];
+                int has_nan = 0;
+                for (uint64_t i = 0; i < n; i++) {
+                    const uint64_t r = mix(&seed);
+                    /* 0: any class; 1: non-positive with zeros; 2: the same
+                     * with one positive value; 3: a NaN in ordinary values. */
+                    p[i] = kind == 0 ? random_float(&seed) : ffrom(low[r % 6]);
+                    if (kind == 3) p[i] = (float)((double)(r >> 40) / 1e6 - 8.0);
+                }
+                if (kind == 2) p[mix(&seed) % n] = 0.5f;
+                if (kind == 3 && rep % 2 == 0) p[mix(&seed) % n] = ffrom(rep % 4 ? 0x7fc00000u : 0xffa00001u);
+                for (uint64_t i = 0; i < n; i++) has_nan |= p[i] != p[i];
+                const float want = max_in_order(p, n);
+                for (size_t k = 0; k < n_impls; k++) {
+                    float got = 42.0f;
+                    const int ok = impls[k]->kernels->max_direct(p, n, &got);
+                    ck_assert_msg(ok == (!has_nan && want != 0.0f), "%s: max_direct answered %d on a vector "
+                                  "of %llu (kind %d, NaN %d, maximum 0x%08x)", impls[k]->name, ok,
+                                  (unsigned long long)n, kind, has_nan, fbits(want));
+                    if (ok)
+                        ck_assert_msg(fbits(got) == fbits(want), "%s: max_direct 0x%08x, in order 0x%08x",
+                                      impls[k]->name, fbits(got), fbits(want));
+                }
+            }
+    /* Through the op: rows of 37 whose maxima are -0, +0, -inf, NaN or 1. */
+    enum { R = 24, C = 37 };
+    float x[R * C];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) x[r * C + c] = ffrom(low[mix(&seed) % 6]);
+    for (int r = 0; r < R; r += 4) x[r * C + (r % C)] = r % 8 ? 1.0f : ffrom(0x7fa00001u);
+    for (int c = 0; c < C; c++) x[1 * C + c] = ffrom(0xff800000u);
+    const tally_reduce_op ops[] = {TALLY_MAX, TALLY_LOGSUMEXP};
+    for (size_t o = 0; o < 2; o++) {
+        float want[R], got[R];
+        for (size_t k = 0; k <= n_impls; k++) {
+            tally_context *ctx = context_for(k == 0 ? "scalar" : impls[k - 1]->name, NULL);
+            tally_buffer *xb = tt_upload(ctx, x, R * C), *ob = tt_buffer(ctx, R);
+            tt_ok(tally_reduce(ctx, ops[o], TALLY_AXIS_ROW, tally_view_f32(xb, 0, R, C), tally_view_f32(ob, 0, 1, R)),
+                  ctx);
+            tt_read(ob, 0, k == 0 ? want : got, R);
+            tally_buffer_release(xb);
+            tally_buffer_release(ob);
+            tally_context_release(ctx);
+            for (int r = 0; k > 0 && r < R; r++)
+                ck_assert_msg(fbits(got[r]) == fbits(want[r]), "%s, op %d, row %d: 0x%08x, scalar 0x%08x",
+                              impls[k - 1]->name, (int)ops[o], r, fbits(got[r]), fbits(want[r]));
+        }
+    }
+}
+END_TEST
+
 /* A forced implementation the CPU lacks, or an unknown name, is a clear
  * error at context creation. */
 START_TEST(test_bad_impl)
@@ -590,4 +669,5 @@ TT_SUITE("host_dispatch",
          {.name = "gauss_terms", .tests = {test_gauss_terms}, .loops = 1, .timeout = 600},
          {.name = "fills", .tests = {test_fills}, .loops = 1, .timeout = 600},
          {.name = "ops", .tests = {test_ops}, .loops = (int)(sizeof op_rows / sizeof op_rows[0]), .timeout = 600},
+         {.name = "max_direct", .tests = {test_max_direct}, .loops = 1, .timeout = 600},
          {.name = "bad_impl", .tests = {test_bad_impl}, .loops = 1, .timeout = 600})

@@ -232,6 +232,7 @@ static tally_status cuda_open(int device, int use_app_stream, CUstream app_strea
         units > 0)
         cc->gpu.compute_units = (uint32_t)units;
     cc->gpu.register_tiles = 1; /* see tally__gpu_context */
+    cc->gpu.cpu_twins = 0;
     cc->gpu.warp_shuffle = 1;
     r = tally__cu.cuDevicePrimaryCtxRetain(&cc->primary, cc->device);
     if (r != CUDA_SUCCESS) {

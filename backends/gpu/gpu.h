@@ -140,6 +140,12 @@ typedef struct tally__gpu_context {
      * (OpenCL, those GPUs) keeps the op layer on kernels without one. Picks kernel variants
      * only. */
     uint32_t stage_bytes;
+    /* 1 when the backend launches the CPU-shaped twins (kernels/cpu.h) in
+     * place of the kernels (OpenCL on a CPU device), set at context
+     * creation: a row logsumexp of one tile a row is then one launch of the
+     * twin's TALLY_K_TERM_LSE, each row's two trees while it is in the
+     * cache. Picks launches only (never results). */
+    int cpu_twins;
 } tally__gpu_context;
 
 /* The shared op implementations, tally__gpu_<op> for every row of

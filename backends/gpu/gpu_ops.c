@@ -76,6 +76,13 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
         res.divisor = (float)plan->level[0].n;
         return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &res, scratch, space);
     case TALLY_LOGSUMEXP: {
+        if (((const tally__gpu_context *)ctx)->cpu_twins && plan->levels == 1) {
+            /* One tile a vector: the twin's two trees in one unit. */
+            res.finish = TALLY_K_FINISH_LSE;
+            res.shift = scratch;
+            res.shift_off = max_off;
+            return tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_LSE, TALLY_COMBINE_SUM, &res, scratch, space);
+        }
         tally__gpu_result max_res = {.buf = scratch, .off = max_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
                                      .divisor = 0.0f, .shift = NULL, .shift_off = 0};
         st = tally__gpu_tree(ctx, &src, plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_MAX, &max_res, scratch, space);

@@ -49,9 +49,22 @@ static void map_square(const float *restrict a, uint64_t n, float *restrict out)
     for (uint64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
 }
 
+/* The shifted exponentials of logsumexp. Their arguments are <= 0 and
+ * rarely below -87, where tally_pm_expf_normal gives tally_expf's bits with
+ * one scaling and no clamps; one loop tests the range and computes that
+ * form, and a chunk with an argument outside it is computed again by
+ * tally_expf (its short results are discarded), as the PoCL twin does
+ * (kernels/cpu.h). */
 static void map_shifted_exp(const float *restrict a, float shift, uint64_t n, float *restrict out)
 {
-    for (uint64_t i = 0; i < n; i++) out[i] = tally_expf(a[i] - shift);
+    int ok = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        const float v = a[i] - shift;
+        ok &= tally_pm_expf_normal_ok(v);
+        out[i] = tally_pm_expf_normal(v);
+    }
+    if (!ok)
+        for (uint64_t i = 0; i < n; i++) out[i] = tally_expf(a[i] - shift);
 }
 
 static void map_exp(const float *restrict a, uint64_t n, float *restrict out)
@@ -449,6 +462,25 @@ static void gmm_grad_map(const float *restrict z, const float *restrict mu, cons
     }
 }
 
+/* The maximum of p[0 .. n-1] where no order of comparison can change it
+ * (tally_max_key in tally/terms.h): integer reductions in one plain loop,
+ * which the compiler vectorises. 0 when the order might matter (a NaN, a
+ * zero maximum); the caller then runs the tree. */
+static int max_direct(const float *restrict p, uint64_t n, float *out)
+{
+    uint32_t best = 0, nan = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t b = tally_as_u32(p[i]);
+        const uint32_t key = tally_max_key(b);
+        best = key > best ? key : best;
+        nan |= tally_bits_nan(b);
+    }
+    const float m = tally_as_f32(tally_max_unkey(best));
+    if (nan || m == 0.0f) return 0;
+    *out = m;
+    return 1;
+}
+
 static void terms_range(const tally__host_src *src, uint64_t k0, uint64_t n, float *out)
 {
     float buf[STEP_MAX], g0[STEP_MAX], g1[STEP_MAX], g2[STEP_MAX];
@@ -468,4 +500,5 @@ const tally__host_kernels TALLY_HOST_KERNELS = {
     .gmm_grad_map = gmm_grad_map,
     .terms = terms_range,
     .dm_table = dm_table,
+    .max_direct = max_direct,
 };

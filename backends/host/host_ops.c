@@ -80,6 +80,16 @@ static tally_status tree(const tally__host_kernels *k, const tally__tree_plan *p
     return tally__host_tree_reduce_k(plan, kind, k, &src, parallel, empty_value, out);
 }
 
+/* The MAX tree of s, or the same bits without the tree where the
+ * kernels' max_direct can give them (a contiguous row). */
+static tally_status tree_max(const tally__host_kernels *k, const tally__tree_plan *plan, const vec_state *s,
+                             int parallel, float empty_value, float *out)
+{
+    if (k != NULL && s->row != NULL && plan->levels > 0 && k->max_direct(s->row, plan->level[0].n, out))
+        return TALLY_OK;
+    return tree(k, plan, TALLY_COMBINE_MAX, term_plain, TALLY__HOST_TERM_PLAIN, s, parallel, empty_value, out);
+}
+
 /* One vector (a row, or the whole view) under one op. */
 static tally_status reduce_vector(const tally__host_kernels *k, const tally__tree_plan *plan, tally_reduce_op op,
                                   vec_state *s, int parallel, float *out)
@@ -94,7 +104,7 @@ static tally_status reduce_vector(const tally__host_kernels *k, const tally__tre
     case TALLY_MIN:
         return tree(k, plan, TALLY_COMBINE_MIN, term_plain, plain, s, parallel, TALLY_F32_NAN, out);
     case TALLY_MAX:
-        return tree(k, plan, TALLY_COMBINE_MAX, term_plain, plain, s, parallel, TALLY_F32_NAN, out);
+        return tree_max(k, plan, s, parallel, TALLY_F32_NAN, out);
     case TALLY_MEAN: {
         float sum;
         st = tree(k, plan, TALLY_COMBINE_SUM, term_plain, plain, s, parallel, 0.0f, &sum);
@@ -103,7 +113,7 @@ static tally_status reduce_vector(const tally__host_kernels *k, const tally__tre
     }
     case TALLY_LOGSUMEXP: {
         float m, sum;
-        st = tree(k, plan, TALLY_COMBINE_MAX, term_plain, plain, s, parallel, TALLY_F32_NEG_INF, &m);
+        st = tree_max(k, plan, s, parallel, TALLY_F32_NEG_INF, &m);
         if (st != TALLY_OK || !tally_isfinite(m)) {
             *out = m;
             return st;

@@ -97,6 +97,11 @@ typedef struct tally__host_kernels {
      * [V * (N + 1) + n]; each the same float expression tally_dm_term
      * evaluates, so a DM_TABLE term has tally_dm_term's bits. */
     void (*dm_table)(const float *la, uint64_t V, float *table);
+    /* 1 and *out = the maximum of p[0 .. n-1] (n >= 1) where it has the
+     * same bits in every order of comparison, as the tree's MAX (no NaN,
+     * and not a zero maximum, whose sign would depend on the order); else
+     * 0 and the caller runs the tree. */
+    int (*max_direct)(const float *p, uint64_t n, float *out);
 } tally__host_kernels;
 
 /* The implementations, best last, as an X-macro: name, the table's symbol,

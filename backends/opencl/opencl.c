@@ -293,6 +293,7 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     st = pick_kernel_shape(cc);
     if (st == TALLY_OK && cc->cpu_kernels) st = pick_cpu_lanes(cc);
     if (st != TALLY_OK) return st;
+    cc->gpu.cpu_twins = cc->cpu_kernels; /* see tally__gpu_context */
     const char *options = cc->hw_div_sqrt ? TALLY__CL_BUILD_OPTIONS TALLY__CL_HW_DIV_SQRT : TALLY__CL_BUILD_OPTIONS;
     char cpu_options[160];
     snprintf(cpu_options, sizeof cpu_options, "%s -DTALLY_CL_CPU_LANES=%u%s", TALLY__CL_BUILD_OPTIONS_CPU,

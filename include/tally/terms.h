@@ -46,6 +46,34 @@ TALLY_FN float tally_max_nan(float a, float b)
     return (b > a) ? b : a;
 }
 
+/*
+ * The maximum of a vector without the tree, where its bits cannot depend on
+ * the order of the comparisons: with no NaN and a maximum other than zero,
+ * every element equal to the maximum has its bits (+0 and -0 are the only
+ * equal floats with different bits), so tally_max_nan in any order, the
+ * tree's too, returns them. tally_max_key maps a float's bits to an
+ * unsigned key that orders as the floats do (-0 below +0; negative floats
+ * have all bits flipped, the others their sign bit), so that a loop can take
+ * the maximum and test for NaN by integer operations, which a compiler may
+ * vectorise in any order (a float maximum it may not reorder);
+ * tally_max_unkey gives the bits back.
+ */
+TALLY_FN tally_u32 tally_max_key(tally_u32 b)
+{
+    return b ^ ((0u - (b >> 31)) | 0x80000000u);
+}
+
+TALLY_FN tally_u32 tally_max_unkey(tally_u32 k)
+{
+    return k ^ ((0u - ((~k) >> 31)) | 0x80000000u);
+}
+
+/* 1 when a NaN's bits. */
+TALLY_FN tally_u32 tally_bits_nan(tally_u32 b)
+{
+    return (b & 0x7fffffffu) > 0x7f800000u ? 1u : 0u;
+}
+
 TALLY_FN float tally_combine(int kind, float a, float b)
 {
     if (kind == TALLY_COMBINE_MIN) return tally_min_nan(a, b);
