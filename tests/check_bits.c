@@ -260,12 +260,7 @@ static float gen_negative_nan(tt_rand *r, size_t i, size_t n)
     (void)n;
     const uint64_t k = tt_rand_below(r, 400);
     if (k == 0) return -INFINITY;
-    if (k == 1) {
-        const uint32_t bits = 0xffc00001u;
-        float nan;
-        memcpy(&nan, &bits, sizeof nan);
-        return nan;
-    }
+    if (k == 1) return tt_float(0xffc00001u);
     return -(float)tt_rand_unit(r) * 3.0f - 0.25f;
 }
 
