@@ -214,8 +214,7 @@ static tally_status softmax_stats(const tally__host_kernels *k, const tally__tre
 {
     vec_state s = {.row = row, .all = NULL, .shift = 0.0f};
     float sum = 0.0f;
-    tally_status st = tree(k, plan, TALLY_COMBINE_MAX, term_plain, TALLY__HOST_TERM_PLAIN, &s, 0,
-                           TALLY_F32_NEG_INF, m);
+    tally_status st = tree_max(k, plan, &s, 0, TALLY_F32_NEG_INF, m);
     if (st == TALLY_OK && tally_isfinite(*m)) {
         s.shift = *m;
         st = tree(k, plan, TALLY_COMBINE_SUM, term_shifted_exp, TALLY__HOST_TERM_SHIFTED_EXP, &s, 0, 0.0f, &sum);
