@@ -60,26 +60,35 @@
  * AVX-512 prefers 8 lanes, so a 16-lane loop also needs its function to
  * allow 512-bit vectors (min_vector_width, TALLY_K_CPU_WIDE). Sixteen
  * lanes: the KL of 4096x16384 on PoCL 37.5 to 32.9 ms, the KL from logits
- * 117 to 113 ms (bench/RESULTS.md CPU run N); the other twins keep the
- * compiler's choice (16 lanes made the Dirichlet-multinomial's and the
- * normal fill's loops no faster). Each lane computes its own element, so
- * the width never changes a bit. */
+ * 117 to 113 ms (bench/RESULTS.md CPU run N). The loops over a fill's
+ * Philox blocks and over a Dirichlet-multinomial step's table reads take
+ * the same width without interleaving (TALLY_K_CPU_BLOCK_LOOP): PoCL 5.0's
+ * cost model (LLVM 16) left both scalar, and a bare vectorize(enable) did
+ * not move it (on 2 cores, the normal fill of 2^26 265 to 65 ms, the
+ * Dirichlet-multinomial of 4096x1024 9.1 to 4.2 ms; bench/RESULTS.md CPU
+ * run Q). Each lane computes its own element, so the width never changes
+ * a bit. */
 #ifndef TALLY_CL_CPU_LANES
 #  define TALLY_CL_CPU_LANES 8
 #endif
 #if TALLY_CL_CPU_LANES == 16
 #  define TALLY_K_CPU_VECTOR_LOOP _Pragma("clang loop vectorize_width(16) interleave_count(4)")
+#  define TALLY_K_CPU_BLOCK_LOOP _Pragma("clang loop vectorize_width(16)")
 #  define TALLY_K_CPU_WIDE __attribute__((flatten, min_vector_width(512)))
 #else
 #  define TALLY_K_CPU_VECTOR_LOOP _Pragma("clang loop vectorize_width(8) interleave_count(4)")
+#  define TALLY_K_CPU_BLOCK_LOOP _Pragma("clang loop vectorize_width(8)")
 #  define TALLY_K_CPU_WIDE TALLY_K_CPU_FLAT
 #endif
 
 /* The loops over a tree's lanes (a fold of each lane's quad, a level of
- * pairs) are vectorised whatever the compiler's cost model says: PoCL 5.0
- * (LLVM 16) judged the fold's stride-4 reads not worth vectorising and ran
- * the sum one lane at a time, 2.7 times the host's time per core, where
- * PoCL 3.1 vectorises them (bench/RESULTS.md CPU run O). */
+ * pairs), the gathers' copies and the range tests before a step's terms
+ * are vectorised whatever the compiler's cost model says: PoCL 5.0 (LLVM
+ * 16) judged the fold's stride-4 reads not worth vectorising and ran the
+ * sum one lane at a time, 2.7 times the host's time per core, where PoCL
+ * 3.1 vectorises them (bench/RESULTS.md CPU run O); it also copied each
+ * gathered step one float at a time (the row logsumexp of 4096x16384 on 2
+ * cores 53 to 32 ms with the copies vectorised, CPU run Q). */
 #define TALLY_K_CPU_LANE_LOOP _Pragma("clang loop vectorize(enable)")
 
 /* How far ahead of a step's elements a gather asks for its source's
@@ -121,10 +130,13 @@ TALLY_FN void tally_k_cpu_gather(const tally_k_src *s, tally_u64 k0, tally_u32 m
     if (s->mode != TALLY_K_LOAD_STRIDED) {
         tally_k_cpu_ask_ahead(s, k0, m, n);
         if (s->dtype == TALLY_F32) {
+            TALLY_K_CPU_LANE_LOOP
             for (tally_u32 i = 0; i < m; i++) e[i] = s->p[k0 + i];
         } else if (s->dtype == TALLY_BF16) {
+            TALLY_K_CPU_LANE_LOOP
             for (tally_u32 i = 0; i < m; i++) e[i] = tally_bf16_to_f32(s->h[k0 + i]);
         } else {
+            TALLY_K_CPU_LANE_LOOP
             for (tally_u32 i = 0; i < m; i++) e[i] = tally_f16_to_f32(s->h[k0 + i]);
         }
         return;
@@ -154,6 +166,7 @@ TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_reduce_terms(tally_u32 term, float sh
         for (tally_u32 i = 0; i < m; i++) e[i] = e[i] * e[i];
     } else if (term == TALLY_K_TERM_SHIFTED_EXP) {
         int normal = 1;
+        TALLY_K_CPU_LANE_LOOP
         for (tally_u32 i = 0; i < m; i++) normal &= tally_pm_expf_normal_ok(e[i] - sh);
         if (normal) {
             TALLY_K_CPU_VECTOR_LOOP
@@ -176,6 +189,7 @@ TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_reduce_terms(tally_u32 term, float sh
 TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_kl_terms(tally_u32 flags, tally_u32 m, float *e, const float *f)
 {
     int ok = 1;
+    TALLY_K_CPU_LANE_LOOP
     for (tally_u32 i = 0; i < m; i++) ok &= tally_kl_fast_ok(e[i], f[i], flags);
     if (ok && flags == TALLY_KL_INPUT_IS_PROB) {
         TALLY_K_CPU_VECTOR_LOOP
@@ -248,8 +262,10 @@ TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_kll_run(tally_u32 flags, float mx, fl
                                                     tally_u32 len, float *e, const float *f)
 {
     int normal = (flags & TALLY_KL_TARGET_LOGITS) != 0u;
-    if (normal)
+    if (normal) {
+        TALLY_K_CPU_LANE_LOOP
         for (tally_u32 i = 0; i < len; i++) normal &= tally_pm_expf_normal_ok(f[i] - my);
+    }
     if (normal && flags == 12u) TALLY_K_CPU_KLL_NORMAL(12u);
     else if (normal && flags == 8u) TALLY_K_CPU_KLL_NORMAL(8u);
     else if (normal && flags == 10u) TALLY_K_CPU_KLL_NORMAL(10u);
@@ -557,6 +573,7 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_rng_words(tally_u64 seed, tally_u64 s
  * loop per distribution so that each has a constant one, the block index a
  * 32-bit step from the chunk's start. */
 #define TALLY_K_CPU_RNG_BLOCKS(DIST)                                                                   \
+    TALLY_K_CPU_BLOCK_LOOP                                                                             \
     for (tally_u32 i = 0; i < count; i++)                                                              \
         tally_k_cpu_rng_words(seed, subsequence, m0 + i, (DIST), out + ((q0 + i) << 2));
 
@@ -589,6 +606,7 @@ TALLY_FN TALLY_K_CPU_FLAT void tally_k_cpu_dm_terms(const float *e, tally_u32 m,
 {
     const int coefficient = (flags & TALLY_DM_WITH_COEFFICIENT) != 0u;
     int slow = 0;
+    TALLY_K_CPU_BLOCK_LOOP
     for (tally_u32 i = 0; i < m; i++) {
         const float n = e[i];
         const tally_u32 c = c0 + i;
