@@ -27,9 +27,9 @@
 #define TALLY_K_TERM_PLAIN 0u
 #define TALLY_K_TERM_SQUARE 1u
 #define TALLY_K_TERM_SHIFTED_EXP 2u /* exp(x - shift[vector]) */
-/* The CPU twin only (kernels/cpu.h), with kind SUM, finish LSE and one tile
- * a vector: the vector's logsumexp in one unit, its MAX tree and then its
- * SHIFTED_EXP sum tree while the vector is in the cache (the two launches'
+/* The CPU twin only (kernels/cpu.h), with kind SUM, finish LSE or MAX_SUM
+ * and one tile a vector: the vector's MAX tree and then its SHIFTED_EXP sum
+ * tree in one unit, while the vector is in the cache (the two launches'
  * trees, so their bits); shift is not read. */
 #define TALLY_K_TERM_LSE 3u
 
@@ -37,6 +37,10 @@
 #define TALLY_K_FINISH_NONE 0u
 #define TALLY_K_FINISH_DIVIDE 1u /* tally_divf(value, divisor) */
 #define TALLY_K_FINISH_LSE 2u    /* tally_lse_finish(shift[vector], value) */
+/* TALLY_K_TERM_LSE only: the maximum m to out[vector] and the shifted sum
+ * to out[vector + nvec] (0 where m is not finite, where the host skips the
+ * sum), the two statistics planes of a softmax (kernels/kl_logits.h). */
+#define TALLY_K_FINISH_MAX_SUM 3u
 
 /* The statistics array of the KL from logits (kernels/kl_logits.h): plane k
  * holds one value per row, at offset k * rows. */

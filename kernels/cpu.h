@@ -494,11 +494,16 @@ TALLY_FN void tally_k_cpu_reduce_run(TALLY_GLOBAL const float *TALLY_RESTRICT x,
              * finished as the second launch would; a maximum that is not
              * finite is the result, as tally_lse_finish returns it. */
             const float m = tally_k_cpu_tile_max(&src, n, base, lanes, qpl, acc, e);
-            r = m;
+            float sum = 0.0f;
             if (tally_isfinite(m))
-                r = tally_lse_finish(m, tally_k_cpu_tile(&src, &src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE,
-                                                         TALLY_K_TERM_SHIFTED_EXP, m, 0u, TALLY_COMBINE_SUM, 0, 0u,
-                                                         1u, acc, e, e));
+                sum = tally_k_cpu_tile(&src, &src, n, base, lanes, qpl, TALLY_K_CPU_TERM_REDUCE,
+                                       TALLY_K_TERM_SHIFTED_EXP, m, 0u, TALLY_COMBINE_SUM, 0, 0u, 1u, acc, e, e);
+            if (finish == TALLY_K_FINISH_MAX_SUM) {
+                out[out_off + unit * out_stride] = tally_canonical(m);
+                out[out_off + (nvec + unit) * out_stride] = tally_canonical(sum);
+                continue;
+            }
+            r = tally_isfinite(m) ? tally_lse_finish(m, sum) : m;
         } else if (kind == TALLY_COMBINE_MAX && term == TALLY_K_TERM_PLAIN) {
             r = tally_k_cpu_tile_max(&src, n, base, lanes, qpl, acc, e);
         } else {

@@ -47,6 +47,13 @@ static tally_status side_stats(tally_context *ctx, const tally__kl_job *job, con
                                     .mode = tally__gpu_rows_aligned16(ctx, side) ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS,
                                     .dtype = tally__gpu_kdtype(side)};
     const uint64_t m_off = st_off + m_plane * rows;
+    if (((const tally__gpu_context *)ctx)->cpu_twins && job->row_plan.levels == 1) {
+        /* One tile a row: the twin's two trees in one unit, the row read
+         * from memory once (the maxima's plane, then the sums'). */
+        const tally__gpu_result res = {.buf = scratch, .off = m_off, .stride = 1, .finish = TALLY_K_FINISH_MAX_SUM,
+                                       .divisor = 0.0f, .shift = scratch, .shift_off = m_off};
+        return tally__gpu_tree(ctx, &src, &job->row_plan, TALLY_K_TERM_LSE, TALLY_COMBINE_SUM, &res, scratch, space);
+    }
     const tally__gpu_result max_res = {.buf = scratch, .off = m_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
                                        .divisor = 0.0f, .shift = NULL, .shift_off = 0};
     tally_status st = tally__gpu_tree(ctx, &src, &job->row_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_MAX, &max_res,
