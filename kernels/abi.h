@@ -302,6 +302,15 @@
 #ifndef TALLY_K_CAT_SHORT_GROUPS_PER_CU
 #define TALLY_K_CAT_SHORT_GROUPS_PER_CU 2u
 #endif
+/* 1: tally_k_categorical_short's chunks lie in local memory at a pitch of
+ * 16 floats with each row's columns permuted (column c of row r at
+ * c ^ ((r >> 1) & 15)), so that neither a warp's stores (two rows of 16)
+ * nor its loads (one column of 32 rows) meet twice on a bank; 0: a pitch of
+ * 17, whose stores put lanes 0 and 31 on one bank. Only where the data
+ * lie, never a value. */
+#ifndef TALLY_K_CAT_SWIZZLE
+#define TALLY_K_CAT_SWIZZLE 1u
+#endif
 
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u

@@ -498,6 +498,19 @@ TALLY_FN void tally_k_cat_short_load(float *staged, TALLY_GLOBAL const float *w,
     }
 }
 
+/* Where column col of row `row` of a chunk lies in local memory
+ * (TALLY_K_CAT_SWIZZLE). */
+#if TALLY_K_CAT_SWIZZLE
+#  define TALLY_K_CAT_PITCH TALLY_K_CAT_CHUNK
+TALLY_FN tally_u32 tally_k_cat_slot(tally_u32 row, tally_u32 col)
+{
+    return row * TALLY_K_CAT_CHUNK + (col ^ ((row >> 1) & (TALLY_K_CAT_CHUNK - 1u)));
+}
+#else
+#  define TALLY_K_CAT_PITCH (TALLY_K_CAT_CHUNK + 1u)
+TALLY_FN tally_u32 tally_k_cat_slot(tally_u32 row, tally_u32 col) { return row * TALLY_K_CAT_PITCH + col; }
+#endif
+
 TALLY_FN tally_i32 tally_k_cat_short_rule(float *v, tally_u32 cols, tally_u32 is_logits, float u)
 {
     int bad = 0;
@@ -541,7 +554,7 @@ TALLY_FN tally_i32 tally_k_cat_short_rule(float *v, tally_u32 cols, tally_u32 is
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_SHORT_GROUPS_PER_CU) void tally_k_categorical_short(TALLY_K_PARAMS(categorical))
 {
     TALLY_LOCAL_ARRAY(float, ul, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, chunk, TALLY_K_GROUP_SIZE * (TALLY_K_CAT_CHUNK + 1u));
+    TALLY_LOCAL_ARRAY(float, chunk, TALLY_K_GROUP_SIZE * TALLY_K_CAT_PITCH);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 width = (tally_u32)cols;
     (void)tile_log2;
@@ -563,13 +576,12 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_SHORT_GROUPS_PER_CU) void tally_k_categor
             TALLY_UNROLL_ALL
             for (tally_u32 i = 0; i < TALLY_K_CAT_CHUNK; i++) {
                 const tally_u32 e = lid + i * TALLY_K_GROUP_SIZE;
-                chunk[(e / TALLY_K_CAT_CHUNK) * (TALLY_K_CAT_CHUNK + 1u) + e % TALLY_K_CAT_CHUNK] =
+                chunk[tally_k_cat_slot(e / TALLY_K_CAT_CHUNK, e % TALLY_K_CAT_CHUNK)] =
                     staged[c * TALLY_K_CAT_CHUNK + i];
             }
             TALLY_BARRIER();
             TALLY_UNROLL_ALL
-            for (tally_u32 i = 0; i < TALLY_K_CAT_CHUNK; i++)
-                v[c * TALLY_K_CAT_CHUNK + i] = chunk[lid * (TALLY_K_CAT_CHUNK + 1u) + i];
+            for (tally_u32 i = 0; i < TALLY_K_CAT_CHUNK; i++) v[c * TALLY_K_CAT_CHUNK + i] = chunk[tally_k_cat_slot(lid, i)];
             TALLY_BARRIER();
         }
         if (lid < count) {
