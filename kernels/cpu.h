@@ -503,7 +503,7 @@ TALLY_FN void tally_k_cpu_reduce_run(TALLY_GLOBAL const float *TALLY_RESTRICT x,
                 out[out_off + (nvec + unit) * out_stride] = tally_canonical(sum);
                 continue;
             }
-            r = tally_isfinite(m) ? tally_lse_finish(m, sum) : m;
+            r = tally_lse_finish(m, sum);
         } else if (kind == TALLY_COMBINE_MAX && term == TALLY_K_TERM_PLAIN) {
             r = tally_k_cpu_tile_max(&src, n, base, lanes, qpl, acc, e);
         } else {
