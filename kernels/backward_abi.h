@@ -10,6 +10,17 @@
 #define TALLY_K_BW_WANT_A 1u
 #define TALLY_K_BW_WANT_B 2u
 
+/* 1: tally_k_kl_backward's quad loop tests each quad once, and a quad
+ * whose four pairs all meet the short forms' conditions (positive normal
+ * logarithm arguments; for INPUT_IS_PROB a quotient t / x that
+ * tally_pm_divf_normal computes) runs them as straight-line code compiled
+ * for the flag set (none, or INPUT_IS_PROB alone). Other quads and flag
+ * sets take tally_kl_grad element by element. 0 (a bench variant): every
+ * quad element by element. The same bits either way. */
+#ifndef TALLY_K_KL_BW_SHORT_QUADS
+#define TALLY_K_KL_BW_SHORT_QUADS 1u
+#endif
+
 /* Flags of tally_k_gmm_bw_rows. */
 #define TALLY_K_GMM_BW_SAMPLE 1u
 #define TALLY_K_GMM_BW_HAS_GQ 2u

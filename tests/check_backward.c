@@ -27,6 +27,7 @@
 
 #include "reference_backward.h"
 #include "tally/portable_math.h"
+#include "tally/terms_backward.h"
 #include "testutil.h"
 
 const int tally_test_needs_backend = 1;
@@ -58,11 +59,11 @@ static tally_context *host_context(void)
     return h;
 }
 
-/* A [rows, cols] matrix at offset 2 with row stride cols + pad (pad > 0:
- * poisoned gaps) in a new buffer of ctx; returns the view. */
-static tally_view put(tally_context *ctx, const float *dense, int64_t rows, int64_t cols, int64_t pad)
+/* A [rows, cols] matrix at element offset off with row stride cols + pad
+ * (pad > 0: poisoned gaps) in a new buffer of ctx; returns the view. */
+static tally_view put_at(tally_context *ctx, const float *dense, int64_t rows, int64_t cols, int64_t pad, int64_t off)
 {
-    const int64_t stride = cols + pad, off = 2;
+    const int64_t stride = cols + pad;
     const size_t total = (size_t)(off + (rows > 0 ? rows * stride : 0) + 3);
     float *h = tt_alloc(total * sizeof *h);
     for (size_t i = 0; i < total; i++) h[i] = tt_float(TT_POISON);
@@ -71,6 +72,12 @@ static tally_view put(tally_context *ctx, const float *dense, int64_t rows, int6
     tally_buffer *b = tt_upload(ctx, h, total);
     free(h);
     return tally_view_f32_strided(b, off, rows, cols, stride);
+}
+
+/* put_at offset 2: no view starts 16-byte aligned. */
+static tally_view put(tally_context *ctx, const float *dense, int64_t rows, int64_t cols, int64_t pad)
+{
+    return put_at(ctx, dense, rows, cols, pad, 2);
 }
 
 /* Downloads a view into dense [rows, cols] and checks that the elements
@@ -159,6 +166,8 @@ typedef struct kl_case {
     tally_reduction reduction;
     unsigned flags;
     int want; /* 1: grad_input, 2: grad_target */
+    int flat; /* 1: every view dense and 16-byte aligned (the GPU kernels' quad
+               * loop); 0: offset 2, grad_target padded once more */
 } kl_case;
 
 typedef struct kl_data {
@@ -198,10 +207,11 @@ static void kl_free(kl_data *d)
 static void kl_run(tally_context *ctx, const kl_case *c, const kl_data *d, float *gx, float *gt)
 {
     const int pointwise = c->reduction == TALLY_REDUCTION_NONE;
-    tally_view x = put(ctx, d->x, c->rows, c->cols, c->pad), t = put(ctx, d->t, c->rows, c->cols, c->pad);
-    tally_view g = pointwise ? put(ctx, d->g, c->rows, c->cols, c->pad) : put(ctx, d->g, 1, 1, 0);
-    tally_view vx = (c->want & 1) ? put(ctx, NULL, c->rows, c->cols, c->pad) : absent();
-    tally_view vt = (c->want & 2) ? put(ctx, NULL, c->rows, c->cols, c->pad + 1) : absent();
+    const int64_t off = c->flat ? 4 : 2, pad = c->pad, rows = c->rows, cols = c->cols;
+    tally_view x = put_at(ctx, d->x, rows, cols, pad, off), t = put_at(ctx, d->t, rows, cols, pad, off);
+    tally_view g = pointwise ? put_at(ctx, d->g, rows, cols, pad, off) : put(ctx, d->g, 1, 1, 0);
+    tally_view vx = (c->want & 1) ? put_at(ctx, NULL, rows, cols, pad, off) : absent();
+    tally_view vt = (c->want & 2) ? put_at(ctx, NULL, rows, cols, c->flat ? pad : pad + 1, off) : absent();
     tt_ok(tally_kl_div_backward(ctx, x, t, g, c->reduction, c->flags, vx, vt), ctx);
     if (c->want & 1) get(vx, gx);
     if (c->want & 2) get(vt, gt);
@@ -227,15 +237,21 @@ static unsigned ref_flags(unsigned flags)
 START_TEST(kl_backward_cases)
 {
     static const kl_case cases[] = {
-        {3, 5, 0, TALLY_REDUCTION_NONE, 0, 3},
-        {3, 5, 2, TALLY_REDUCTION_NONE, TALLY_KL_LOG_TARGET, 3},
-        {4, 7, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3},
-        {4, 7, 1, TALLY_REDUCTION_MEAN, TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET, 3},
-        {16, 33, 0, TALLY_REDUCTION_BATCHMEAN, 0, 3},
-        {16, 33, 3, TALLY_REDUCTION_BATCHMEAN, TALLY_KL_LOG_TARGET, 1},
-        {2, 1000, 0, TALLY_REDUCTION_MEAN, 0, 2},
-        {1, 20000, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3},
-        {300, 64, 5, TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, 3},
+        {3, 5, 0, TALLY_REDUCTION_NONE, 0, 3, 0},
+        {3, 5, 2, TALLY_REDUCTION_NONE, TALLY_KL_LOG_TARGET, 3, 0},
+        {4, 7, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3, 0},
+        {4, 7, 1, TALLY_REDUCTION_MEAN, TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET, 3, 0},
+        {16, 33, 0, TALLY_REDUCTION_BATCHMEAN, 0, 3, 0},
+        {16, 33, 3, TALLY_REDUCTION_BATCHMEAN, TALLY_KL_LOG_TARGET, 1, 0},
+        {2, 1000, 0, TALLY_REDUCTION_MEAN, 0, 2, 0},
+        {1, 20000, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3, 0},
+        {300, 64, 5, TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, 3, 0},
+        /* Dense and aligned: the GPU kernels' quad loop (and its tail). */
+        {4, 7, 0, TALLY_REDUCTION_SUM, TALLY_KL_INPUT_IS_PROB, 3, 1},
+        {16, 33, 0, TALLY_REDUCTION_BATCHMEAN, 0, 3, 1},
+        {3, 5, 0, TALLY_REDUCTION_NONE, TALLY_KL_LOG_TARGET, 2, 1},
+        {300, 64, 0, TALLY_REDUCTION_NONE, TALLY_KL_INPUT_IS_PROB, 3, 1},
+        {1, 20001, 0, TALLY_REDUCTION_MEAN, TALLY_KL_INPUT_IS_PROB | TALLY_KL_LOG_TARGET, 1, 1},
     };
     tally_context *ctx = tt_context();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -344,6 +360,88 @@ START_TEST(kl_backward_special_values)
     ck_assert_uint_eq(tt_bits(gt[2]), 0x7fc00000u);
     tally_buffer_release(x.buffer), tally_buffer_release(t.buffer), tally_buffer_release(g.buffer);
     tally_buffer_release(vx.buffer), tally_buffer_release(vt.buffer);
+}
+END_TEST
+
+/* Quads that mix the short forms with every other path. The GPU kernels
+ * test each aligned quad of four pairs once and run the short forms on
+ * the whole quad only where all four qualify; here each special pair sits
+ * at every place of a quad (one special a quad, between ordinary quads),
+ * under every flag set, for a pointwise and a reduced upstream gradient.
+ * Each element must equal tally_kl_grad evaluated alone (the definition)
+ * and the host, bit for bit, and ordinary ones float64 within 8 ulp. */
+START_TEST(kl_backward_mixed_quads)
+{
+    const float inf = INFINITY, nan = NAN;
+    static const struct {
+        float x, t;
+    } specials[] = {
+        {0.25f, 0.0f},     /* t == 0 */
+        {0.0f, 0.5f},      /* x == 0 */
+        {1e-40f, 0.5f},    /* subnormal x */
+        {0.5f, 1e-40f},    /* subnormal t */
+        {-0.5f, 0.5f},     /* negative x */
+        {0.5f, -0.5f},     /* negative t */
+        {0.5f, 1e-35f},    /* exponents 116 apart: a normal quotient off the short path */
+        {1e-37f, 0.5f},    /* exponents 122 apart the other way */
+        {4.0f, 1.5e-38f},  /* a subnormal quotient */
+        {1e-3f, 3e38f},    /* an overflowing quotient */
+        {0.5f, 0x1p-100f}, /* exponents 99 apart: still short */
+        {0x1p-101f, 0.5f}, /* exponents 100 apart: the short path's last */
+        {0.5f, inf},
+        {inf, 0.5f},
+        {nan, 0.5f},
+        {0.5f, nan},
+    };
+    const size_t ns = sizeof specials / sizeof specials[0];
+    const int64_t rows = 4, cols = (int64_t)(8 * 4 * ns) / rows; /* a special every other quad */
+    const size_t n = (size_t)(rows * cols);
+    static const tally_reduction reductions[] = {TALLY_REDUCTION_NONE, TALLY_REDUCTION_BATCHMEAN};
+    tally_context *ctx = tt_context();
+    for (unsigned flags = 0; flags < 4; flags++) {
+        for (size_t ri = 0; ri < 2; ri++) {
+            const kl_case c = {rows, cols, 0, reductions[ri], flags, 3, 1};
+            kl_data d = kl_inputs(&c, 900 + flags * 2 + ri);
+            for (size_t j = 0; j < 2 * ns; j++) {
+                /* Special j % ns at place j % 4 of quad 2j + 1 (the second
+                 * round puts each at the next place). */
+                const size_t at = 4 * (2 * j + 1) + (j + j / ns) % 4;
+                d.x[at] = specials[j % ns].x;
+                d.t[at] = (flags & TALLY_KL_LOG_TARGET) ? logf(specials[j % ns].t) : specials[j % ns].t;
+            }
+            /* Quads of ordinary pairs whose upstream gradient is NaN,
+             * infinite or -0 (pointwise only): the short forms' results
+             * canonicalised too. */
+            const size_t after = 4 * (4 * ns + 2);
+            if (ri == 0) {
+                d.g[after + 1] = -nan;                     /* a NaN of either sign stays NaN */
+                d.g[after + 6] = tt_float(0x7fa00001u);    /* a payload the product keeps */
+                d.g[after + 11] = -inf, d.g[after + 16] = -0.0f;
+            }
+            float *gx = tt_alloc(n * 4), *gt = tt_alloc(n * 4), *hx = tt_alloc(n * 4), *ht = tt_alloc(n * 4);
+            kl_run(ctx, &c, &d, gx, gt);
+            kl_run(host_context(), &c, &d, hx, ht);
+            assert_same_bits(gx, hx, n, "grad_input");
+            assert_same_bits(gt, ht, n, "grad_target");
+            const float gs = ri == 0 ? 0.0f : tally_grad_scale(d.g[0], 1u, (float)rows);
+            for (size_t i = 0; i < n; i++) {
+                const float g = ri == 0 ? d.g[i] : gs;
+                const tally_grad2 e = tally_kl_grad(d.x[i], d.t[i], g, flags);
+                ck_assert_msg(tt_bits(gx[i]) == tt_bits(tally_canonical(e.a)) &&
+                                  tt_bits(gt[i]) == tt_bits(tally_canonical(e.b)),
+                              "flags %u reduction %zu element %zu: 0x%08x 0x%08x, alone 0x%08x 0x%08x", flags, ri, i,
+                              tt_bits(gx[i]), tt_bits(gt[i]), tt_bits(e.a), tt_bits(e.b));
+                if ((i >= 4 * (4 * ns + 1) || (i / 4) % 2 == 0) && isfinite(g)) { /* the ordinary pairs */
+                    double dx, dt, mx, mt;
+                    tally_ref_kl_grad(d.x[i], d.t[i], (double)g, ref_flags(flags), &dx, &dt, &mx, &mt);
+                    tt_assert_close(gx[i], dx, 8 * U * mx + 1e-30, "flags %u grad_input[%zu]", flags, i);
+                    tt_assert_close(gt[i], dt, 8 * U * mt + 1e-30, "flags %u grad_target[%zu]", flags, i);
+                }
+            }
+            free(gx), free(gt), free(hx), free(ht);
+            kl_free(&d);
+        }
+    }
 }
 END_TEST
 
@@ -953,7 +1051,7 @@ TT_SUITE("backward",
          {.name = "digamma", TT_FIXTURE, .timeout = 300, .tests = {digamma_known_values, digamma_dense_sample}},
          {.name = "kl", TT_FIXTURE, .timeout = 300,
           .tests = {kl_backward_cases, kl_reference_matches_finite_differences, kl_backward_special_values,
-                    kl_backward_errors_and_empty}},
+                    kl_backward_mixed_quads, kl_backward_errors_and_empty}},
          {.name = "dm", TT_FIXTURE, .timeout = 300,
           .tests = {dm_backward_cases, dm_reference_matches_finite_differences, dm_backward_edges_and_errors,
                     dm_training_loop}},

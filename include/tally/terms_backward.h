@@ -56,8 +56,10 @@ TALLY_FN tally_grad2 tally_kl_grad_form(float xin, float t, float g, tally_u32 f
     } else {
         r.a = -(t * g);
         if (prob) {
-            const float ratio = (t == 0.0f && xin == xin) ? 0.0f
-                                : div_normal                 ? tally_pm_divf_normal(t, xin)
+            /* tally_pm_divf_normal_ok(t, xin) implies t != 0, so the short
+             * quotient needs no test for t == 0. */
+            const float ratio = div_normal                   ? tally_pm_divf_normal(t, xin)
+                                : (t == 0.0f && xin == xin) ? 0.0f
                                                              : tally_divf(t, xin);
             r.a = -(ratio * g);
         }
