@@ -21,6 +21,26 @@
 #define TALLY_K_KL_BW_SHORT_QUADS 1u
 #endif
 
+/* Groups of tally_k_kl_backward a compute unit over a contiguous view, on
+ * CUDA: the grid is capped at this many a multiprocessor, and the kernel's
+ * register bound lets them all run at once (8: 32 registers a work-item,
+ * no spill), so the grid is one wave and no multiprocessor is left with a
+ * lone group at the end. (The general cap of 16 groups with 46 registers
+ * made 3.2 waves, the last a group a multiprocessor: too few loads in
+ * flight to keep the memory busy.) OpenCL keeps the general cap. 0 (a
+ * bench variant): the general cap with no register bound, as before.
+ * Placement only; the same bits. */
+#ifndef TALLY_K_KL_BW_GROUPS_PER_CU
+#define TALLY_K_KL_BW_GROUPS_PER_CU 8u
+#endif
+#define TALLY_K_KL_BW_BOUND (TALLY_K_KL_BW_GROUPS_PER_CU > 0u ? TALLY_K_KL_BW_GROUPS_PER_CU : 1u)
+/* 1: a work-item of tally_k_kl_backward's quad loop issues the loads of its
+ * next quad before it computes the current one, so their wait overlaps the
+ * arithmetic (more registers). 0: each quad is loaded when it is computed. */
+#ifndef TALLY_K_KL_BW_AHEAD
+#define TALLY_K_KL_BW_AHEAD 0u
+#endif
+
 /* Flags of tally_k_gmm_bw_rows. */
 #define TALLY_K_GMM_BW_SAMPLE 1u
 #define TALLY_K_GMM_BW_HAS_GQ 2u

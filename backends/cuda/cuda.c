@@ -234,6 +234,7 @@ static tally_status cuda_open(int device, int use_app_stream, CUstream app_strea
     cc->gpu.register_tiles = 1; /* see tally__gpu_context */
     cc->gpu.cpu_twins = 0;
     cc->gpu.warp_shuffle = 1;
+    cc->gpu.resident_bound = 1; /* see tally__gpu_context */
     r = tally__cu.cuDevicePrimaryCtxRetain(&cc->primary, cc->device);
     if (r != CUDA_SUCCESS) {
         cc->primary = NULL;

@@ -133,6 +133,13 @@ typedef struct tally__gpu_context {
      * about 1024 elements then run a warp a row (tally_k_reduce_rows_warp).
      * Picks kernel variants only (never results). */
     int warp_shuffle;
+    /* 1 when the backend compiles a kernel's TALLY_KERNEL_GROUPS_PER_CU(n)
+     * as a register bound (CUDA's __launch_bounds__), so that n groups of it
+     * are resident on a compute unit at once and a grid of n a compute unit
+     * is exactly one wave; set by the backend at context creation. OpenCL
+     * has no such bound (0): its grids keep their general caps. Sizes grids
+     * only (never results). */
+    int resident_bound;
     /* The most dynamic local memory (bytes) a group of a kernel with a
      * stage may have, set by the backend at context creation: the CUDA
      * backend sets it where the device grants every such kernel its stage

@@ -51,7 +51,10 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
                      aligned16(ctx, gx) && aligned16(ctx, gt);
     const uint32_t mode = vec4 ? TALLY_K_LOAD_VEC4 : flat ? TALLY_K_LOAD_CONTIGUOUS : TALLY_K_LOAD_STRIDED;
     const uint64_t items = vec4 ? rows * cols / 4u + 1u : rows * cols;
-    const uint64_t groups = flat ? bounded_grid(ctx, items) : rows;
+    const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
+    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * TALLY_K_KL_BW_GROUPS_PER_CU;
+    uint64_t groups = flat ? bounded_grid(ctx, items) : rows;
+    if (flat && gc->resident_bound && TALLY_K_KL_BW_GROUPS_PER_CU != 0u && groups > one_wave) groups = one_wave;
     uint32_t want = 0;
     if (gx->buffer != NULL) want |= TALLY_K_BW_WANT_A;
     if (gt->buffer != NULL) want |= TALLY_K_BW_WANT_B;

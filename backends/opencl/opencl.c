@@ -284,6 +284,7 @@ static tally_status setup(tally__cl_context *cc, const char *source, size_t sour
     cc->gpu.compute_units = units;
     cc->gpu.register_tiles = 0; /* see tally__gpu_context */
     cc->gpu.warp_shuffle = 0;
+    cc->gpu.resident_bound = 0; /* see tally__gpu_context */
     /* Deprecated by OpenCL 2.0 but still answered; a device that does not
      * answer is taken not to share memory, so wrap_host is refused. */
     cl_bool unified = CL_FALSE;
