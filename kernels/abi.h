@@ -312,6 +312,16 @@
 #define TALLY_K_CAT_SWIZZLE 1u
 #endif
 
+/* 1: on CUDA, short fp32 rows whose columns come in whole aligned quads
+ * take tally_k_categorical_staged (the group's rows copied straight to
+ * local memory, cp.async, and each work-item's rule a loop over its row
+ * there); 0: tally_k_categorical_short for them too. The same bits either
+ * way. The stage holds 256 rows of TALLY_K_CAT_SHORT_COLS floats. */
+#ifndef TALLY_K_CAT_STAGED
+#define TALLY_K_CAT_STAGED 1u
+#endif
+#define TALLY_K_CAT_STAGE_BYTES (256u * TALLY_K_CAT_SHORT_COLS * 4u)
+
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u
 #endif

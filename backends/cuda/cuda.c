@@ -173,17 +173,19 @@ static tally_status load_kernels(tally__cuda_context *cc)
      * without asking (48 KiB). Where the device refuses (compute
      * capability 7.5, 8.6 and 8.9 give a block at most 64 or 99 KiB),
      * stage_bytes stays 0 and the op layer never launches one. */
-    uint32_t stage = UINT32_MAX;
+    uint32_t stage = 0;
+    int refused = 0;
     for (int k = 0; k < TALLY__KERNEL_COUNT; k++) {
         const uint32_t bytes = tally__gpu_kernel_stage_bytes((tally__kernel_id)k);
         if (bytes == 0) continue;
         if (tally__cu.cuFuncSetAttribute(cc->kernels[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          (int)bytes) != CUDA_SUCCESS)
-            stage = 0;
-        else if (bytes < stage)
+            refused = 1;
+        else if (bytes > stage)
             stage = bytes;
     }
-    cc->gpu.stage_bytes = stage == UINT32_MAX ? 0 : stage;
+    /* Every staged kernel got its bytes (the largest of them), or none runs. */
+    cc->gpu.stage_bytes = refused ? 0 : stage;
     return TALLY_OK;
 }
 

@@ -24,7 +24,11 @@ const char *tally__gpu_kernel_name(tally__kernel_id id)
 
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
 {
-    return id == TALLY__K_kl_logits_rows_pair ? TALLY_K_KLL_STAGE_BYTES : 0u;
+    switch (id) {
+    case TALLY__K_kl_logits_rows_pair: return TALLY_K_KLL_STAGE_BYTES;
+    case TALLY__K_categorical_staged: return TALLY_K_CAT_STAGE_BYTES;
+    default: return 0u;
+    }
 }
 
 uint32_t tally__gpu_kernel_group_size(tally__kernel_id id)

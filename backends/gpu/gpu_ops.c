@@ -393,8 +393,15 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
      * [4096, 64] against the tile kernel's 0.64 ms (a CPU keeps the arrays
      * in memory). */
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const uint64_t short_groups = tally__gpu_ceil_div(w->rows, TALLY_GPU_GROUP_SIZE);
+    /* fp32 rows in whole aligned quads, where the stage is granted (CUDA on
+     * compute capability 8.0 and 9.0): copied to local memory by cp.async
+     * and walked there. */
+    if (TALLY_K_CAT_STAGED && g->stage_bytes >= TALLY_K_CAT_STAGE_BYTES && a.w_dtype == TALLY_F32 &&
+        w->cols <= TALLY_K_CAT_SHORT_COLS && w->cols % 4u == 0 && tally__gpu_rows_aligned16(ctx, w))
+        return tally__gpu_launch_categorical_staged(ctx, short_groups, &a);
     if (TALLY_K_CAT_SHORT && g->register_tiles && w->cols <= TALLY_K_CAT_SHORT_COLS)
-        return tally__gpu_launch_categorical_short(ctx, tally__gpu_ceil_div(w->rows, TALLY_GPU_GROUP_SIZE), &a);
+        return tally__gpu_launch_categorical_short(ctx, short_groups, &a);
     const uint64_t groups = tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2);
     return a.w_dtype == TALLY_F32 ? tally__gpu_launch_categorical(ctx, groups, &a)
                                   : tally__gpu_launch_categorical_half(ctx, groups, &a);
