@@ -492,6 +492,7 @@ typedef struct dm_case {
     tally_reduction reduction;
     int zero_every; /* every k-th count is 0 (0: none) */
     int whole;      /* whole counts */
+    int aligned;    /* 1: the counts' rows start 16-byte aligned (the GPU kernels' quad loads) */
 } dm_case;
 
 /* The float64 gradient w.r.t. log_alpha ([1, V] or [B, V] into grad) and
@@ -510,7 +511,7 @@ static void dm_run(tally_context *ctx, const dm_case *c, const float *n, const f
                    float *grad)
 {
     const int64_t rows_out = c->per_row ? c->B : 1;
-    tally_view vn = put(ctx, n, c->B, c->V, c->pad), vla = put(ctx, la, rows_out, c->V, c->pad);
+    tally_view vn = put_at(ctx, n, c->B, c->V, c->pad, c->aligned ? 4 : 2), vla = put(ctx, la, rows_out, c->V, c->pad);
     tally_view vg = c->reduction == TALLY_REDUCTION_NONE ? put(ctx, g, c->B, 1, 0) : put(ctx, g, 1, 1, 0);
     tally_view vo = put(ctx, NULL, rows_out, c->V, c->pad + 1);
     tt_ok(tally_dirichlet_multinomial_backward(ctx, vn, vla, vg, c->reduction, 0, vo), ctx);
@@ -522,22 +523,27 @@ static void dm_run(tally_context *ctx, const dm_case *c, const float *n, const f
 START_TEST(dm_backward_cases)
 {
     static const dm_case cases[] = {
-        {4, 5, 0, 1, TALLY_REDUCTION_NONE, 3, 1},
-        {4, 5, 2, 0, TALLY_REDUCTION_NONE, 3, 1},
-        {7, 33, 1, 0, TALLY_REDUCTION_SUM, 0, 0},
-        {7, 33, 0, 1, TALLY_REDUCTION_MEAN, 2, 0},
-        {1, 40, 0, 0, TALLY_REDUCTION_SUM, 4, 1},
-        {300, 17, 0, 0, TALLY_REDUCTION_MEAN, 5, 1},
-        {20000, 3, 0, 0, TALLY_REDUCTION_SUM, 4, 1}, /* a two-level column tree */
-        {3, 20000, 0, 1, TALLY_REDUCTION_NONE, 3, 1}, /* two-level row trees */
-        {5, 20000, 0, 0, TALLY_REDUCTION_NONE, 3, 1},
+        {4, 5, 0, 1, TALLY_REDUCTION_NONE, 3, 1, 0},
+        {4, 5, 2, 0, TALLY_REDUCTION_NONE, 3, 1, 0},
+        {7, 33, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0},
+        {7, 33, 0, 1, TALLY_REDUCTION_MEAN, 2, 0, 0},
+        {1, 40, 0, 0, TALLY_REDUCTION_SUM, 4, 1, 0},
+        {300, 17, 0, 0, TALLY_REDUCTION_MEAN, 5, 1, 0},
+        {20000, 3, 0, 0, TALLY_REDUCTION_SUM, 4, 1, 0}, /* a two-level column tree */
+        {3, 20000, 0, 1, TALLY_REDUCTION_NONE, 3, 1, 0}, /* two-level row trees */
+        {5, 20000, 0, 0, TALLY_REDUCTION_NONE, 3, 1, 0},
         /* Shared alpha's column trees (tally_k_dm_bw_columns on the GPU):
          * 64 lanes of one quad; one full tile of 16 quads a lane; three tiles,
          * the last of 103 quads (fewer active lanes) ending in a short quad,
          * with a column block (8) cut short and fractional counts. */
-        {250, 9, 1, 0, TALLY_REDUCTION_SUM, 0, 0},
-        {16384, 5, 0, 0, TALLY_REDUCTION_SUM, 3, 1},
-        {33179, 37, 3, 0, TALLY_REDUCTION_MEAN, 7, 0},
+        {250, 9, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0},
+        {16384, 5, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 0},
+        {33179, 37, 3, 0, TALLY_REDUCTION_MEAN, 7, 0, 0},
+        /* Counts in aligned quads (rows of a multiple of 4 columns). */
+        {40, 64, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 1},
+        {9, 36, 0, 1, TALLY_REDUCTION_NONE, 0, 0, 1},
+        {16384, 8, 0, 0, TALLY_REDUCTION_MEAN, 3, 1, 1},
+        {6, 1024, 4, 0, TALLY_REDUCTION_SUM, 5, 1, 1},
     };
     tally_context *ctx = tt_context();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -585,7 +591,7 @@ static double ref_dm_loglik(const float *n, const double *la, int64_t B, int64_t
 START_TEST(dm_reference_matches_finite_differences)
 {
     for (int per_row = 0; per_row < 2; per_row++) {
-        const dm_case c = {3, 4, 0, per_row, TALLY_REDUCTION_SUM, 3, 0};
+        const dm_case c = {3, 4, 0, per_row, TALLY_REDUCTION_SUM, 3, 0, 0};
         float n[12], la[12], g[1] = {1.0f};
         tt_fill_uniform(n, 12, 11, 0.0, 5.0);
         n[0] = 0.0f;
@@ -706,7 +712,7 @@ START_TEST(dm_training_loop)
     ck_assert_msg(last < first - 0.5f, "loss fell only from %g to %g", (double)first, (double)last);
     /* The same loop in float64. */
     double lad[TRAIN_V] = {0};
-    const dm_case c = {TRAIN_B, TRAIN_V, 0, 0, TALLY_REDUCTION_MEAN, 0, 1};
+    const dm_case c = {TRAIN_B, TRAIN_V, 0, 0, TALLY_REDUCTION_MEAN, 0, 1, 0};
     float minus_one = -1.0f, laf[TRAIN_V];
     double grad[TRAIN_V], mag[TRAIN_V];
     for (int s = 0; s < TRAIN_STEPS; s++) {
