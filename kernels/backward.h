@@ -107,31 +107,6 @@ TALLY_FN tally_k_grad4 tally_k_kl_grad_quad(tally_f4 x, tally_f4 t, tally_f4 g, 
  * bounded (a few groups per multiprocessor), so the scaled upstream
  * gradient is computed once per work-item, not once per element.
  */
-/* The three quads of quad q that tally_k_kl_backward's quad loop reads:
- * the input's, the target's and the upstream gradient's (pointwise), else
- * gs four times. */
-typedef struct tally_k_kl_bw_quads {
-    tally_f4 x, t, g;
-} tally_k_kl_bw_quads;
-
-TALLY_FN tally_k_kl_bw_quads tally_k_kl_bw_load(TALLY_GLOBAL const float *x, TALLY_GLOBAL const float *t,
-                                                TALLY_GLOBAL const float *g, tally_u64 q, tally_u32 pointwise,
-                                                float gs)
-{
-    tally_k_kl_bw_quads v;
-    v.x = TALLY_LOAD_F4(x, q);
-    v.t = TALLY_LOAD_F4(t, q);
-    if (pointwise) {
-        v.g = TALLY_LOAD_F4(g, q);
-    } else {
-        v.g.x = gs;
-        v.g.y = gs;
-        v.g.z = gs;
-        v.g.w = gs;
-    }
-    return v;
-}
-
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_BW_BOUND) void tally_k_kl_backward(TALLY_K_PARAMS(kl_backward))
 {
     const tally_u32 lid = TALLY_LID();
@@ -154,27 +129,21 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_BW_BOUND) void tally_k_kl_backward(TALLY_K
     if (mode == TALLY_K_LOAD_VEC4) {
         const tally_u64 nq = n >> 2;
         const int wa = (want & TALLY_K_BW_WANT_A) != 0u, wb = (want & TALLY_K_BW_WANT_B) != 0u;
-        TALLY_GLOBAL const float *xs = x + x_off, *ts = t + t_off, *gs4 = g + g_off;
-#if TALLY_K_KL_BW_AHEAD
-        tally_k_kl_bw_quads v;
-        if (first < nq) v = tally_k_kl_bw_load(xs, ts, gs4, first, pointwise, gs);
         for (tally_u64 q = first; q < nq; q += step) {
-            /* The last quad of a work-item loads its own again (unused). */
-            const tally_u64 next = q + step < nq ? q + step : q;
-            const tally_k_kl_bw_quads ahead = tally_k_kl_bw_load(xs, ts, gs4, next, pointwise, gs);
-            const tally_k_grad4 d = tally_k_kl_grad_quad(v.x, v.t, v.g, flags);
-            if (wa) TALLY_STORE_F4(gx + gx_off, q, d.a);
-            if (wb) TALLY_STORE_F4(gt + gt_off, q, d.b);
-            v = ahead;
-        }
-#else
-        for (tally_u64 q = first; q < nq; q += step) {
-            const tally_k_kl_bw_quads v = tally_k_kl_bw_load(xs, ts, gs4, q, pointwise, gs);
-            const tally_k_grad4 d = tally_k_kl_grad_quad(v.x, v.t, v.g, flags);
+            const tally_f4 xv = TALLY_LOAD_F4(x + x_off, q), tv = TALLY_LOAD_F4(t + t_off, q);
+            tally_f4 gv;
+            if (pointwise) {
+                gv = TALLY_LOAD_F4(g + g_off, q);
+            } else {
+                gv.x = gs;
+                gv.y = gs;
+                gv.z = gs;
+                gv.w = gs;
+            }
+            const tally_k_grad4 d = tally_k_kl_grad_quad(xv, tv, gv, flags);
             if (wa) TALLY_STORE_F4(gx + gx_off, q, d.a);
             if (wb) TALLY_STORE_F4(gt + gt_off, q, d.b);
         }
-#endif
         done = nq << 2;
     }
     for (tally_u64 k = done + first; k < n; k += step) {

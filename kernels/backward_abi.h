@@ -34,12 +34,6 @@
 #define TALLY_K_KL_BW_GROUPS_PER_CU 8u
 #endif
 #define TALLY_K_KL_BW_BOUND (TALLY_K_KL_BW_GROUPS_PER_CU > 0u ? TALLY_K_KL_BW_GROUPS_PER_CU : 1u)
-/* 1: a work-item of tally_k_kl_backward's quad loop issues the loads of its
- * next quad before it computes the current one, so their wait overlaps the
- * arithmetic (more registers). 0: each quad is loaded when it is computed. */
-#ifndef TALLY_K_KL_BW_AHEAD
-#define TALLY_K_KL_BW_AHEAD 0u
-#endif
 
 /* Flags of tally_k_gmm_bw_rows. */
 #define TALLY_K_GMM_BW_SAMPLE 1u
