@@ -663,6 +663,102 @@ TALLY_FN tally_i32 tally_k_cat_staged_rule(TALLY_LOCAL tally_f4 *row, tally_u32 
     }
     return last_nonzero;
 }
+
+/* 1 when a stored partial sum p reaches the target: p >= target and p > 0
+ * (tally_k_cat_lean_rule). */
+TALLY_FN int tally_k_cat_reaches(float p, float target) { return (p >= target) & (p > 0.0f); }
+
+/*
+ * The categorical rule with fewer operations a weight, the same result for
+ * every row (TALLY_K_CAT_LEAN_WALK). The walk stores every partial sum p_j
+ * (tally_k_cat_staged_rule stores -1 where w_j <= 0) and keeps the least
+ * weight, low = minimum of 0 and the w_j (TALLY_MINNUM skips NaN), instead
+ * of testing each weight and tracking the last nonzero one:
+ * - Invalid rows: a negative weight (-inf too) makes low < 0; a NaN makes
+ *   the total NaN and +inf makes it infinite or NaN, which the total's own
+ *   test catches. Nothing else makes low < 0 (-0 is not below 0), so a row
+ *   is invalid exactly when the other rule says so.
+ * - In a valid row every w_j >= 0, so the partial sums never decrease
+ *   (round to nearest is monotone, and p + 0 is p). The first j whose p_j
+ *   reaches the target (p_j >= target and p_j > 0) has w_j > 0: w_0 = p_0
+ *   > 0, and for j > 0, w_j = 0 would leave p_j = p_{j-1}, which does not
+ *   reach. Every earlier k with w_k > 0 has p_k > 0 and so p_k < target.
+ *   So it is the other rule's first k with w_k > 0 and running sum >=
+ *   target; the "> 0" part is the target-0 case (u * total underflows),
+ *   where that rule skips leading zero weights.
+ * - u is in (0, 1], so target = u * total <= total, the last partial sum,
+ *   which is > 0: the last quad always reaches, and the other rule's
+ *   fallback (the last nonzero index) is never taken. The scan tests a
+ *   quad's last partial sum (its largest) and stops at the first quad that
+ *   reaches, never past the last.
+ */
+TALLY_FN tally_i32 tally_k_cat_lean_rule(TALLY_LOCAL tally_f4 *row, tally_u32 lane7, tally_u32 quads,
+                                         tally_u32 is_logits, float u)
+{
+    int bad = 0;
+    if (is_logits) {
+        float m = row[lane7].x;
+        for (tally_u32 q = 0; q < quads; q++) {
+            const tally_f4 v = row[q ^ lane7];
+            if (q > 0u) m = tally_max_nan(m, v.x);
+            m = tally_max_nan(m, v.y);
+            m = tally_max_nan(m, v.z);
+            m = tally_max_nan(m, v.w);
+        }
+        for (tally_u32 q = 0; q < quads; q++) {
+            tally_f4 v = row[q ^ lane7];
+            v.x = tally_expf(v.x - m);
+            v.y = tally_expf(v.y - m);
+            v.z = tally_expf(v.z - m);
+            v.w = tally_expf(v.w - m);
+            row[q ^ lane7] = v;
+        }
+        bad = !tally_isfinite(m);
+    }
+    /* Four quads a batch, loaded before any is used: each load's latency
+     * would otherwise sit in the chain of additions. */
+    float total = 0.0f, low = 0.0f;
+    for (tally_u32 q0 = 0; q0 < quads; q0 += 4u) {
+        tally_f4 v[4];
+        TALLY_UNROLL_ALL
+        for (tally_u32 i = 0; i < 4u; i++)
+            if (q0 + i < quads) v[i] = row[(q0 + i) ^ lane7];
+        TALLY_UNROLL_ALL
+        for (tally_u32 i = 0; i < 4u; i++) {
+            if (q0 + i < quads) {
+                low = TALLY_MINNUM(low, TALLY_MINNUM(TALLY_MINNUM(v[i].x, v[i].y), TALLY_MINNUM(v[i].z, v[i].w)));
+                total = total + v[i].x;
+                v[i].x = total;
+                total = total + v[i].y;
+                v[i].y = total;
+                total = total + v[i].z;
+                v[i].z = total;
+                total = total + v[i].w;
+                v[i].w = total;
+                row[(q0 + i) ^ lane7] = v[i];
+            }
+        }
+    }
+    if (bad || low < 0.0f || !(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
+    const float target = u * total;
+    /* The first quad whose last partial sum reaches, four quads' sums
+     * loaded at a time; the last quad when no earlier one does. */
+    tally_u32 q = quads - 1u;
+    for (tally_u32 q0 = 0; q0 + 1u < quads && q == quads - 1u; q0 += 4u) {
+        float last[4];
+        TALLY_UNROLL_ALL
+        for (tally_u32 i = 0; i < 4u; i++) last[i] = q0 + i + 1u < quads ? row[(q0 + i) ^ lane7].w : 0.0f;
+        TALLY_UNROLL_ALL
+        for (tally_u32 i = 4u; i-- > 0u;)
+            if (q0 + i + 1u < quads && tally_k_cat_reaches(last[i], target)) q = q0 + i;
+    }
+    const tally_f4 v = row[q ^ lane7];
+    const tally_u32 j = tally_k_cat_reaches(v.x, target)   ? 0u
+                        : tally_k_cat_reaches(v.y, target) ? 1u
+                        : tally_k_cat_reaches(v.z, target) ? 2u
+                                                           : 3u;
+    return (tally_i32)(4u * q + j);
+}
 #endif
 
 /* The host launches it only where TALLY_HAS_STAGE (CUDA) and the stage is
@@ -677,25 +773,52 @@ TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_categorical_staged(TALLY_K_PARAMS(cat
     const tally_u32 quads = (tally_u32)cols / 4u, per_row = TALLY_K_CAT_SHORT_COLS / 4u;
     (void)tile_log2;
     (void)w_dtype;
+    const tally_u32 lane = lid % 32u, wr0 = lid - lane; /* the warp's first row of the group's */
     for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < rows;
          row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
         const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, rows - row0);
-        TALLY_UNROLL_ALL
-        for (tally_u32 k = 0; k < per_row; k++) {
-            const tally_u32 e = lid + k * TALLY_K_GROUP_SIZE;
-            const tally_u32 r = e / per_row, q = e % per_row;
-            if (r < count && q < quads)
-                TALLY_STAGE_COPY(&stage[r * per_row + (q ^ (r & 7u))],
-                                 (TALLY_GLOBAL const tally_f4 *)(w + w_off + (row0 + r) * w_stride) + q);
+        if (TALLY_K_CAT_WARP_STAGES) {
+            /* Each warp copies its own 32 rows (a copy: two rows' runs of
+             * 256 bytes), waits for them and walks them; no other warp
+             * reads them, so a warp starts walking as soon as its own rows
+             * have landed, while the others' copies are still in flight. */
+            const tally_u32 wcount = count > wr0 ? (count - wr0 < 32u ? count - wr0 : 32u) : 0u;
+            TALLY_UNROLL_ALL
+            for (tally_u32 k = 0; k < per_row; k++) {
+                const tally_u32 e = lane + 32u * k;
+                const tally_u32 r = e / per_row, q = e % per_row;
+                if (r < wcount && q < quads)
+                    TALLY_STAGE_COPY(&stage[(wr0 + r) * per_row + (q ^ (r & 7u))],
+                                     (TALLY_GLOBAL const tally_f4 *)(w + w_off + (row0 + wr0 + r) * w_stride) + q);
+            }
+            if (wcount > 0u) tally_k_local_uniforms(ul + wr0, row0 + wr0, wcount, seed, subsequence, offset, lane);
+            TALLY_STAGE_WAIT();
+            TALLY_BARRIER_EACH32();
+        } else {
+            TALLY_UNROLL_ALL
+            for (tally_u32 k = 0; k < per_row; k++) {
+                const tally_u32 e = lid + k * TALLY_K_GROUP_SIZE;
+                const tally_u32 r = e / per_row, q = e % per_row;
+                if (r < count && q < quads)
+                    TALLY_STAGE_COPY(&stage[r * per_row + (q ^ (r & 7u))],
+                                     (TALLY_GLOBAL const tally_f4 *)(w + w_off + (row0 + r) * w_stride) + q);
+            }
+            tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
+            TALLY_STAGE_WAIT();
+            TALLY_BARRIER();
         }
-        tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
-        TALLY_STAGE_WAIT();
-        TALLY_BARRIER();
         if (lid < count) {
-            const tally_i32 found = tally_k_cat_staged_rule(stage + lid * per_row, lid & 7u, quads, is_logits, ul[lid]);
+            const tally_i32 found =
+                TALLY_K_CAT_LEAN_WALK
+                    ? tally_k_cat_lean_rule(stage + lid * per_row, lid & 7u, quads, is_logits, ul[lid])
+                    : tally_k_cat_staged_rule(stage + lid * per_row, lid & 7u, quads, is_logits, ul[lid]);
             out[out_off + (row0 + lid) * out_stride] = found;
         }
-        TALLY_BARRIER();
+        /* The next rows rewrite the stage and the uniforms. */
+        if (TALLY_K_CAT_WARP_STAGES)
+            TALLY_BARRIER_EACH32();
+        else
+            TALLY_BARRIER();
     }
 #endif
 }

@@ -1276,13 +1276,13 @@ END_TEST
  * past one group of 256, rows longer than one 16-column tile with ragged
  * last tiles, padded rows, invalid rows whose bad entry lies in a later
  * tile, and logits. */
-static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, int64_t stride, unsigned flags,
-                                    tally_rng rng)
+static void check_categorical_exact(const float *w, int64_t rows, int64_t cols, int64_t stride, int64_t offset,
+                                    unsigned flags, tally_rng rng)
 {
     tally_context *ctx = tt_context();
     float *dense = tt_alloc((size_t)(rows * cols) * 4);
     for (int64_t r = 0; r < rows; r++) memcpy(dense + r * cols, w + r * stride, (size_t)cols * 4);
-    placed pw = place(dense, rows, cols, 3, stride, 2);
+    placed pw = place(dense, rows, cols, offset, stride, 2);
     placed out = place_out(TALLY_I32, 1, rows, 1, rows);
     tt_ok(tally_categorical(ctx, pw.view, flags, rng, out.view, NULL), ctx);
     int32_t *got = tt_alloc((size_t)rows * 4);
@@ -1324,15 +1324,61 @@ START_TEST(categorical_exact_bits)
             w[3 * stride + cols - 1] = INFINITY;
             for (int64_t c = 0; c < cols; c++) w[4 * stride + c] = c == cols - 1 ? 2.0f : 0.0f;
         }
-        check_categorical_exact(w, rows, cols, stride, 0, (tally_rng){.seed = 31 + s, .subsequence = 2, .offset = 3 * s});
+        /* At element 3, and at element 0: with a stride of whole quads the
+         * rows are then 16-byte aligned (CUDA's staged rows). */
+        for (int64_t at = 3; at >= 0; at -= 3)
+            check_categorical_exact(w, rows, cols, stride, at, 0,
+                                    (tally_rng){.seed = 31 + s, .subsequence = 2, .offset = 3 * s});
         for (int64_t i = 0; i < rows * stride; i++) w[i] = (float)(4.0 * tt_rand_unit(&rnd) - 6.0);
         if (rows > 4) {
             w[1 * stride + cols - 1] = NAN;
             w[2 * stride + cols - 1] = INFINITY;
             for (int64_t c = 0; c < cols; c++) w[3 * stride + c] = -INFINITY;
         }
-        check_categorical_exact(w, rows, cols, stride, TALLY_CATEGORICAL_LOGITS,
-                                (tally_rng){.seed = 61 + s, .subsequence = 0, .offset = 8});
+        for (int64_t at = 3; at >= 0; at -= 3)
+            check_categorical_exact(w, rows, cols, stride, at, TALLY_CATEGORICAL_LOGITS,
+                                    (tally_rng){.seed = 61 + s, .subsequence = 0, .offset = 8});
+        free(w);
+    }
+}
+END_TEST
+
+/* Rows made of the values where the rule's tests decide: zeros of both
+ * signs, subnormals (a total so small that u * total rounds to 0, which
+ * leaves only the first nonzero weight), leading zeros, weights that a
+ * large running sum absorbs, a tiny negative weight absorbed the same way,
+ * NaN, both infinities and totals that overflow. Each row mixes a few of
+ * them; every draw must equal tally_categorical_row's bit for bit, in
+ * 16-byte aligned rows of whole quads (CUDA's staged rows) and in rows at
+ * element 1. */
+static const float categorical_edge_values[] = {
+    0.0f, -0.0f, 1e-45f, 3e-45f, 1e-40f, 1.17549435e-38f, 1.0f, 0.5f, 3.0f, 1e30f, 3e38f,
+    -1e-45f, -1.0f, NAN, INFINITY, -INFINITY,
+};
+
+START_TEST(categorical_edge_rows)
+{
+    enum { ROWS = 700, NVAL = sizeof categorical_edge_values / sizeof categorical_edge_values[0] };
+    static const int64_t widths[] = {64, 40, 4};
+    for (size_t s = 0; s < sizeof widths / sizeof widths[0]; s++) {
+        const int64_t cols = widths[s];
+        float *w = tt_alloc((size_t)(ROWS * cols) * 4);
+        tt_rand rnd = tt_rand_seed(7100 + s);
+        for (int64_t r = 0; r < ROWS; r++) {
+            /* A row draws from the first 11 values (valid weights) or, one
+             * row in four, from all of them; most of its entries are 0. */
+            const uint64_t pool = tt_rand_below(&rnd, 4) == 0 ? NVAL : 11;
+            const uint64_t density = 1 + tt_rand_below(&rnd, 4);
+            for (int64_t c = 0; c < cols; c++)
+                w[r * cols + c] =
+                    tt_rand_below(&rnd, 4) < density ? categorical_edge_values[tt_rand_below(&rnd, pool)] : 0.0f;
+        }
+        for (int64_t at = 0; at <= 1; at++)
+            check_categorical_exact(w, ROWS, cols, cols, at, 0,
+                                    (tally_rng){.seed = 900 + s, .subsequence = 3, .offset = 5 + (uint64_t)at});
+        /* As logits: -inf entries are zero weights, NaN and +inf invalid. */
+        check_categorical_exact(w, ROWS, cols, cols, 0, TALLY_CATEGORICAL_LOGITS,
+                                (tally_rng){.seed = 950 + s, .subsequence = 1, .offset = 2});
         free(w);
     }
 }
@@ -1531,5 +1577,6 @@ TT_SUITE("ops",
           .tests = {rng_fill_raw_exact, rng_fill_uniform_exact, rng_fill_normal, rng_fill_layouts,
                     rng_fill_normal_pairs_absolute, rng_consumed_and_advance}},
          {.name = "categorical", TT_FIXTURE, .timeout = 300,
-          .tests = {categorical_weights, categorical_exact_bits, categorical_invalid_rows, categorical_frequencies}},
+          .tests = {categorical_weights, categorical_exact_bits, categorical_edge_rows, categorical_invalid_rows,
+                    categorical_frequencies}},
          {.name = "catalogue", TT_FIXTURE, .timeout = 300, .tests = {catalogue_rows}})
