@@ -334,6 +334,14 @@
 #ifndef TALLY_K_CAT_LEAN_WALK
 #define TALLY_K_CAT_LEAN_WALK 1u
 #endif
+/* 1: where neither the short kernel nor the staged one runs (OpenCL on a
+ * GPU), rows of at most TALLY_K_CAT_SHORT_COLS columns take
+ * tally_k_categorical_local, TALLY_K_CAT_LOCAL_ROWS rows a group in local
+ * memory (32 KiB); 0: the tile kernels. The same bits either way. */
+#ifndef TALLY_K_CAT_LOCAL
+#define TALLY_K_CAT_LOCAL 1u
+#endif
+#define TALLY_K_CAT_LOCAL_ROWS 128u
 
 #ifndef TALLY_K_RNG_BLOCKS_PER_ITEM
 #define TALLY_K_RNG_BLOCKS_PER_ITEM 4u

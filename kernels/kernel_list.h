@@ -42,7 +42,8 @@
     K(cpu_rng_fill, rng_fill) K(cpu_kl_logits_tiles, kl_logits_tiles) K(cpu_dm_rows_table, dm_rows_table)    \
     K(reduce_rows_warp, reduce_tiles) K(gmm_tiles_half, gmm_tiles) K(categorical_half, categorical)           \
     K(gmm_fused_half, gmm_fused) K(dm_bw_columns, dm_bw_columns)        \
-    K(categorical_short, categorical) K(categorical_staged, categorical)
+    K(categorical_short, categorical) K(categorical_staged, categorical)                                 \
+    K(categorical_local, categorical)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches

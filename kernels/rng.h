@@ -591,79 +591,6 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_SHORT_GROUPS_PER_CU) void tally_k_categor
     }
 }
 
-/*
- * Short fp32 rows in whole aligned quads, on CUDA (tally_k_categorical_
- * short's gate, plus cols % 4 == 0, 16-byte aligned rows and the stage
- * granted): a group takes 256 rows at a time and copies them to its stage
- * with cp.async, quad (r, q) of row r at slot 16 r + (q ^ (r & 7)), so
- * that no data pass through registers and every copy is in flight at once
- * (whole 512-byte runs of two rows a warp). Work-item r then runs the rule
- * on row r as loops over its quads (16-byte reads, the eight work-items of
- * a quarter warp on eight different bank quads), writing the exponentials
- * and the partial sums back in place: a few hundred instructions that the
- * instruction cache holds, where the short kernel's unrolled row of 64
- * registers was 1600 fetched once (GPU run 21's profile: half the stall
- * cycles on instruction fetch). The rule is tally_k_cat_short_rule's,
- * operation for operation and in the same order: the maximum of logits
- * folded in index order, their exponentials, one walk of additions
- * storing the partial sum after w_k where w_k > 0 and -1 elsewhere, and the
- * first stored value at or above the target (else the last nonzero).
- */
-#if TALLY_HAS_STAGE
-/* One step of the walk over w_j: what the row stores in its place. */
-TALLY_FN float tally_k_cat_walk_step(float wk, tally_u32 j, float *total, tally_i32 *last_nonzero, int *bad)
-{
-    *bad |= !(wk >= 0.0f) || tally_isinf(wk);
-    *total = *total + wk;
-    *last_nonzero = wk > 0.0f ? (tally_i32)j : *last_nonzero;
-    return wk > 0.0f ? *total : -1.0f;
-}
-
-TALLY_FN tally_i32 tally_k_cat_staged_rule(TALLY_LOCAL tally_f4 *row, tally_u32 lane7, tally_u32 quads,
-                                           tally_u32 is_logits, float u)
-{
-    int bad = 0;
-    if (is_logits) {
-        float m = row[lane7].x;
-        for (tally_u32 q = 0; q < quads; q++) {
-            const tally_f4 v = row[q ^ lane7];
-            if (q > 0u) m = tally_max_nan(m, v.x);
-            m = tally_max_nan(m, v.y);
-            m = tally_max_nan(m, v.z);
-            m = tally_max_nan(m, v.w);
-        }
-        for (tally_u32 q = 0; q < quads; q++) {
-            tally_f4 v = row[q ^ lane7];
-            v.x = tally_expf(v.x - m);
-            v.y = tally_expf(v.y - m);
-            v.z = tally_expf(v.z - m);
-            v.w = tally_expf(v.w - m);
-            row[q ^ lane7] = v;
-        }
-        bad = !tally_isfinite(m);
-    }
-    float total = 0.0f;
-    tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
-    for (tally_u32 q = 0; q < quads; q++) {
-        tally_f4 v = row[q ^ lane7];
-        v.x = tally_k_cat_walk_step(v.x, 4u * q, &total, &last_nonzero, &bad);
-        v.y = tally_k_cat_walk_step(v.y, 4u * q + 1u, &total, &last_nonzero, &bad);
-        v.z = tally_k_cat_walk_step(v.z, 4u * q + 2u, &total, &last_nonzero, &bad);
-        v.w = tally_k_cat_walk_step(v.w, 4u * q + 3u, &total, &last_nonzero, &bad);
-        row[q ^ lane7] = v;
-    }
-    if (bad || !(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
-    const float target = u * total;
-    for (tally_u32 q = 0; q < quads; q++) {
-        const tally_f4 v = row[q ^ lane7];
-        if (v.x >= target) return (tally_i32)(4u * q);
-        if (v.y >= target) return (tally_i32)(4u * q + 1u);
-        if (v.z >= target) return (tally_i32)(4u * q + 2u);
-        if (v.w >= target) return (tally_i32)(4u * q + 3u);
-    }
-    return last_nonzero;
-}
-
 /* 1 when a stored partial sum p reaches the target: p >= target and p > 0
  * (tally_k_cat_lean_rule). */
 TALLY_FN int tally_k_cat_reaches(float p, float target) { return (p >= target) & (p > 0.0f); }
@@ -759,6 +686,79 @@ TALLY_FN tally_i32 tally_k_cat_lean_rule(TALLY_LOCAL tally_f4 *row, tally_u32 la
                                                            : 3u;
     return (tally_i32)(4u * q + j);
 }
+/*
+ * Short fp32 rows in whole aligned quads, on CUDA (tally_k_categorical_
+ * short's gate, plus cols % 4 == 0, 16-byte aligned rows and the stage
+ * granted): a group takes 256 rows at a time and copies them to its stage
+ * with cp.async, quad (r, q) of row r at slot 16 r + (q ^ (r & 7)), so
+ * that no data pass through registers and every copy is in flight at once
+ * (whole 512-byte runs of two rows a warp). Work-item r then runs the rule
+ * on row r as loops over its quads (16-byte reads, the eight work-items of
+ * a quarter warp on eight different bank quads), writing the exponentials
+ * and the partial sums back in place: a few hundred instructions that the
+ * instruction cache holds, where the short kernel's unrolled row of 64
+ * registers was 1600 fetched once (GPU run 21's profile: half the stall
+ * cycles on instruction fetch). The rule is tally_k_cat_short_rule's,
+ * operation for operation and in the same order: the maximum of logits
+ * folded in index order, their exponentials, one walk of additions
+ * storing the partial sum after w_k where w_k > 0 and -1 elsewhere, and the
+ * first stored value at or above the target (else the last nonzero).
+ */
+#if TALLY_HAS_STAGE
+/* One step of the walk over w_j: what the row stores in its place. */
+TALLY_FN float tally_k_cat_walk_step(float wk, tally_u32 j, float *total, tally_i32 *last_nonzero, int *bad)
+{
+    *bad |= !(wk >= 0.0f) || tally_isinf(wk);
+    *total = *total + wk;
+    *last_nonzero = wk > 0.0f ? (tally_i32)j : *last_nonzero;
+    return wk > 0.0f ? *total : -1.0f;
+}
+
+TALLY_FN tally_i32 tally_k_cat_staged_rule(TALLY_LOCAL tally_f4 *row, tally_u32 lane7, tally_u32 quads,
+                                           tally_u32 is_logits, float u)
+{
+    int bad = 0;
+    if (is_logits) {
+        float m = row[lane7].x;
+        for (tally_u32 q = 0; q < quads; q++) {
+            const tally_f4 v = row[q ^ lane7];
+            if (q > 0u) m = tally_max_nan(m, v.x);
+            m = tally_max_nan(m, v.y);
+            m = tally_max_nan(m, v.z);
+            m = tally_max_nan(m, v.w);
+        }
+        for (tally_u32 q = 0; q < quads; q++) {
+            tally_f4 v = row[q ^ lane7];
+            v.x = tally_expf(v.x - m);
+            v.y = tally_expf(v.y - m);
+            v.z = tally_expf(v.z - m);
+            v.w = tally_expf(v.w - m);
+            row[q ^ lane7] = v;
+        }
+        bad = !tally_isfinite(m);
+    }
+    float total = 0.0f;
+    tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
+    for (tally_u32 q = 0; q < quads; q++) {
+        tally_f4 v = row[q ^ lane7];
+        v.x = tally_k_cat_walk_step(v.x, 4u * q, &total, &last_nonzero, &bad);
+        v.y = tally_k_cat_walk_step(v.y, 4u * q + 1u, &total, &last_nonzero, &bad);
+        v.z = tally_k_cat_walk_step(v.z, 4u * q + 2u, &total, &last_nonzero, &bad);
+        v.w = tally_k_cat_walk_step(v.w, 4u * q + 3u, &total, &last_nonzero, &bad);
+        row[q ^ lane7] = v;
+    }
+    if (bad || !(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
+    const float target = u * total;
+    for (tally_u32 q = 0; q < quads; q++) {
+        const tally_f4 v = row[q ^ lane7];
+        if (v.x >= target) return (tally_i32)(4u * q);
+        if (v.y >= target) return (tally_i32)(4u * q + 1u);
+        if (v.z >= target) return (tally_i32)(4u * q + 2u);
+        if (v.w >= target) return (tally_i32)(4u * q + 3u);
+    }
+    return last_nonzero;
+}
+
 #endif
 
 /* The host launches it only where TALLY_HAS_STAGE (CUDA) and the stage is
@@ -821,6 +821,73 @@ TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_categorical_staged(TALLY_K_PARAMS(cat
             TALLY_BARRIER();
     }
 #endif
+}
+
+/* Loads rows row0 .. row0 + count - 1 of `dtype` into the stage, widened,
+ * a quad at a time: quad e = lid + 256 k of the group's rows x 16 quads is
+ * quad e % 16 of row e / 16 (consecutive work-items on consecutive quads
+ * of a row), stored at slot 16 r + (q ^ (r & 7)) as in
+ * tally_k_categorical_staged. A row's columns from cols up to its whole
+ * quads get `pad`; quads past them are not stored. */
+TALLY_FN void tally_k_cat_local_load(TALLY_LOCAL tally_f4 *stage, TALLY_GLOBAL const float *w, tally_u32 dtype,
+                                     tally_u64 w_off, tally_u64 w_stride, tally_u64 row0, tally_u32 count,
+                                     tally_u32 cols, float pad, tally_u32 lid)
+{
+    const tally_u32 per_row = TALLY_K_CAT_SHORT_COLS / 4u;
+    TALLY_UNROLL_ALL
+    for (tally_u32 k = 0; k < TALLY_K_CAT_LOCAL_ROWS * per_row / TALLY_K_GROUP_SIZE; k++) {
+        const tally_u32 e = lid + k * TALLY_K_GROUP_SIZE;
+        const tally_u32 r = e / per_row, q = e % per_row, c = 4u * q;
+        if (r < count && c < cols) {
+            const tally_u64 i = w_off + (row0 + r) * w_stride + c;
+            tally_f4 v;
+            v.x = tally_k_cat_weight(w, dtype, i);
+            v.y = c + 1u < cols ? tally_k_cat_weight(w, dtype, i + 1u) : pad;
+            v.z = c + 2u < cols ? tally_k_cat_weight(w, dtype, i + 2u) : pad;
+            v.w = c + 3u < cols ? tally_k_cat_weight(w, dtype, i + 3u) : pad;
+            stage[r * per_row + (q ^ (r & 7u))] = v;
+        }
+    }
+}
+
+/*
+ * Short rows in local memory, a row a work-item, for devices without the
+ * short kernel's registers or the staged kernel's cp.async (OpenCL on GPUs;
+ * TALLY_K_CAT_LOCAL). A group takes TALLY_K_CAT_LOCAL_ROWS rows of up to
+ * TALLY_K_CAT_SHORT_COLS columns at a time, in any view and dtype: its
+ * work-items load them (tally_k_cat_local_load), a barrier, then
+ * work-item r walks row r by tally_k_cat_lean_rule. A row is padded to
+ * whole quads with weights of 0, or logits of -inf (weight 0, and never
+ * the maximum unless every logit is -inf, which is invalid either way):
+ * zeros leave the total, the least weight and every partial sum as they
+ * are, and the search stops at or before the row's last element, whose
+ * partial sum is the total. The stage is 32 KiB, OpenCL's smallest local
+ * memory, so each walker computes its own uniform rather than keeping
+ * them in local memory. The load has one call site, its dtype tested per
+ * element: with three copies for constant dtypes in an if-else chain,
+ * PoCL 3.1 lost the stores (every row read back as zeros after the
+ * barrier).
+ */
+TALLY_KERNEL void tally_k_categorical_local(TALLY_K_PARAMS(categorical))
+{
+    TALLY_LOCAL_ARRAY(tally_f4, stage, TALLY_K_CAT_LOCAL_ROWS * TALLY_K_CAT_SHORT_COLS / 4u);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 width = (tally_u32)cols, quads = (width + 3u) / 4u;
+    const float pad = is_logits ? TALLY_F32_NEG_INF : 0.0f;
+    (void)tile_log2;
+    for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_CAT_LOCAL_ROWS; row0 < rows;
+         row0 += TALLY_GROUP_COUNT() * TALLY_K_CAT_LOCAL_ROWS) {
+        const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_CAT_LOCAL_ROWS, rows - row0);
+        tally_k_cat_local_load(stage, w, w_dtype, w_off, w_stride, row0, count, width, pad, lid);
+        TALLY_BARRIER();
+        if (lid < count) {
+            const float u = tally_stream_uniform(seed, subsequence, offset + row0 + lid);
+            const tally_i32 found =
+                tally_k_cat_lean_rule(stage + lid * (TALLY_K_CAT_SHORT_COLS / 4u), lid & 7u, quads, is_logits, u);
+            out[out_off + (row0 + lid) * out_stride] = found;
+        }
+        TALLY_BARRIER(); /* the next rows rewrite the stage */
+    }
 }
 
 #endif /* TALLY_KERNELS_RNG_H */

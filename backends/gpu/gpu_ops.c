@@ -402,6 +402,10 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
         return tally__gpu_launch_categorical_staged(ctx, short_groups, &a);
     if (TALLY_K_CAT_SHORT && g->register_tiles && w->cols <= TALLY_K_CAT_SHORT_COLS)
         return tally__gpu_launch_categorical_short(ctx, short_groups, &a);
+    /* Elsewhere on a GPU (OpenCL), TALLY_K_CAT_LOCAL_ROWS rows a group in
+     * local memory; a CPU device (cpu_twins) keeps the tile kernels. */
+    if (TALLY_K_CAT_LOCAL && !g->register_tiles && !g->cpu_twins && w->cols <= TALLY_K_CAT_SHORT_COLS)
+        return tally__gpu_launch_categorical_local(ctx, tally__gpu_ceil_div(w->rows, TALLY_K_CAT_LOCAL_ROWS), &a);
     const uint64_t groups = tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2);
     return a.w_dtype == TALLY_F32 ? tally__gpu_launch_categorical(ctx, groups, &a)
                                   : tally__gpu_launch_categorical_half(ctx, groups, &a);
