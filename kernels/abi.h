@@ -321,19 +321,6 @@
 #define TALLY_K_CAT_STAGED 1u
 #endif
 #define TALLY_K_CAT_STAGE_BYTES (256u * TALLY_K_CAT_SHORT_COLS * 4u)
-/* 1: in tally_k_categorical_staged each warp copies, waits for and walks
- * its own 32 rows, so that warps whose rows have landed walk while the
- * others' copies are in flight; 0: the group copies all its rows, waits at
- * a barrier, then walks. Placement only, never a bit. */
-#ifndef TALLY_K_CAT_WARP_STAGES
-#define TALLY_K_CAT_WARP_STAGES 1u
-#endif
-/* 1: tally_k_categorical_staged walks a row by tally_k_cat_lean_rule
- * (partial sums and the least weight; the same result, proved there); 0:
- * by tally_k_cat_staged_rule, the short kernel's operations. */
-#ifndef TALLY_K_CAT_LEAN_WALK
-#define TALLY_K_CAT_LEAN_WALK 1u
-#endif
 /* 1: where neither the short kernel nor the staged one runs (OpenCL on a
  * GPU), rows of at most TALLY_K_CAT_SHORT_COLS columns take
  * tally_k_categorical_local, TALLY_K_CAT_LOCAL_ROWS rows a group in local

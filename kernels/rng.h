@@ -596,11 +596,13 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_CAT_SHORT_GROUPS_PER_CU) void tally_k_categor
 TALLY_FN int tally_k_cat_reaches(float p, float target) { return (p >= target) & (p > 0.0f); }
 
 /*
- * The categorical rule with fewer operations a weight, the same result for
- * every row (TALLY_K_CAT_LEAN_WALK). The walk stores every partial sum p_j
- * (tally_k_cat_staged_rule stores -1 where w_j <= 0) and keeps the least
- * weight, low = minimum of 0 and the w_j (TALLY_MINNUM skips NaN), instead
- * of testing each weight and tracking the last nonzero one:
+ * The categorical rule (tally_categorical_row) on a row of quads in local
+ * memory, quad q at row[q ^ lane7], with fewer operations a weight than
+ * tally_k_cat_short_rule and the same result for every row: the walk
+ * stores every partial sum p_j (the short rule stores -1 where w_j <= 0)
+ * and keeps the least weight, low = minimum of 0 and the w_j (TALLY_MINNUM
+ * skips NaN), instead of testing each weight and tracking the last nonzero
+ * one:
  * - Invalid rows: a negative weight (-inf too) makes low < 0; a NaN makes
  *   the total NaN and +inf makes it infinite or NaN, which the total's own
  *   test catches. Nothing else makes low < 0 (-0 is not below 0), so a row
@@ -689,81 +691,23 @@ TALLY_FN tally_i32 tally_k_cat_lean_rule(TALLY_LOCAL tally_f4 *row, tally_u32 la
 /*
  * Short fp32 rows in whole aligned quads, on CUDA (tally_k_categorical_
  * short's gate, plus cols % 4 == 0, 16-byte aligned rows and the stage
- * granted): a group takes 256 rows at a time and copies them to its stage
- * with cp.async, quad (r, q) of row r at slot 16 r + (q ^ (r & 7)), so
- * that no data pass through registers and every copy is in flight at once
- * (whole 512-byte runs of two rows a warp). Work-item r then runs the rule
- * on row r as loops over its quads (16-byte reads, the eight work-items of
- * a quarter warp on eight different bank quads), writing the exponentials
- * and the partial sums back in place: a few hundred instructions that the
- * instruction cache holds, where the short kernel's unrolled row of 64
- * registers was 1600 fetched once (GPU run 21's profile: half the stall
- * cycles on instruction fetch). The rule is tally_k_cat_short_rule's,
- * operation for operation and in the same order: the maximum of logits
- * folded in index order, their exponentials, one walk of additions
- * storing the partial sum after w_k where w_k > 0 and -1 elsewhere, and the
- * first stored value at or above the target (else the last nonzero).
+ * granted). A group takes 256 rows at a time; each warp copies its own 32
+ * rows to the stage with cp.async, quad (r, q) of row r at slot
+ * 16 r + (q ^ (r & 7)) (whole 512-byte runs of two rows a copy, no data
+ * through registers), waits for them and walks them: work-item r runs
+ * tally_k_cat_lean_rule on row r as loops over its quads (16-byte reads,
+ * the eight work-items of a quarter warp on eight different bank quads),
+ * writing the exponentials and the partial sums back in place. No other
+ * warp reads a warp's rows, so there is no group barrier: a warp whose
+ * rows have landed walks while the others' copies are still in flight.
+ * The loops are a few hundred instructions that the instruction cache
+ * holds, where the short kernel's unrolled row of 64 registers was 1600
+ * fetched once (GPU run 21's profile: half the stall cycles on
+ * instruction fetch). The host launches it only where TALLY_HAS_STAGE
+ * (CUDA) and the stage is granted (tally__gpu_context's stage_bytes); the
+ * OpenCL program must define every kernel of the list, so there its body
+ * is empty.
  */
-#if TALLY_HAS_STAGE
-/* One step of the walk over w_j: what the row stores in its place. */
-TALLY_FN float tally_k_cat_walk_step(float wk, tally_u32 j, float *total, tally_i32 *last_nonzero, int *bad)
-{
-    *bad |= !(wk >= 0.0f) || tally_isinf(wk);
-    *total = *total + wk;
-    *last_nonzero = wk > 0.0f ? (tally_i32)j : *last_nonzero;
-    return wk > 0.0f ? *total : -1.0f;
-}
-
-TALLY_FN tally_i32 tally_k_cat_staged_rule(TALLY_LOCAL tally_f4 *row, tally_u32 lane7, tally_u32 quads,
-                                           tally_u32 is_logits, float u)
-{
-    int bad = 0;
-    if (is_logits) {
-        float m = row[lane7].x;
-        for (tally_u32 q = 0; q < quads; q++) {
-            const tally_f4 v = row[q ^ lane7];
-            if (q > 0u) m = tally_max_nan(m, v.x);
-            m = tally_max_nan(m, v.y);
-            m = tally_max_nan(m, v.z);
-            m = tally_max_nan(m, v.w);
-        }
-        for (tally_u32 q = 0; q < quads; q++) {
-            tally_f4 v = row[q ^ lane7];
-            v.x = tally_expf(v.x - m);
-            v.y = tally_expf(v.y - m);
-            v.z = tally_expf(v.z - m);
-            v.w = tally_expf(v.w - m);
-            row[q ^ lane7] = v;
-        }
-        bad = !tally_isfinite(m);
-    }
-    float total = 0.0f;
-    tally_i32 last_nonzero = TALLY_CATEGORICAL_INVALID;
-    for (tally_u32 q = 0; q < quads; q++) {
-        tally_f4 v = row[q ^ lane7];
-        v.x = tally_k_cat_walk_step(v.x, 4u * q, &total, &last_nonzero, &bad);
-        v.y = tally_k_cat_walk_step(v.y, 4u * q + 1u, &total, &last_nonzero, &bad);
-        v.z = tally_k_cat_walk_step(v.z, 4u * q + 2u, &total, &last_nonzero, &bad);
-        v.w = tally_k_cat_walk_step(v.w, 4u * q + 3u, &total, &last_nonzero, &bad);
-        row[q ^ lane7] = v;
-    }
-    if (bad || !(total > 0.0f) || tally_isinf(total)) return TALLY_CATEGORICAL_INVALID;
-    const float target = u * total;
-    for (tally_u32 q = 0; q < quads; q++) {
-        const tally_f4 v = row[q ^ lane7];
-        if (v.x >= target) return (tally_i32)(4u * q);
-        if (v.y >= target) return (tally_i32)(4u * q + 1u);
-        if (v.z >= target) return (tally_i32)(4u * q + 2u);
-        if (v.w >= target) return (tally_i32)(4u * q + 3u);
-    }
-    return last_nonzero;
-}
-
-#endif
-
-/* The host launches it only where TALLY_HAS_STAGE (CUDA) and the stage is
- * granted (tally__gpu_context's stage_bytes); the OpenCL program must
- * define every kernel of the list, so there its body is empty. */
 TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_categorical_staged(TALLY_K_PARAMS(categorical))
 {
 #if TALLY_HAS_STAGE
@@ -771,54 +715,30 @@ TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_categorical_staged(TALLY_K_PARAMS(cat
     TALLY_STAGE(stage);
     const tally_u32 lid = TALLY_LID();
     const tally_u32 quads = (tally_u32)cols / 4u, per_row = TALLY_K_CAT_SHORT_COLS / 4u;
+    const tally_u32 lane = lid % 32u, wr0 = lid - lane; /* the warp's first row of the group's */
     (void)tile_log2;
     (void)w_dtype;
-    const tally_u32 lane = lid % 32u, wr0 = lid - lane; /* the warp's first row of the group's */
     for (tally_u64 row0 = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE; row0 < rows;
          row0 += TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE) {
         const tally_u32 count = (tally_u32)tally_k_min_u64(TALLY_K_GROUP_SIZE, rows - row0);
-        if (TALLY_K_CAT_WARP_STAGES) {
-            /* Each warp copies its own 32 rows (a copy: two rows' runs of
-             * 256 bytes), waits for them and walks them; no other warp
-             * reads them, so a warp starts walking as soon as its own rows
-             * have landed, while the others' copies are still in flight. */
-            const tally_u32 wcount = count > wr0 ? (count - wr0 < 32u ? count - wr0 : 32u) : 0u;
-            TALLY_UNROLL_ALL
-            for (tally_u32 k = 0; k < per_row; k++) {
-                const tally_u32 e = lane + 32u * k;
-                const tally_u32 r = e / per_row, q = e % per_row;
-                if (r < wcount && q < quads)
-                    TALLY_STAGE_COPY(&stage[(wr0 + r) * per_row + (q ^ (r & 7u))],
-                                     (TALLY_GLOBAL const tally_f4 *)(w + w_off + (row0 + wr0 + r) * w_stride) + q);
-            }
-            if (wcount > 0u) tally_k_local_uniforms(ul + wr0, row0 + wr0, wcount, seed, subsequence, offset, lane);
-            TALLY_STAGE_WAIT();
-            TALLY_BARRIER_EACH32();
-        } else {
-            TALLY_UNROLL_ALL
-            for (tally_u32 k = 0; k < per_row; k++) {
-                const tally_u32 e = lid + k * TALLY_K_GROUP_SIZE;
-                const tally_u32 r = e / per_row, q = e % per_row;
-                if (r < count && q < quads)
-                    TALLY_STAGE_COPY(&stage[r * per_row + (q ^ (r & 7u))],
-                                     (TALLY_GLOBAL const tally_f4 *)(w + w_off + (row0 + r) * w_stride) + q);
-            }
-            tally_k_local_uniforms(ul, row0, count, seed, subsequence, offset, lid);
-            TALLY_STAGE_WAIT();
-            TALLY_BARRIER();
+        const tally_u32 wcount = count > wr0 ? (count - wr0 < 32u ? count - wr0 : 32u) : 0u;
+        TALLY_UNROLL_ALL
+        for (tally_u32 k = 0; k < per_row; k++) {
+            const tally_u32 e = lane + 32u * k;
+            const tally_u32 r = e / per_row, q = e % per_row;
+            if (r < wcount && q < quads)
+                TALLY_STAGE_COPY(&stage[(wr0 + r) * per_row + (q ^ (r & 7u))],
+                                 (TALLY_GLOBAL const tally_f4 *)(w + w_off + (row0 + wr0 + r) * w_stride) + q);
         }
+        if (wcount > 0u) tally_k_local_uniforms(ul + wr0, row0 + wr0, wcount, seed, subsequence, offset, lane);
+        TALLY_STAGE_WAIT();
+        TALLY_BARRIER_EACH32();
         if (lid < count) {
             const tally_i32 found =
-                TALLY_K_CAT_LEAN_WALK
-                    ? tally_k_cat_lean_rule(stage + lid * per_row, lid & 7u, quads, is_logits, ul[lid])
-                    : tally_k_cat_staged_rule(stage + lid * per_row, lid & 7u, quads, is_logits, ul[lid]);
+                tally_k_cat_lean_rule(stage + lid * per_row, lid & 7u, quads, is_logits, ul[lid]);
             out[out_off + (row0 + lid) * out_stride] = found;
         }
-        /* The next rows rewrite the stage and the uniforms. */
-        if (TALLY_K_CAT_WARP_STAGES)
-            TALLY_BARRIER_EACH32();
-        else
-            TALLY_BARRIER();
+        TALLY_BARRIER_EACH32(); /* the warp's next rows rewrite its stage and uniforms */
     }
 #endif
 }
