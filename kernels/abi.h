@@ -321,8 +321,8 @@
 #define TALLY_K_CAT_STAGED 1u
 #endif
 #define TALLY_K_CAT_STAGE_BYTES (256u * TALLY_K_CAT_SHORT_COLS * 4u)
-/* 1: where neither the short kernel nor the staged one runs (OpenCL on a
- * GPU), rows of at most TALLY_K_CAT_SHORT_COLS columns take
+/* 1: where neither the short kernel nor the staged one runs (OpenCL, on
+ * GPUs and CPUs), rows of at most TALLY_K_CAT_SHORT_COLS columns take
  * tally_k_categorical_local, TALLY_K_CAT_LOCAL_ROWS rows a group in local
  * memory (32 KiB); 0: the tile kernels. The same bits either way. */
 #ifndef TALLY_K_CAT_LOCAL

@@ -772,7 +772,7 @@ TALLY_FN void tally_k_cat_local_load(TALLY_LOCAL tally_f4 *stage, TALLY_GLOBAL c
 
 /*
  * Short rows in local memory, a row a work-item, for devices without the
- * short kernel's registers or the staged kernel's cp.async (OpenCL on GPUs;
+ * short kernel's registers or the staged kernel's cp.async (OpenCL;
  * TALLY_K_CAT_LOCAL). A group takes TALLY_K_CAT_LOCAL_ROWS rows of up to
  * TALLY_K_CAT_SHORT_COLS columns at a time, in any view and dtype: its
  * work-items load them (tally_k_cat_local_load), a barrier, then

@@ -402,9 +402,11 @@ tally_status tally__gpu_categorical(tally_context *ctx, const tally__categorical
         return tally__gpu_launch_categorical_staged(ctx, short_groups, &a);
     if (TALLY_K_CAT_SHORT && g->register_tiles && w->cols <= TALLY_K_CAT_SHORT_COLS)
         return tally__gpu_launch_categorical_short(ctx, short_groups, &a);
-    /* Elsewhere on a GPU (OpenCL), TALLY_K_CAT_LOCAL_ROWS rows a group in
-     * local memory; a CPU device (cpu_twins) keeps the tile kernels. */
-    if (TALLY_K_CAT_LOCAL && !g->register_tiles && !g->cpu_twins && w->cols <= TALLY_K_CAT_SHORT_COLS)
+    /* Elsewhere (OpenCL), TALLY_K_CAT_LOCAL_ROWS rows a group in local
+     * memory, on CPU devices too: on PoCL 3.1 and 5.0 on the 2-core CI kind
+     * of machine, [4096, 64] took 0.49 ms against the tile kernels' 0.61 to
+     * 0.65 ms (bench/RESULTS.md, CPU run R). */
+    if (TALLY_K_CAT_LOCAL && !g->register_tiles && w->cols <= TALLY_K_CAT_SHORT_COLS)
         return tally__gpu_launch_categorical_local(ctx, tally__gpu_ceil_div(w->rows, TALLY_K_CAT_LOCAL_ROWS), &a);
     const uint64_t groups = tally__gpu_ceil_div(w->rows, TALLY_K_CAT_TILE >> log2);
     return a.w_dtype == TALLY_F32 ? tally__gpu_launch_categorical(ctx, groups, &a)
