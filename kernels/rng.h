@@ -688,6 +688,7 @@ TALLY_FN tally_i32 tally_k_cat_lean_rule(TALLY_LOCAL tally_f4 *row, tally_u32 la
                                                            : 3u;
     return (tally_i32)(4u * q + j);
 }
+
 /*
  * Short fp32 rows in whole aligned quads, on CUDA (tally_k_categorical_
  * short's gate, plus cols % 4 == 0, 16-byte aligned rows and the stage
