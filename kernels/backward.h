@@ -429,16 +429,6 @@ TALLY_FN int tally_k_gmm_bw_dim(float acc, TALLY_GLOBAL float *gz_at, TALLY_GLOB
     return 1;
 }
 
-/* Element (k, d) of a row's gradient parts: tally_gmm_grad_elem with the
- * component's weight c_k (tally_gmm_grad_weight). */
-TALLY_FN tally_grad2 tally_k_gmm_bw_elem(float zd, TALLY_GLOBAL const float *mr, TALLY_GLOBAL const float *lr,
-                                         TALLY_GLOBAL const float *s, TALLY_GLOBAL const float *lg, float llse,
-                                         float L, float g, tally_u64 K, tally_u64 D, tally_u64 k, tally_u64 d)
-{
-    const float ck = tally_gmm_grad_weight(g, s[k], K > 1u ? lg[k] : 0.0f, llse, L, K);
-    return tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], ck);
-}
-
 /* Stores element (k, d)'s gradients with respect to mu and log_var, the
  * drawn component (drawn) taking G and G * (0.5 t) of the sample's path. */
 TALLY_FN void tally_k_gmm_bw_store(tally_grad2 e, int drawn, float G, float t, tally_u32 flags,
@@ -462,23 +452,56 @@ TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
 }
 
 /*
- * The mixture's backward, one segment of work-items per row b (host_backward.c's
- * gmm_bw_rows, element for element): from the row's per-component sums
- * s[s_off + b*K + k] (the forward's D-trees, already computed), the
- * logits' logsumexp at scratch[lse_off] (K > 1) and, for the sample, the
- * component picks (int32, at scratch + picks_off) and z as the forward drew
- * it (in z), the gradients with respect to z (log_prob), mu and log_var,
- * and each row's logit weights to scratch[w_off + b*K + k] for the column
- * trees. The sample's std * eps is formed again from the row's normals.
+ * Each row's component weights, once a row rather than once an element
+ * (host_backward.c's gmm_bw_rows computes them once a row too): from the
+ * row's per-component sums s_k at scratch[s_off + b*K + k] (the forward's
+ * D-trees), the logits and their logsumexp at scratch[lse_off] (K > 1),
+ * c_k = tally_gmm_grad_weight, written over s_k (nothing reads s after
+ * this), and, when wanted, the logit weights to scratch[w_off + b*K + k]
+ * for the column trees. A row whose sample drew no component (pick < 0)
+ * gets NaN logit weights; tally_k_gmm_bw_rows does not read its c_k.
  */
-TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
+TALLY_KERNEL void tally_k_gmm_bw_weights(TALLY_K_PARAMS(gmm_bw_weights))
 {
     TALLY_GLOBAL float *sc = scratch + scratch_off;
     TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
     TALLY_GLOBAL const float *lg = logits + logits_off;
+    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    const int want_w = (flags & TALLY_K_GMM_BW_WANT_W) != 0u;
+    const float llse = K > 1u ? sc[lse_off] : 0.0f;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {
+        TALLY_GLOBAL float *s = sc + s_off + b * K;
+        if (sample && picks[b] < 0) {
+            if (want_w)
+                for (tally_u64 k = 0; k < K; k++) sc[w_off + b * K + k] = TALLY_F32_NAN;
+            continue;
+        }
+        const float L = tally_gmm_row_lse(s, lg, llse, K);
+        const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
+        for (tally_u64 k = 0; k < K; k++) {
+            const float s_k = s[k];
+            if (want_w) sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s_k, lg[k], llse, L);
+            s[k] = tally_gmm_grad_weight(g, s_k, K > 1u ? lg[k] : 0.0f, llse, L, K);
+        }
+    }
+}
+
+/*
+ * The mixture's backward, one segment of work-items per row b (host_backward.c's
+ * gmm_bw_rows, element for element): from the row's component weights c_k
+ * at scratch[c_off + b*K + k] (tally_k_gmm_bw_weights) and, for the
+ * sample, the component picks (int32, at scratch + picks_off) and z as the
+ * forward drew it (in z), the gradients with respect to z (log_prob), mu
+ * and log_var. The sample's std * eps is formed again from the row's
+ * normals.
+ */
+TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
+{
+    TALLY_GLOBAL const float *sc = scratch + scratch_off;
+    TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
     const tally_u32 lid = TALLY_LID();
     const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
-    const float llse = K > 1u ? sc[lse_off] : 0.0f;
     const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
     /* A segment of `width` work-items per row (the smallest power of two
      * >= D, at most the group), so that short rows do not leave most of a
@@ -490,7 +513,7 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
          first += TALLY_GROUP_COUNT() * rows_per_group) {
         const tally_u64 b = first + seg;
         if (b >= B) continue;
-        TALLY_GLOBAL const float *s = sc + s_off + b * K;
+        TALLY_GLOBAL const float *cw = sc + c_off + b * K;
         TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride;
         TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride;
         const tally_i32 c = sample ? picks[b] : -1;
@@ -499,15 +522,8 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                 if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
                 if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
             }
-            if (flags & TALLY_K_GMM_BW_WANT_W)
-                for (tally_u64 k = j; k < K; k += width) sc[w_off + b * K + k] = TALLY_F32_NAN;
             continue;
         }
-        const float L = tally_gmm_row_lse(s, lg, llse, K);
-        const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
-        if (flags & TALLY_K_GMM_BW_WANT_W)
-            for (tally_u64 k = j; k < K; k += width)
-                sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s[k], lg[k], llse, L);
         for (tally_u64 d = j; d < D; d += width) {
             const float zd = z[z_off + b * z_stride + d];
             /* Pass 1: acc, the sum over k of the gradient parts a. The
@@ -519,14 +535,14 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
 #pragma unroll
             for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
                 if (k < K) {
-                    const tally_grad2 e = tally_k_gmm_bw_elem(zd, mr, lr, s, lg, llse, L, g, K, D, k, d);
+                    const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
                     keep_a[k] = e.a;
                     keep_b[k] = e.b;
                     acc = k == 0u ? e.a : acc + e.a;
                 }
             }
             for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
-                const tally_grad2 e = tally_k_gmm_bw_elem(zd, mr, lr, s, lg, llse, L, g, K, D, k, d);
+                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
                 acc = k == 0u ? e.a : acc + e.a;
             }
             float G, t;
@@ -545,7 +561,7 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                 }
             }
             for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
-                const tally_grad2 e = tally_k_gmm_bw_elem(zd, mr, lr, s, lg, llse, L, g, K, D, k, d);
+                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
                 tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
             }
         }

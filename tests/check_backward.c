@@ -730,6 +730,7 @@ END_TEST
 typedef struct gmm_case {
     int64_t B, K, D;
     int check_ref; /* 0: bits against the host only (outside the reference's size limits) */
+    int aligned;   /* 1: z, mu and log_var dense from element 4 (with D % 4 == 0, the GPU D-trees' quad loads) */
 } gmm_case;
 
 typedef struct gmm_data {
@@ -782,7 +783,9 @@ static void gmm_run(tally_context *ctx, const gmm_case *c, const gmm_data *d, in
                     gmm_grads *out)
 {
     const int64_t KD = c->K * c->D;
-    tally_view z = put(ctx, d->z, c->B, c->D, 1), mu = put(ctx, d->mu, c->B, KD, 2), lv = put(ctx, d->lv, c->B, KD, 0);
+    tally_view z = c->aligned ? put_at(ctx, d->z, c->B, c->D, 0, 4) : put(ctx, d->z, c->B, c->D, 1);
+    tally_view mu = c->aligned ? put_at(ctx, d->mu, c->B, KD, 0, 4) : put(ctx, d->mu, c->B, KD, 2);
+    tally_view lv = c->aligned ? put_at(ctx, d->lv, c->B, KD, 0, 4) : put(ctx, d->lv, c->B, KD, 0);
     tally_view lg = put(ctx, d->logits, 1, c->K, 0), gq = put(ctx, d->gq, c->B, 1, 0);
     tally_view gzi = put(ctx, d->gz, c->B, c->D, 0);
     tally_view gz = put(ctx, NULL, c->B, c->D, 3), gmu = put(ctx, NULL, c->B, KD, 1);
@@ -803,8 +806,11 @@ static void gmm_run(tally_context *ctx, const gmm_case *c, const gmm_data *d, in
 }
 
 static const gmm_case gmm_cases[] = {
-    {3, 1, 5, 1}, {4, 3, 7, 1}, {17, 4, 33, 1}, {300, 8, 8, 1}, {2, 2, 20000, 0}, {20000, 2, 3, 0},
-    {6, 11, 9, 1}, /* more components than the GPU kernel keeps in registers (TALLY_K_GMM_BW_KEEP) */
+    {3, 1, 5, 1, 0}, {4, 3, 7, 1, 0}, {17, 4, 33, 1, 0}, {300, 8, 8, 1, 0}, {2, 2, 20000, 0, 0},
+    {20000, 2, 3, 0, 0},
+    {6, 11, 9, 1, 0}, /* more components than the GPU kernel keeps in registers (TALLY_K_GMM_BW_KEEP) */
+    /* Aligned quads: one level, and a D of several tree levels. */
+    {300, 8, 8, 1, 1}, {17, 3, 36, 1, 1}, {2, 2, 20000, 0, 1},
 };
 
 START_TEST(gmm_log_prob_backward_cases)
@@ -943,7 +949,7 @@ END_TEST
 START_TEST(gmm_backward_edges_and_errors)
 {
     tally_context *ctx = tt_context();
-    const gmm_case c = {3, 2, 4, 1};
+    const gmm_case c = {3, 2, 4, 1, 0};
     gmm_data d = gmm_inputs(&c, 1234);
     d.logits[1] = NAN; /* no component can be drawn: every row NaN */
     tally_view mu = put(ctx, d.mu, 3, 8, 0), lv = put(ctx, d.lv, 3, 8, 0), lg = put(ctx, d.logits, 1, 2, 0);

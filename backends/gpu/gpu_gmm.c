@@ -28,10 +28,14 @@ static int gmm_rows_on_quads(tally_context *ctx, const tally__array *a)
 
 /* 1 when z, mu and log_var can be read as whole aligned quads, one load each:
  * D is a multiple of 4 (so every component, k * D elements into its row,
- * starts on a quad too) and every row of the three starts on a quad. */
-static int gmm_vec4(tally_context *ctx, const tally__gmm_job *job)
+ * starts on a quad too) and every row of the three starts on a quad. z is
+ * the job's view, or with z_scratch != NULL the fp32 rows of D floats that
+ * the backward samples into, at float z_off of that buffer. */
+int tally__gpu_gmm_vec4(tally_context *ctx, const tally__gmm_job *job, const tally_buffer *z_scratch, uint64_t z_off)
 {
-    return job->dim % 4u == 0 && gmm_rows_on_quads(ctx, &job->z) && gmm_rows_on_quads(ctx, &job->mu) &&
+    const int z_on_quads = z_scratch != NULL ? z_off % 4u == 0 && tally__gpu_buffer_aligned16(ctx, z_scratch)
+                                             : gmm_rows_on_quads(ctx, &job->z);
+    return job->dim % 4u == 0 && z_on_quads && gmm_rows_on_quads(ctx, &job->mu) &&
            gmm_rows_on_quads(ctx, &job->log_var);
 }
 
@@ -130,7 +134,7 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
     const int fused = plan->levels <= 1 && K <= TALLY_K_GMM_LOCAL_K;
     const int need_lse = K > 1 && (!fused || K > TALLY_K_GMM_INLINE_LSE_K);
     const int has_comp = sample && job->component.buffer != NULL;
-    const int vec4 = gmm_vec4(ctx, job);
+    const int vec4 = tally__gpu_gmm_vec4(ctx, job, NULL, 0);
     const tally__gpu_at z = tally__gpu_at_view(&job->z);
     const tally__gpu_at comp = has_comp ? tally__gpu_at_view(&job->component) : (tally__gpu_at){NULL, 0};
     const uint64_t comp_stride = has_comp ? job->component.stride : 0;
