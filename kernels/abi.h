@@ -191,6 +191,13 @@
 #ifndef TALLY_K_GMM_LANES_PER_ITEM
 #define TALLY_K_GMM_LANES_PER_ITEM 4u
 #endif
+/* 1: the mixture kernels' exp(-lv/2) and exp(lv/2) take tally_expf_split,
+ * tally_expf's bits in fewer instructions behind a branch that a warp takes
+ * together for any log-variance in [-174, 174]; 0 (a bench variant):
+ * tally_expf. The same bits either way. */
+#ifndef TALLY_K_GMM_EXP_SPLIT
+#define TALLY_K_GMM_EXP_SPLIT 1u
+#endif
 /* Most components whose per-row sums tally_k_gmm_fused keeps in local memory. */
 #define TALLY_K_GMM_LOCAL_K 1024u
 /* Up to this many components each group computes the logits' logsumexp

@@ -425,9 +425,13 @@ TALLY_FN int tally_k_gmm_bw_dim(float acc, TALLY_GLOBAL float *gz_at, TALLY_GLOB
     if (!(flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV))) return 0;
     *G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? *gzi_at + dz : dz;
     *t = 0.0f;
-    if (flags & TALLY_K_GMM_BW_SAMPLE) *t = tally_gauss_std(*lv_c) * tally_stream_normal(seed, subsequence, element);
+    if (flags & TALLY_K_GMM_BW_SAMPLE) *t = tally_k_gauss_std(*lv_c) * tally_stream_normal(seed, subsequence, element);
     return 1;
 }
+
+/* tally_gmm_grad_elem's bits with the mixture kernels' exponential
+ * (TALLY_K_GMM_EXPF, kernels/gmm.h). */
+TALLY_DEFINE_GMM_GRAD_ELEM(tally_k_gmm_grad_elem, TALLY_K_GMM_EXPF)
 
 /* Stores element (k, d)'s gradients with respect to mu and log_var, the
  * drawn component (drawn) taking G and G * (0.5 t) of the sample's path. */
@@ -535,14 +539,14 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
 #pragma unroll
             for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
                 if (k < K) {
-                    const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
+                    const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
                     keep_a[k] = e.a;
                     keep_b[k] = e.b;
                     acc = k == 0u ? e.a : acc + e.a;
                 }
             }
             for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
-                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
+                const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
                 acc = k == 0u ? e.a : acc + e.a;
             }
             float G, t;
@@ -561,7 +565,7 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                 }
             }
             for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
-                const tally_grad2 e = tally_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
+                const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
                 tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
             }
         }

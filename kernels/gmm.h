@@ -20,6 +20,20 @@
 #include "tree.h"
 #include "halves.h"
 
+/* The Gaussian term and the standard deviation, tally_gauss_term's and
+ * tally_gauss_std's bits, with the exponential that TALLY_K_GMM_EXP_SPLIT
+ * picks. */
+#if TALLY_K_GMM_EXP_SPLIT
+#define TALLY_K_GMM_EXPF tally_expf_split
+#else
+#define TALLY_K_GMM_EXPF tally_expf
+#endif
+TALLY_DEFINE_GAUSS_TERM(tally_k_gauss_term, TALLY_K_GMM_EXPF)
+TALLY_FN float tally_k_gauss_std(float lv)
+{
+    return TALLY_K_GMM_EXPF(0.5f * lv);
+}
+
 /* ---- The logits. Every input of the mixture may be fp32, bf16 or f16
  * (its *_dtype argument, offsets and strides counted in its own elements);
  * each element is widened by tally/half.h as it is loaded, so a half input
@@ -90,7 +104,7 @@ TALLY_KERNEL void tally_k_logits_lse(TALLY_K_PARAMS(logits_lse))
                 const tally_u64 col_ = (tally_u64)c_ * (D) + d_;                                          \
                 const float m_ = tally_k_ld_at(mu, mu_dtype, mu_off + b_ * mu_stride + col_);             \
                 const float l_ = tally_k_ld_at(lv, lv_dtype, lv_off + b_ * lv_stride + col_);             \
-                zrow_[d_] = tally_canonical(m_ + tally_gauss_std(l_) * (n4)[w_]);                         \
+                zrow_[d_] = tally_canonical(m_ + tally_k_gauss_std(l_) * (n4)[w_]);                         \
             }                                                                                             \
         }                                                                                                 \
     } while (0)
@@ -119,11 +133,11 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, 
             const tally_u64 g = base + (tally_u64)q * lanes + j;
             if (g >= quads) break;
             const tally_f4 a = tally_k_quad4(zr, g), m = tally_k_quad4(mr, g), l = tally_k_quad4(lr, g);
-            const float first = tally_gauss_term(a.x, m.x, l.x);
+            const float first = tally_k_gauss_term(a.x, m.x, l.x);
             acc = q == 0u ? first : acc + first;
-            acc = acc + tally_gauss_term(a.y, m.y, l.y);
-            acc = acc + tally_gauss_term(a.z, m.z, l.z);
-            acc = acc + tally_gauss_term(a.w, m.w, l.w);
+            acc = acc + tally_k_gauss_term(a.y, m.y, l.y);
+            acc = acc + tally_k_gauss_term(a.z, m.z, l.z);
+            acc = acc + tally_k_gauss_term(a.w, m.w, l.w);
         }
         return acc;
     }
@@ -133,7 +147,7 @@ TALLY_FN float tally_k_gauss_lane(const tally_k_src *zr, const tally_k_src *mr, 
         const tally_u64 e0 = g << 2;
         const tally_u64 e1 = tally_k_min_u64(e0 + 4u, D);
         for (tally_u64 e = e0; e < e1; e++) {
-            const float t = tally_gauss_term(tally_k_ld(zr->p, zr->h, zr->dtype, e),
+            const float t = tally_k_gauss_term(tally_k_ld(zr->p, zr->h, zr->dtype, e),
                                              tally_k_ld(mr->p, mr->h, mr->dtype, e),
                                              tally_k_ld(lr->p, lr->h, lr->dtype, e));
             acc = (q == 0u && e == e0) ? t : acc + t;

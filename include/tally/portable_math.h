@@ -183,6 +183,18 @@ TALLY_FN float tally_pm_expf_normal(float x)
     return tally_pm_exp_reduced(x, kf) * scale;
 }
 
+/* tally_expf(x), through tally_pm_expf_normal wherever that gives its bits
+ * (-87 <= x <= 88): fewer instructions behind a branch. For GPU kernels
+ * whose arguments all but always lie in that range, so that a warp takes
+ * the branch together (the mixture's exp(-lv/2) and exp(lv/2)). Loops that
+ * a CPU compiler should vectorise keep tally_expf: there a branch costs
+ * both paths. */
+TALLY_FN float tally_expf_split(float x)
+{
+    if (tally_pm_expf_normal_ok(x)) return tally_pm_expf_normal(x);
+    return tally_expf(x);
+}
+
 /* ---------------------------------------------------------------------
  * log (shared core)
  * ------------------------------------------------------------------- */

@@ -278,13 +278,17 @@ TALLY_FN float tally_dm_row(float A, float N, float S, tally_u32 flags)
 /*
  * One dimension's log-density term of a diagonal Gaussian:
  * -0.5 * ((z - mu) * exp(-0.5 * lv))^2 - 0.5 * lv - 0.5 * log(2 pi).
- * exp(-0.5 lv) is 1/std computed without a division.
+ * exp(-0.5 lv) is 1/std computed without a division. Stamped out per
+ * exponential of tally_expf's bits: tally_expf here, tally_expf_split in
+ * the GPU kernels (kernels/gmm.h).
  */
-TALLY_FN float tally_gauss_term(float z, float mu, float lv)
-{
-    float y = (z - mu) * tally_expf(-0.5f * lv);
-    return (-0.5f * (y * y) - 0.5f * lv) - TALLY_HALF_LOG_2PI;
-}
+#define TALLY_DEFINE_GAUSS_TERM(fn_name, exp_fn)                      \
+    TALLY_FN float fn_name(float z, float mu, float lv)               \
+    {                                                                 \
+        float y = (z - mu) * exp_fn(-0.5f * lv);                      \
+        return (-0.5f * (y * y) - 0.5f * lv) - TALLY_HALF_LOG_2PI;    \
+    }
+TALLY_DEFINE_GAUSS_TERM(tally_gauss_term, tally_expf)
 
 /* The standard deviation exp(0.5 * lv) used by the reparameterised sample. */
 TALLY_FN float tally_gauss_std(float lv)

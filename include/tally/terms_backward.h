@@ -152,16 +152,18 @@ TALLY_FN float tally_gmm_logit_weight(float g, float s_k, float logit_k, float l
  * One (component, dimension) element's gradients of c * tally_gauss_term(z,
  * mu, lv), with is = exp(-0.5 lv) and y = (z - mu) * is as in the forward:
  * d/dmu = c * (y * is) (a), d/dlv = c * (0.5 * (y * y) - 0.5) (b);
- * d/dz is -(d/dmu).
+ * d/dz is -(d/dmu). Stamped out per exponential, as tally_gauss_term.
  */
-TALLY_FN tally_grad2 tally_gmm_grad_elem(float z, float mu, float lv, float c)
-{
-    const float is = tally_expf(-0.5f * lv);
-    const float y = (z - mu) * is;
-    tally_grad2 r;
-    r.a = c * (y * is);
-    r.b = c * (0.5f * (y * y) - 0.5f);
-    return r;
-}
+#define TALLY_DEFINE_GMM_GRAD_ELEM(fn_name, exp_fn)                     \
+    TALLY_FN tally_grad2 fn_name(float z, float mu, float lv, float c)  \
+    {                                                                   \
+        const float is = exp_fn(-0.5f * lv);                            \
+        const float y = (z - mu) * is;                                  \
+        tally_grad2 r;                                                  \
+        r.a = c * (y * is);                                             \
+        r.b = c * (0.5f * (y * y) - 0.5f);                              \
+        return r;                                                       \
+    }
+TALLY_DEFINE_GMM_GRAD_ELEM(tally_gmm_grad_elem, tally_expf)
 
 #endif /* TALLY_TERMS_BACKWARD_H */
