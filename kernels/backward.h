@@ -456,60 +456,125 @@ TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
 }
 
 /*
- * Each row's component weights, once a row rather than once an element
+ * Row b's component weights, once a row rather than once an element
  * (host_backward.c's gmm_bw_rows computes them once a row too): from the
- * row's per-component sums s_k at scratch[s_off + b*K + k] (the forward's
- * D-trees), the logits and their logsumexp at scratch[lse_off] (K > 1),
- * c_k = tally_gmm_grad_weight, written over s_k (nothing reads s after
- * this), and, when wanted, the logit weights to scratch[w_off + b*K + k]
- * for the column trees. A row whose sample drew no component (pick < 0)
- * gets NaN logit weights; tally_k_gmm_bw_rows does not read its c_k.
+ * row's per-component sums s_k at sc[s_off + b*K + k] (the forward's
+ * D-trees), the logits and their logsumexp llse (K > 1), c_k =
+ * tally_gmm_grad_weight, written over s_k (nothing reads s after this),
+ * and, when wanted, the logit weights to sc[w_off + b*K + k] for the column
+ * trees. A row whose sample drew no component (pick < 0) gets NaN logit
+ * weights; tally_k_gmm_bw_row does not read its c_k.
  */
-TALLY_KERNEL void tally_k_gmm_bw_weights(TALLY_K_PARAMS(gmm_bw_weights))
+TALLY_FN void tally_k_gmm_bw_row_weights(TALLY_GLOBAL float *sc, tally_u64 b, TALLY_GLOBAL const float *lg, float llse,
+                                         TALLY_GLOBAL const float *gq, tally_u64 gq_stride, tally_u64 s_off,
+                                         tally_u64 picks_off, tally_u64 w_off, tally_u64 K, tally_u32 flags)
 {
-    TALLY_GLOBAL float *sc = scratch + scratch_off;
-    TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
-    TALLY_GLOBAL const float *lg = logits + logits_off;
-    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    TALLY_GLOBAL float *s = sc + s_off + b * K;
     const int want_w = (flags & TALLY_K_GMM_BW_WANT_W) != 0u;
-    const float llse = K > 1u ? sc[lse_off] : 0.0f;
-    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
-    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step) {
-        TALLY_GLOBAL float *s = sc + s_off + b * K;
-        if (sample && picks[b] < 0) {
-            if (want_w)
-                for (tally_u64 k = 0; k < K; k++) sc[w_off + b * K + k] = TALLY_F32_NAN;
-            continue;
-        }
-        const float L = tally_gmm_row_lse(s, lg, llse, K);
-        const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
-        for (tally_u64 k = 0; k < K; k++) {
-            const float s_k = s[k];
-            if (want_w) sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s_k, lg[k], llse, L);
-            s[k] = tally_gmm_grad_weight(g, s_k, K > 1u ? lg[k] : 0.0f, llse, L, K);
-        }
+    if ((flags & TALLY_K_GMM_BW_SAMPLE) && ((TALLY_GLOBAL const tally_i32 *)(sc + picks_off))[b] < 0) {
+        if (want_w)
+            for (tally_u64 k = 0; k < K; k++) sc[w_off + b * K + k] = TALLY_F32_NAN;
+        return;
+    }
+    const float L = tally_gmm_row_lse(s, lg, llse, K);
+    const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[b * gq_stride] : 0.0f;
+    for (tally_u64 k = 0; k < K; k++) {
+        const float s_k = s[k];
+        if (want_w) sc[w_off + b * K + k] = tally_gmm_logit_weight(g, s_k, lg[k], llse, L);
+        s[k] = tally_gmm_grad_weight(g, s_k, K > 1u ? lg[k] : 0.0f, llse, L, K);
     }
 }
 
 /*
- * The mixture's backward, one segment of work-items per row b (host_backward.c's
- * gmm_bw_rows, element for element): from the row's component weights c_k
- * at scratch[c_off + b*K + k] (tally_k_gmm_bw_weights) and, for the
- * sample, the component picks (int32, at scratch + picks_off) and z as the
- * forward drew it (in z), the gradients with respect to z (log_prob), mu
- * and log_var. The sample's std * eps is formed again from the row's
- * normals.
+ * Work-item j of the `width` that take row b (host_backward.c's gmm_bw_rows,
+ * element for element): from the row's component weights cw[k]
+ * (tally_k_gmm_bw_row_weights) and, for the sample, the row's pick c and z
+ * as the forward drew it, the gradients with respect to z (log_prob), mu
+ * and log_var of dimensions j, j + width, ... The sample's std * eps is
+ * formed again from the row's normals.
  */
+TALLY_FN void tally_k_gmm_bw_row(tally_u64 b, tally_u32 j, tally_u32 width, TALLY_GLOBAL const float *cw, tally_i32 c,
+                                 TALLY_GLOBAL const float *zr, TALLY_GLOBAL const float *mr,
+                                 TALLY_GLOBAL const float *lr, TALLY_GLOBAL const float *gzi, tally_u64 gzi_stride,
+                                 tally_u64 B, tally_u64 K, tally_u64 D, tally_u64 seed, tally_u64 subsequence,
+                                 tally_u64 offset, tally_u32 flags, TALLY_GLOBAL float *gz, tally_u64 gz_stride,
+                                 TALLY_GLOBAL float *gmu, tally_u64 gmu_stride, TALLY_GLOBAL float *glv,
+                                 tally_u64 glv_stride)
+{
+    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
+    if (sample && c < 0) {
+        for (tally_u64 i = j; i < K * D; i += width) {
+            if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[b * gmu_stride + i] = TALLY_F32_NAN;
+            if (flags & TALLY_K_GMM_BW_WANT_LV) glv[b * glv_stride + i] = TALLY_F32_NAN;
+        }
+        return;
+    }
+    for (tally_u64 d = j; d < D; d += width) {
+        const float zd = zr[d];
+        /* Pass 1: acc, the sum over k of the gradient parts a. The first
+         * TALLY_K_GMM_BW_KEEP components' parts stay in registers for pass
+         * 2; later ones are computed again there (the same operations on
+         * the same values either way). */
+        float keep_a[TALLY_K_GMM_BW_KEEP_SLOTS], keep_b[TALLY_K_GMM_BW_KEEP_SLOTS];
+        float acc = 0.0f;
+#pragma unroll
+        for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
+            if (k < K) {
+                const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
+                keep_a[k] = e.a;
+                keep_b[k] = e.b;
+                acc = k == 0u ? e.a : acc + e.a;
+            }
+        }
+        for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
+            const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
+            acc = k == 0u ? e.a : acc + e.a;
+        }
+        float G, t;
+        if (!tally_k_gmm_bw_dim(acc, gz + b * gz_stride + d, gzi + b * gzi_stride + d, flags,
+                                lr + (tally_u64)c * D + d, seed, subsequence, offset + B4 + b * D2 + d, &G, &t))
+            continue;
+        TALLY_GLOBAL float *gmu_row = gmu + b * gmu_stride + d;
+        TALLY_GLOBAL float *glv_row = glv + b * glv_stride + d;
+#pragma unroll
+        for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
+            if (k < K) {
+                tally_grad2 e;
+                e.a = keep_a[k];
+                e.b = keep_b[k];
+                tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
+            }
+        }
+        for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
+            const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
+            tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
+        }
+    }
+}
+
+/* Every row's weights (tally_k_gmm_bw_row_weights), a row a work-item; the
+ * logits' logsumexp at scratch[lse_off] when K > 1. */
+TALLY_KERNEL void tally_k_gmm_bw_weights(TALLY_K_PARAMS(gmm_bw_weights))
+{
+    TALLY_GLOBAL float *sc = scratch + scratch_off;
+    const float llse = K > 1u ? sc[lse_off] : 0.0f;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 b = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); b < B; b += step)
+        tally_k_gmm_bw_row_weights(sc, b, logits + logits_off, llse, gq + gq_off, gq_stride, s_off, picks_off, w_off,
+                                   K, flags);
+}
+
+/* The mixture's elementwise gradients, a segment of `width` work-items a
+ * row (the smallest power of two >= D, at most the group, so that short
+ * rows do not leave most of a group idle), from the component weights at
+ * scratch[c_off + b*K + k], the picks (int32, at scratch + picks_off) and z. */
 TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
 {
     TALLY_GLOBAL const float *sc = scratch + scratch_off;
     TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
     const tally_u32 lid = TALLY_LID();
     const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
-    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
-    /* A segment of `width` work-items per row (the smallest power of two
-     * >= D, at most the group), so that short rows do not leave most of a
-     * group idle; nothing is shared between work-items. */
     const tally_u32 width = tally_k_gmm_bw_width(D);
     const tally_u32 rows_per_group = TALLY_K_GROUP_SIZE / width;
     const tally_u32 seg = lid / width, j = lid - seg * width;
@@ -517,58 +582,73 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
          first += TALLY_GROUP_COUNT() * rows_per_group) {
         const tally_u64 b = first + seg;
         if (b >= B) continue;
-        TALLY_GLOBAL const float *cw = sc + c_off + b * K;
-        TALLY_GLOBAL const float *mr = mu + mu_off + b * mu_stride;
-        TALLY_GLOBAL const float *lr = lv + lv_off + b * lv_stride;
-        const tally_i32 c = sample ? picks[b] : -1;
-        if (sample && c < 0) {
-            for (tally_u64 i = j; i < K * D; i += width) {
-                if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
-                if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
+        tally_k_gmm_bw_row(b, j, width, sc + c_off + b * K, sample ? picks[b] : -1, z + z_off + b * z_stride,
+                           mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, gzi + gzi_off, gzi_stride, B, K,
+                           D, seed, subsequence, offset, flags, gz + gz_off, gz_stride, gmu + gmu_off, gmu_stride,
+                           glv + glv_off, glv_stride);
+    }
+}
+
+/*
+ * The three steps of the mixture's backward after the draw in one launch,
+ * for a D plan of one tile (lanes lanes of qpl quads): a group takes
+ * R = TALLY_K_GROUP_SIZE / width rows a pass and
+ * 1. runs their R*K (row, component) D-trees (tally_k_gmm_tiles' units and
+ *    operations, so its sums) into scratch[s_off + b*K + k];
+ * 2. turns each row's sums into its weights (tally_k_gmm_bw_row_weights, a
+ *    row a work-item);
+ * 3. writes the rows' gradients (tally_k_gmm_bw_row, a segment of `width`
+ *    work-items a row), reading mu and log_var again while the pass's rows
+ *    are still in the caches, rather than from DRAM in a second kernel.
+ * The steps meet at group barriers that order global memory.
+ */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_FUSED_BOUND) void tally_k_gmm_bw_fused(TALLY_K_PARAMS(gmm_bw_fused))
+{
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    TALLY_GLOBAL float *sc = scratch + scratch_off;
+    TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
+    const tally_u32 lid = TALLY_LID();
+    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    const int vec4 = load_mode == TALLY_K_LOAD_VEC4;
+    const float llse = K > 1u ? sc[lse_off] : 0.0f;
+    const tally_u32 width = tally_k_gmm_bw_width(D);
+    const tally_u32 R = TALLY_K_GROUP_SIZE / width;
+    const tally_u32 seg = lid / width, j = lid - seg * width;
+    /* Step 1's layout: segments of `lanes` work-items, a (row, component)
+     * unit each, R*K units a pass in chunks of `segments`. */
+    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
+    const tally_u32 tseg = lid / lanes, tj = lid - tseg * lanes;
+    const tally_u64 quads = tally_k_quads(D);
+    const tally_u64 active_all = tally_k_active(quads, 0u, lanes);
+    const tally_u64 units = (tally_u64)R * K;
+    for (tally_u64 row0 = TALLY_GROUP_ID() * (tally_u64)R; row0 < B; row0 += TALLY_GROUP_COUNT() * (tally_u64)R) {
+        for (tally_u64 u0 = 0; u0 < units; u0 += segments) {
+            const tally_u64 u = u0 + tseg;
+            const tally_u64 p = u / K;
+            const tally_u64 k = u - p * K;
+            const tally_u64 b = row0 + p;
+            const int valid = u < units && b < B;
+            const tally_u64 active = valid ? active_all : 0u;
+            if ((tally_u64)tj < active) {
+                const tally_k_src zs = tally_k_gmm_src(z + z_off, TALLY_F32, b * z_stride, D, vec4);
+                const tally_k_src ms = tally_k_gmm_src(mu + mu_off, TALLY_F32, b * mu_stride + k * D, D, vec4);
+                const tally_k_src ls = tally_k_gmm_src(lv + lv_off, TALLY_F32, b * lv_stride + k * D, D, vec4);
+                v[lid] = tally_k_gauss_lane(&zs, &ms, &ls, D, quads, 0u, lanes, qpl, tj, vec4);
             }
-            continue;
+            tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
+            if (valid && tj == 0u) sc[s_off + b * K + k] = active > 0u ? v[lid] : 0.0f;
         }
-        for (tally_u64 d = j; d < D; d += width) {
-            const float zd = z[z_off + b * z_stride + d];
-            /* Pass 1: acc, the sum over k of the gradient parts a. The
-             * first TALLY_K_GMM_BW_KEEP components' parts stay in registers
-             * for pass 2; later ones are computed again there (the same
-             * operations on the same values either way). */
-            float keep_a[TALLY_K_GMM_BW_KEEP_SLOTS], keep_b[TALLY_K_GMM_BW_KEEP_SLOTS];
-            float acc = 0.0f;
-#pragma unroll
-            for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
-                if (k < K) {
-                    const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
-                    keep_a[k] = e.a;
-                    keep_b[k] = e.b;
-                    acc = k == 0u ? e.a : acc + e.a;
-                }
-            }
-            for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
-                const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
-                acc = k == 0u ? e.a : acc + e.a;
-            }
-            float G, t;
-            if (!tally_k_gmm_bw_dim(acc, gz + gz_off + b * gz_stride + d, gzi + gzi_off + b * gzi_stride + d, flags,
-                                    lr + (tally_u64)c * D + d, seed, subsequence, offset + B4 + b * D2 + d, &G, &t))
-                continue;
-            TALLY_GLOBAL float *gmu_row = gmu + gmu_off + b * gmu_stride + d;
-            TALLY_GLOBAL float *glv_row = glv + glv_off + b * glv_stride + d;
-#pragma unroll
-            for (tally_u32 k = 0; k < TALLY_K_GMM_BW_KEEP; k++) {
-                if (k < K) {
-                    tally_grad2 e;
-                    e.a = keep_a[k];
-                    e.b = keep_b[k];
-                    tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
-                }
-            }
-            for (tally_u64 k = TALLY_K_GMM_BW_KEEP; k < K; k++) {
-                const tally_grad2 e = tally_k_gmm_grad_elem(zd, mr[k * D + d], lr[k * D + d], cw[k]);
-                tally_k_gmm_bw_store(e, sample && (tally_u64)c == k, G, t, flags, gmu_row + k * D, glv_row + k * D);
-            }
-        }
+        TALLY_BARRIER_GLOBAL(); /* step 2 reads the sums of other work-items */
+        if (lid < R && row0 + lid < B)
+            tally_k_gmm_bw_row_weights(sc, row0 + lid, logits + logits_off, llse, gq + gq_off, gq_stride, s_off,
+                                       picks_off, w_off, K, flags);
+        TALLY_BARRIER_GLOBAL(); /* step 3 reads the weights */
+        const tally_u64 b = row0 + seg;
+        if (b < B)
+            tally_k_gmm_bw_row(b, j, width, sc + s_off + b * K, sample ? picks[b] : -1, z + z_off + b * z_stride,
+                               mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, gzi + gzi_off, gzi_stride, B,
+                               K, D, seed, subsequence, offset, flags, gz + gz_off, gz_stride, gmu + gmu_off,
+                               gmu_stride, glv + glv_off, glv_stride);
     }
 }
 
