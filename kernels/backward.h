@@ -446,6 +446,15 @@ TALLY_FN void tally_k_gmm_bw_store(tally_grad2 e, int drawn, float G, float t, t
     if (flags & TALLY_K_GMM_BW_WANT_LV) *glv_at = tally_canonical(e.b);
 }
 
+/* Rows a pass of tally_k_gmm_bw_fused for rows taken by `width` work-items
+ * each: TALLY_K_GMM_BW_FUSED_ROWS, or more when that many rows at once fit
+ * the group (the launcher sizes its grid with the same). */
+TALLY_FN tally_u32 tally_k_gmm_bw_fused_rows(tally_u32 width)
+{
+    const tally_u32 at_once = TALLY_K_GROUP_SIZE / width;
+    return at_once > TALLY_K_GMM_BW_FUSED_ROWS ? at_once : TALLY_K_GMM_BW_FUSED_ROWS;
+}
+
 /* Work-items per row in tally_k_gmm_bw_rows: the smallest power of two
  * >= D, 1 .. the group size (the launcher sizes its grid with the same). */
 TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
@@ -591,15 +600,16 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
 
 /*
  * The three steps of the mixture's backward after the draw in one launch,
- * for a D plan of one tile (lanes lanes of qpl quads): a group takes
- * R = TALLY_K_GROUP_SIZE / width rows a pass and
+ * for a D plan of one tile (lanes lanes of qpl quads): a group takes R
+ * rows a pass (tally_k_gmm_bw_fused_rows) and
  * 1. runs their R*K (row, component) D-trees (tally_k_gmm_tiles' units and
  *    operations, so its sums) into scratch[s_off + b*K + k];
  * 2. turns each row's sums into its weights (tally_k_gmm_bw_row_weights, a
  *    row a work-item);
  * 3. writes the rows' gradients (tally_k_gmm_bw_row, a segment of `width`
- *    work-items a row), reading mu and log_var again while the pass's rows
- *    are still in the caches, rather than from DRAM in a second kernel.
+ *    work-items a row, TALLY_K_GROUP_SIZE / width rows at a time), reading
+ *    mu and log_var again while the pass's rows are still in the caches,
+ *    rather than from DRAM in a second kernel.
  * The steps meet at group barriers that order global memory.
  */
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_FUSED_BOUND) void tally_k_gmm_bw_fused(TALLY_K_PARAMS(gmm_bw_fused))
@@ -612,7 +622,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_FUSED_BOUND) void tally_k_gmm_bw_fused
     const int vec4 = load_mode == TALLY_K_LOAD_VEC4;
     const float llse = K > 1u ? sc[lse_off] : 0.0f;
     const tally_u32 width = tally_k_gmm_bw_width(D);
-    const tally_u32 R = TALLY_K_GROUP_SIZE / width;
+    const tally_u32 at_once = TALLY_K_GROUP_SIZE / width;
+    const tally_u32 R = tally_k_gmm_bw_fused_rows(width);
     const tally_u32 seg = lid / width, j = lid - seg * width;
     /* Step 1's layout: segments of `lanes` work-items, a (row, component)
      * unit each, R*K units a pass in chunks of `segments`. */
@@ -643,12 +654,14 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_FUSED_BOUND) void tally_k_gmm_bw_fused
             tally_k_gmm_bw_row_weights(sc, row0 + lid, logits + logits_off, llse, gq + gq_off, gq_stride, s_off,
                                        picks_off, w_off, K, flags);
         TALLY_BARRIER_GLOBAL(); /* step 3 reads the weights */
-        const tally_u64 b = row0 + seg;
-        if (b < B)
-            tally_k_gmm_bw_row(b, j, width, sc + s_off + b * K, sample ? picks[b] : -1, z + z_off + b * z_stride,
-                               mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, gzi + gzi_off, gzi_stride, B,
-                               K, D, seed, subsequence, offset, flags, gz + gz_off, gz_stride, gmu + gmu_off,
-                               gmu_stride, glv + glv_off, glv_stride);
+        for (tally_u32 p = seg; p < R; p += at_once) {
+            const tally_u64 b = row0 + p;
+            if (b < B)
+                tally_k_gmm_bw_row(b, j, width, sc + s_off + b * K, sample ? picks[b] : -1, z + z_off + b * z_stride,
+                                   mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, gzi + gzi_off,
+                                   gzi_stride, B, K, D, seed, subsequence, offset, flags, gz + gz_off, gz_stride,
+                                   gmu + gmu_off, gmu_stride, glv + glv_off, glv_stride);
+        }
     }
 }
 

@@ -51,6 +51,14 @@
 #ifndef TALLY_K_GMM_BW_FUSED
 #define TALLY_K_GMM_BW_FUSED 1u
 #endif
+/* Rows a pass of tally_k_gmm_bw_fused (at least): its weights step runs a
+ * row a work-item, one chain of some 24 exponentials while the group waits,
+ * so a pass of more rows pays it for more work; 8 rows of 8 x 128 keep a
+ * group's mu and log_var (64 KiB) in L2 between the steps with every
+ * multiprocessor busy. Placement only; the same bits. */
+#ifndef TALLY_K_GMM_BW_FUSED_ROWS
+#define TALLY_K_GMM_BW_FUSED_ROWS 8u
+#endif
 /* Groups of 256 that tally_k_gmm_bw_fused should fit on a CUDA
  * multiprocessor at once (a register bound: 4 is 64 registers, 1024
  * work-items to hide DRAM latency; unbounded it takes 90, two groups).

@@ -282,7 +282,10 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
             .gz = tally__gpu_at_view(&job->grad_z), .gz_stride = job->grad_z.stride,
             .gmu = tally__gpu_at_view(&job->grad_mu), .gmu_stride = job->grad_mu.stride,
             .glv = tally__gpu_at_view(&job->grad_log_var), .glv_stride = job->grad_log_var.stride};
-        st = tally__gpu_launch_gmm_bw_fused(ctx, row_groups, &a);
+        /* Rows a pass, as tally_k_gmm_bw_fused_rows. */
+        const uint64_t at_once = TALLY_GPU_GROUP_SIZE / width;
+        const uint64_t rows = at_once > TALLY_K_GMM_BW_FUSED_ROWS ? at_once : TALLY_K_GMM_BW_FUSED_ROWS;
+        st = tally__gpu_launch_gmm_bw_fused(ctx, tally__gpu_ceil_div(B, rows), &a);
     } else {
         st = tally__gpu_gmm_sums(ctx, f, B, z, zstride, load_mode, scratch, space, s_off);
         if (st != TALLY_OK) return st;
