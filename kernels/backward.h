@@ -182,12 +182,18 @@ TALLY_FN_COLD float tally_k_dm_bw_psi_untabulated(float n, float a)
     return n != 0.0f ? tally_digammaf(n + a) : 0.0f;
 }
 
-/* 1 when the count is a whole 0 .. TALLY_K_DM_BW_TABLE_N - 1 (either zero):
- * its psi(n + a) is in the column's table. Without short-circuits, so that
- * kernels test many counts without branches. */
+/* 1 when the count is a whole 0 .. rows - 1 (either zero): its psi(n + a)
+ * is in a table of that many rows. Without short-circuits, so that kernels
+ * test many counts without branches. */
+TALLY_FN int tally_k_dm_bw_in_table(float n, tally_u32 rows)
+{
+    return (n >= 0.0f) & (n < (float)rows) & (n == tally_floor(n));
+}
+
+/* tally_k_dm_bw_in_table for the column tables of TALLY_K_DM_BW_TABLE_N rows. */
 TALLY_FN int tally_k_dm_bw_tabulated(float n)
 {
-    return (n >= 0.0f) & (n < (float)TALLY_K_DM_BW_TABLE_N) & (n == tally_floor(n));
+    return tally_k_dm_bw_in_table(n, TALLY_K_DM_BW_TABLE_N);
 }
 
 TALLY_FN float tally_k_dm_bw_psi(float n, float a, TALLY_LOCAL const float *tab, tally_u32 stride)
@@ -245,6 +251,35 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_K_PARAMS(dm_bw_elements))
                 out[out_off + v * B + b] = rg[rg_off + B + b] * (rg[rg_off + b] + term);
             }
         }
+    }
+}
+
+/*
+ * The steps of a column tile's tree once its lanes are summed: work-item
+ * (c, r) holds lanes r + R m (m < M) of column c in acc. The steps s = 4R,
+ * 2R, R (those below lanes) are taken in registers, lane r + R m taking
+ * lane r + R (m + S), S = s / R, while that one is active; the steps below
+ * R pair work-items in part (TALLY_K_DM_BW_RESIDUES by TALLY_K_DM_BW_COLS
+ * floats of local memory). The tile's partial is part[c] after the last
+ * barrier, for every work-item of the group.
+ */
+TALLY_FN void tally_k_dm_bw_column_tree(float *acc, TALLY_LOCAL float *part, tally_u32 c, tally_u32 r, tally_u32 R,
+                                        tally_u32 M, tally_u32 active)
+{
+#pragma unroll
+    for (tally_u32 S = TALLY_K_DM_BW_LANES_PER_ITEM / 2u; S > 0u; S /= 2u) {
+        if (S < M) {
+#pragma unroll
+            for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; m++)
+                if (m < S && r + R * (m + S) < active) acc[m] = acc[m] + acc[m + S];
+        }
+    }
+    part[r * TALLY_K_DM_BW_COLS + c] = acc[0];
+    TALLY_BARRIER();
+    for (tally_u32 s = R / 2u; s > 0u; s /= 2u) {
+        if (r < s && r + s < active)
+            part[r * TALLY_K_DM_BW_COLS + c] = part[r * TALLY_K_DM_BW_COLS + c] + part[(r + s) * TALLY_K_DM_BW_COLS + c];
+        TALLY_BARRIER();
     }
 }
 
@@ -371,29 +406,195 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
             }
             TALLY_BARRIER(); /* the next step rewrites rows_g and rows_r */
         }
-        /* The steps s = 4R, 2R, R (those below lanes) in registers: lane
-         * r + R m takes lane r + R (m + S), S = s / R, while that one is
-         * active. */
-#pragma unroll
-        for (tally_u32 S = TALLY_K_DM_BW_LANES_PER_ITEM / 2u; S > 0u; S /= 2u) {
-            if (S < M) {
-#pragma unroll
-                for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM / 2u; m++)
-                    if (m < S && r + R * (m + S) < active) acc[m] = acc[m] + acc[m + S];
-            }
-        }
-        part[r * TALLY_K_DM_BW_COLS + c] = acc[0];
-        TALLY_BARRIER();
-        for (tally_u32 s = R / 2u; s > 0u; s /= 2u) {
-            if (r < s && r + s < active)
-                part[r * TALLY_K_DM_BW_COLS + c] = part[r * TALLY_K_DM_BW_COLS + c] + part[(r + s) * TALLY_K_DM_BW_COLS + c];
-            TALLY_BARRIER();
-        }
+        tally_k_dm_bw_column_tree(acc, part, c, r, R, M, active);
         if (r == 0u && has_col) {
             if (scale) out[out_off + v] = tally_canonical(a * part[c]);
             else out[out_off + v * tiles + t] = part[c];
         }
         TALLY_BARRIER(); /* the next unit rewrites psi_tab and part */
+    }
+}
+
+/*
+ * The tables of tally_k_dm_bw_lanes for a shared alpha: a_v = exp(log_alpha
+ * v) at pre[pre_off + v], and psi(a_v) (k = 0) or psi(k + a_v) (k = 1 ..
+ * TALLY_K_DM_BW_LANES_TABLE_N - 1) at pre[pre_off + (1 + k) V + v], one
+ * work-item an entry: the values tally_k_dm_bw_columns tabulates.
+ */
+TALLY_KERNEL void tally_k_dm_bw_prep(TALLY_K_PARAMS(dm_bw_prep))
+{
+    const tally_u64 items = (tally_u64)TALLY_K_DM_BW_LANES_TABLE_N * V;
+    const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
+    for (tally_u64 i = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); i < items; i += step) {
+        const tally_u64 k = i / V, v = i % V;
+        const float a = tally_expf(la[la_off + v]);
+        if (k == 0u) pre[pre_off + v] = a;
+        pre[pre_off + (1u + k) * V + v] = tally_digammaf(k == 0u ? a : (float)k + a);
+    }
+}
+
+/*
+ * A shared alpha's gradient in one pass over the counts, for rows of at
+ * most 4 * 256 columns (one tile of one-quad lanes: row_lanes of them, the
+ * row plan). A unit is lane j of tile t of level 0 of the column plan
+ * (lanes, qpl, tiles) for every column at once: the rows of the quads
+ * first + q lanes + j, q < qpl, four at a time. Work-item i holds columns
+ * 4i .. 4i + 3 of each of those rows, which is lane i of the row plan, so
+ * the group sums each row's counts N by the row tree (in local memory)
+ * while its counts stay in registers, computes R_b = tally_dm_grad_row(A,
+ * N_b) and G_b, and adds each weight G_b (R_b + T_bv) to column v's lane
+ * accumulator in row order: the plan's sums, so the same bits as
+ * tally_k_dm_bw_columns after the separate row trees, with the counts read
+ * once instead of twice. The lane sums of the unit go to out[out_off + (t
+ * lanes + j) V + v]; tally_k_dm_bw_lane_tree takes the column tree's steps
+ * over them. psi(k + a_v) is copied from the tables of tally_k_dm_bw_prep
+ * to local memory once a group, work-item i's own columns only, and laid
+ * out so that a warp's reads never share a bank whatever the counts.
+ */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw_lanes(TALLY_K_PARAMS(dm_bw_lanes))
+{
+    TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_LANES_TABLE_N * 4u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, nsum, 4u * TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, row_rg, 8u);
+    const tally_u32 i = TALLY_LID();
+    const tally_u64 row_quads = (V + 3u) / 4u, quads = (B + 3u) / 4u, v0 = 4u * (tally_u64)i;
+    const tally_u32 ncols = i < row_quads ? (V - v0 < 4u ? (tally_u32)(V - v0) : 4u) : 0u;
+    TALLY_GLOBAL const float *a_of = pre + pre_off, *tab = a_of + V;
+    float psi_a[4];
+#pragma unroll
+    for (tally_u32 c = 0; c < 4u; c++) {
+        for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_TABLE_N; k++)
+            psi_tab[(k * 4u + c) * TALLY_K_GROUP_SIZE + i] = c < ncols ? tab[k * V + v0 + c] : 0.0f;
+        psi_a[c] = c < ncols ? tab[v0 + c] : 0.0f;
+    }
+    const float A = sums[a_off];
+    const float g_shared = per_row_grad ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
+    for (tally_u64 u = TALLY_GROUP_ID(); u < tiles * lanes; u += TALLY_GROUP_COUNT()) {
+        const tally_u64 t = u / lanes, j = u % lanes, first = t * lanes * qpl;
+        float acc[4];
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) acc[c] = -0.0f; /* -0 + x is x: the lane's first term */
+        for (tally_u32 q = 0; q < qpl; q++) {
+            const tally_u64 quad = first + (tally_u64)q * lanes + j;
+            if (quad >= quads) break; /* the same for the whole group */
+            const tally_u64 row0 = 4u * quad;
+            const tally_u32 rows = B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
+            float x[4][4];
+#pragma unroll
+            for (tally_u32 e = 0; e < 4u; e++) {
+                TALLY_GLOBAL const float *row = counts + c_off + (row0 + e) * c_stride;
+                if (e < rows && vec4 && ncols == 4u) {
+                    const tally_f4 w = TALLY_LOAD_F4(row, i);
+                    x[e][0] = w.x;
+                    x[e][1] = w.y;
+                    x[e][2] = w.z;
+                    x[e][3] = w.w;
+                } else {
+#pragma unroll
+                    for (tally_u32 c = 0; c < 4u; c++) x[e][c] = e < rows && c < ncols ? row[v0 + c] : 0.0f;
+                }
+                /* Lane i of the row plan: its quad's counts in order. */
+                float n = x[e][0];
+#pragma unroll
+                for (tally_u32 c = 1; c < 4u; c++) n = c < ncols ? n + x[e][c] : n;
+                nsum[e * TALLY_K_GROUP_SIZE + i] = n;
+            }
+            /* The row trees of the rows' N, side by side. */
+            for (tally_u32 s = row_lanes >> 1; s > 0u; s >>= 1) {
+                TALLY_BARRIER();
+                if (i < s && (tally_u64)(i + s) < row_quads) {
+                    for (tally_u32 e = 0; e < rows; e++)
+                        nsum[e * TALLY_K_GROUP_SIZE + i] = nsum[e * TALLY_K_GROUP_SIZE + i] + nsum[e * TALLY_K_GROUP_SIZE + i + s];
+                }
+            }
+            TALLY_BARRIER();
+            if (i < rows) {
+                row_rg[i] = tally_dm_grad_row(A, nsum[i * TALLY_K_GROUP_SIZE]);
+                row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
+            }
+            TALLY_BARRIER();
+            /* T = psi(n + a) - psi(a) (tally_dm_grad_term_of) with psi(n +
+             * a) from the table; the counts it lacks are marked in `rare`
+             * and computed after, through one call site. */
+            tally_u32 rare = 0u;
+#pragma unroll
+            for (tally_u32 e = 0; e < 4u; e++) {
+#pragma unroll
+                for (tally_u32 c = 0; c < 4u; c++) {
+                    const float n = x[e][c];
+                    const int tabulated = tally_k_dm_bw_in_table(n, TALLY_K_DM_BW_LANES_TABLE_N);
+                    const float psi_na = psi_tab[((tabulated ? (tally_u32)n : 0u) * 4u + c) * TALLY_K_GROUP_SIZE + i];
+                    x[e][c] = tally_dm_grad_term_of(n, psi_na, psi_a[c]);
+                    rare |= (!tabulated & (e < rows) & (c < ncols)) ? 1u << (4u * e + c) : 0u;
+                }
+            }
+            if (rare != 0u) {
+#pragma unroll 1
+                for (tally_u32 b = 0; b < 16u; b++) {
+                    if (!(rare & (1u << b))) continue;
+                    const tally_u32 e = b / 4u, c = b % 4u;
+                    const float n = counts[c_off + (row0 + e) * c_stride + v0 + c];
+                    const float term = tally_dm_grad_term_of(n, tally_k_dm_bw_psi_untabulated(n, a_of[v0 + c]), psi_a[c]);
+#pragma unroll
+                    for (tally_u32 ee = 0; ee < 4u; ee++) {
+#pragma unroll
+                        for (tally_u32 cc = 0; cc < 4u; cc++)
+                            if (ee == e && cc == c) x[ee][cc] = term;
+                    }
+                }
+            }
+#pragma unroll
+            for (tally_u32 e = 0; e < 4u; e++) {
+                const float R = row_rg[e], G = row_rg[4u + e];
+#pragma unroll
+                for (tally_u32 c = 0; c < 4u; c++) {
+                    /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
+                    const float w = G * (R + x[e][c]);
+                    acc[c] = e < rows ? acc[c] + w : acc[c];
+                }
+            }
+        }
+        TALLY_GLOBAL float *dst = out + out_off + (t * lanes + j) * V + v0;
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++)
+            if (c < ncols) dst[c] = acc[c];
+    }
+}
+
+/*
+ * The column tree's steps over the lane sums of tally_k_dm_bw_lanes
+ * (part_in[p_off + (t lanes + j) V + v], lane j of tile t of column v), as
+ * tally_k_dm_bw_columns takes them: a unit is TALLY_K_DM_BW_COLS adjacent
+ * columns of one tile, work-item (c, r) holding lanes r + R m. The tile's
+ * partial goes to out[out_off + v * tiles + t], or with scale (one tile)
+ * a_v times it to out[out_off + v].
+ */
+TALLY_KERNEL void tally_k_dm_bw_lane_tree(TALLY_K_PARAMS(dm_bw_lane_tree))
+{
+    TALLY_LOCAL_ARRAY(float, part, TALLY_K_DM_BW_RESIDUES * TALLY_K_DM_BW_COLS);
+    const tally_u32 lid = TALLY_LID();
+    const tally_u32 c = lid % TALLY_K_DM_BW_COLS, r = lid / TALLY_K_DM_BW_COLS;
+    const tally_u32 R = lanes < TALLY_K_DM_BW_RESIDUES ? lanes : TALLY_K_DM_BW_RESIDUES;
+    const tally_u32 M = lanes / R;
+    const tally_u64 quads = (B + 3u) / 4u;
+    const tally_u64 blocks = (V + (TALLY_K_DM_BW_COLS - 1u)) / TALLY_K_DM_BW_COLS;
+    for (tally_u64 u = TALLY_GROUP_ID(); u < blocks * tiles; u += TALLY_GROUP_COUNT()) {
+        const tally_u64 t = u % tiles, v = (u / tiles) * TALLY_K_DM_BW_COLS + c;
+        const int has_col = v < V;
+        const tally_u64 left = quads - t * lanes * qpl;
+        const tally_u32 active = left < lanes ? (tally_u32)left : lanes;
+        float acc[TALLY_K_DM_BW_LANES_PER_ITEM];
+#pragma unroll
+        for (tally_u32 m = 0; m < TALLY_K_DM_BW_LANES_PER_ITEM; m++) {
+            const tally_u32 lane = r + R * m;
+            acc[m] = has_col && r < R && m < M && lane < active ? part_in[p_off + (t * lanes + lane) * V + v] : -0.0f;
+        }
+        tally_k_dm_bw_column_tree(acc, part, c, r, R, M, active);
+        if (r == 0u && has_col) {
+            if (scale) out[out_off + v] = tally_canonical(tally_expf(la[la_off + v]) * part[c]);
+            else out[out_off + v * tiles + t] = part[c];
+        }
+        TALLY_BARRIER(); /* the next unit rewrites part */
     }
 }
 

@@ -110,4 +110,25 @@
 #define TALLY_K_DM_BW_FUSED_COLUMNS 1u
 #endif
 
+/* 1: a shared alpha's gradient over rows of at most TALLY_K_DM_BW_LANES_MAX_V
+ * columns runs tally_k_dm_bw_lanes, which sums each row's counts where it
+ * computes the row's weights (one read of the counts instead of two).
+ * 0 (a bench variant): the row trees first, then tally_k_dm_bw_columns.
+ * The same sums in the same order either way. */
+#ifndef TALLY_K_DM_BW_LANES
+#define TALLY_K_DM_BW_LANES 1u
+#endif
+/* Rows of 4 * 256 columns at most: one quad a work-item, one tile. */
+#define TALLY_K_DM_BW_LANES_MAX_V 1024u
+/* Whole counts 0 .. TALLY_K_DM_BW_LANES_TABLE_N - 1 take their digamma from
+ * tally_k_dm_bw_lanes's table: 4 * 256 such rows of floats, 32 KiB of local
+ * memory at 8, within OpenCL's 48 KiB with the row sums beside it. */
+#define TALLY_K_DM_BW_LANES_TABLE_N 8u
+/* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
+ * budget must allow, and the one wave its grid is held to on CUDA.
+ * Placement only; the same bits. */
+#ifndef TALLY_K_DM_BW_LANES_GROUPS_PER_CU
+#define TALLY_K_DM_BW_LANES_GROUPS_PER_CU 4u
+#endif
+
 #endif /* TALLY_KERNEL_BACKWARD_ABI_H */

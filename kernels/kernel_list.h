@@ -44,7 +44,8 @@
     K(reduce_rows_warp, reduce_tiles) K(gmm_tiles_half, gmm_tiles) K(categorical_half, categorical)           \
     K(gmm_fused_half, gmm_fused) K(dm_bw_columns, dm_bw_columns)        \
     K(categorical_short, categorical) K(categorical_staged, categorical)                                 \
-    K(categorical_local, categorical)
+    K(categorical_local, categorical) K(dm_bw_prep, dm_bw_prep) K(dm_bw_lanes, dm_bw_lanes)                     \
+    K(dm_bw_lane_tree, dm_bw_lane_tree)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches
@@ -244,6 +245,26 @@
     BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ BUF(la, la_off, IN, f32) _ BUF(rg, rg_off, IN, f32) _     \
     VAL(u64, B) _ VAL(u64, V) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, scale) _            \
     BUF(out, out_off, OUT, f32)
+
+/* A shared alpha's a_v and digamma tables for tally_k_dm_bw_lanes, from
+ * pre_off. */
+#define TALLY_K_ARGS_dm_bw_prep(BUF, VAL, _) BUF(la, la_off, IN, f32) _ VAL(u64, V) _ BUF(pre, pre_off, OUT, f32)
+
+/* A shared alpha's weights in one pass over the counts (rows of at most
+ * 1024 columns, row_lanes: the row plan's lanes): the lane sums of level 0
+ * of the column tree (lanes, qpl, tiles) to out[out_off + (t lanes + j) V +
+ * v]. sums: A at a_off. vec4: the counts' rows are 16-byte aligned. */
+#define TALLY_K_ARGS_dm_bw_lanes(BUF, VAL, _)                                                                   \
+    BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ VAL(u32, vec4) _ BUF(pre, pre_off, IN, f32) _             \
+    BUF(sums, a_off, IN, f32) _ BUF(g, g_off, IN, f32) _ VAL(u64, g_stride) _ VAL(u32, per_row_grad) _           \
+    VAL(u32, divide) _ VAL(f32, divisor) _ VAL(u64, B) _ VAL(u64, V) _ VAL(u32, row_lanes) _ VAL(u32, lanes) _   \
+    VAL(u32, qpl) _ VAL(u64, tiles) _ BUF(out, out_off, OUT, f32)
+
+/* The column tree's steps over those lane sums: as tally_k_dm_bw_columns's
+ * output. */
+#define TALLY_K_ARGS_dm_bw_lane_tree(BUF, VAL, _)                                                               \
+    BUF(part_in, p_off, IN, f32) _ BUF(la, la_off, IN, f32) _ VAL(u64, B) _ VAL(u64, V) _ VAL(u32, lanes) _      \
+    VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, scale) _ BUF(out, out_off, OUT, f32)
 
 /* out[v] = a_v * s[v]. */
 #define TALLY_K_ARGS_dm_bw_scale(BUF, VAL, _)                                                                   \

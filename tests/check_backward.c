@@ -493,6 +493,7 @@ typedef struct dm_case {
     int zero_every; /* every k-th count is 0 (0: none) */
     int whole;      /* whole counts */
     int aligned;    /* 1: the counts' rows start 16-byte aligned (the GPU kernels' quad loads) */
+    double top;     /* counts drawn below this (0: below 6) */
 } dm_case;
 
 /* The float64 gradient w.r.t. log_alpha ([1, V] or [B, V] into grad) and
@@ -523,34 +524,50 @@ static void dm_run(tally_context *ctx, const dm_case *c, const float *n, const f
 START_TEST(dm_backward_cases)
 {
     static const dm_case cases[] = {
-        {4, 5, 0, 1, TALLY_REDUCTION_NONE, 3, 1, 0},
-        {4, 5, 2, 0, TALLY_REDUCTION_NONE, 3, 1, 0},
-        {7, 33, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0},
-        {7, 33, 0, 1, TALLY_REDUCTION_MEAN, 2, 0, 0},
-        {1, 40, 0, 0, TALLY_REDUCTION_SUM, 4, 1, 0},
-        {300, 17, 0, 0, TALLY_REDUCTION_MEAN, 5, 1, 0},
-        {20000, 3, 0, 0, TALLY_REDUCTION_SUM, 4, 1, 0}, /* a two-level column tree */
-        {3, 20000, 0, 1, TALLY_REDUCTION_NONE, 3, 1, 0}, /* two-level row trees */
-        {5, 20000, 0, 0, TALLY_REDUCTION_NONE, 3, 1, 0},
-        /* Shared alpha's column trees (tally_k_dm_bw_columns on the GPU):
-         * 64 lanes of one quad; one full tile of 16 quads a lane; three tiles,
-         * the last of 103 quads (fewer active lanes) ending in a short quad,
-         * with a column block (8) cut short and fractional counts. */
-        {250, 9, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0},
-        {16384, 5, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 0},
-        {33179, 37, 3, 0, TALLY_REDUCTION_MEAN, 7, 0, 0},
+        {4, 5, 0, 1, TALLY_REDUCTION_NONE, 3, 1, 0, 0.0},
+        {4, 5, 2, 0, TALLY_REDUCTION_NONE, 3, 1, 0, 0.0},
+        {7, 33, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0, 0.0},
+        {7, 33, 0, 1, TALLY_REDUCTION_MEAN, 2, 0, 0, 0.0},
+        {1, 40, 0, 0, TALLY_REDUCTION_SUM, 4, 1, 0, 0.0},
+        {300, 17, 0, 0, TALLY_REDUCTION_MEAN, 5, 1, 0, 0.0},
+        {20000, 3, 0, 0, TALLY_REDUCTION_SUM, 4, 1, 0, 0.0}, /* a two-level column tree */
+        {3, 20000, 0, 1, TALLY_REDUCTION_NONE, 3, 1, 0, 0.0}, /* two-level row trees */
+        {5, 20000, 0, 0, TALLY_REDUCTION_NONE, 3, 1, 0, 0.0},
+        /* Shared alpha's column trees (tally_k_dm_bw_lanes on the GPU for
+         * rows of up to 1024 columns, as every case above and below but
+         * the last three): 64 lanes of one quad; one full tile of 16 quads
+         * a lane; three tiles, the last of 103 quads (fewer active lanes)
+         * ending in a short quad, with a column block (8) cut short and
+         * fractional counts. */
+        {250, 9, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0, 0.0},
+        {16384, 5, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 0, 0.0},
+        {33179, 37, 3, 0, TALLY_REDUCTION_MEAN, 7, 0, 0, 0.0},
         /* Counts in aligned quads (rows of a multiple of 4 columns). */
-        {40, 64, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 1},
-        {9, 36, 0, 1, TALLY_REDUCTION_NONE, 0, 0, 1},
-        {16384, 8, 0, 0, TALLY_REDUCTION_MEAN, 3, 1, 1},
-        {6, 1024, 4, 0, TALLY_REDUCTION_SUM, 5, 1, 1},
+        {40, 64, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 1, 0.0},
+        {9, 36, 0, 1, TALLY_REDUCTION_NONE, 0, 0, 1, 0.0},
+        {16384, 8, 0, 0, TALLY_REDUCTION_MEAN, 3, 1, 1, 0.0},
+        {6, 1024, 4, 0, TALLY_REDUCTION_SUM, 5, 1, 1, 0.0},
+        /* Rows of 1021 to 1024 columns with fewer than 256 active lanes
+         * (tally_k_dm_bw_lanes on the GPU sums each row's counts where it
+         * weighs them): whole counts past the digamma tables (8 and 16
+         * rows), and fractional counts in unaligned rows with a short last
+         * quad, against a per-row upstream gradient. */
+        {600, 1000, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 1, 20.0},
+        {70, 1023, 1, 0, TALLY_REDUCTION_NONE, 0, 0, 0, 0.0},
+        /* Longer rows (tally_k_dm_bw_columns on the GPU): 64 lanes of one
+         * quad, fractional counts, a column block cut short; 16 lanes
+         * (fewer than a work-item's 32 residues), whole counts past the
+         * tables; two tiles, the second of 29 active lanes. */
+        {250, 1100, 1, 0, TALLY_REDUCTION_SUM, 0, 0, 0, 0.0},
+        {40, 1028, 0, 0, TALLY_REDUCTION_SUM, 3, 1, 1, 20.0},
+        {16500, 1025, 0, 0, TALLY_REDUCTION_MEAN, 7, 1, 0, 0.0},
     };
     tally_context *ctx = tt_context();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const dm_case *c = &cases[ci];
         const size_t nn = (size_t)(c->B * c->V), rows_out = c->per_row ? (size_t)c->B : 1, no = rows_out * c->V;
         float *n = tt_alloc(nn * 4), *la = tt_alloc(no * 4), *g = tt_alloc((size_t)c->B * 4 + 4);
-        tt_fill_uniform(n, nn, 300 + ci, 0.0, 6.0);
+        tt_fill_uniform(n, nn, 300 + ci, 0.0, c->top > 0.0 ? c->top : 6.0);
         for (size_t i = 0; i < nn; i++) {
             if (c->whole) n[i] = floorf(n[i]);
             if (c->zero_every && i % (size_t)c->zero_every == 0) n[i] = 0.0f;
@@ -591,7 +608,7 @@ static double ref_dm_loglik(const float *n, const double *la, int64_t B, int64_t
 START_TEST(dm_reference_matches_finite_differences)
 {
     for (int per_row = 0; per_row < 2; per_row++) {
-        const dm_case c = {3, 4, 0, per_row, TALLY_REDUCTION_SUM, 3, 0, 0};
+        const dm_case c = {3, 4, 0, per_row, TALLY_REDUCTION_SUM, 3, 0, 0, 0.0};
         float n[12], la[12], g[1] = {1.0f};
         tt_fill_uniform(n, 12, 11, 0.0, 5.0);
         n[0] = 0.0f;
@@ -712,7 +729,7 @@ START_TEST(dm_training_loop)
     ck_assert_msg(last < first - 0.5f, "loss fell only from %g to %g", (double)first, (double)last);
     /* The same loop in float64. */
     double lad[TRAIN_V] = {0};
-    const dm_case c = {TRAIN_B, TRAIN_V, 0, 0, TALLY_REDUCTION_MEAN, 0, 1, 0};
+    const dm_case c = {TRAIN_B, TRAIN_V, 0, 0, TALLY_REDUCTION_MEAN, 0, 1, 0, 0.0};
     float minus_one = -1.0f, laf[TRAIN_V];
     double grad[TRAIN_V], mag[TRAIN_V];
     for (int s = 0; s < TRAIN_STEPS; s++) {

@@ -78,7 +78,53 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
  *    the tree has one level); the upper levels and tally_k_dm_bw_scale
  *    finish it. (TALLY_K_DM_BW_FUSED_COLUMNS 0: tally_k_dm_bw_elements
  *    writes the weights transposed, [V, B], to scratch, and the planner's
- *    tree over B sums its V contiguous vectors.) */
+ *    tree over B sums its V contiguous vectors.)
+ * A shared alpha over rows of at most TALLY_K_DM_BW_LANES_MAX_V columns
+ * takes dm_backward_lanes instead of steps 1 (N) to 4: one read of the
+ * counts. */
+
+/* A shared alpha, B > 0, 0 < V <= TALLY_K_DM_BW_LANES_MAX_V, A already at
+ * a_off: tally_k_dm_bw_prep's tables at pre_off, tally_k_dm_bw_lanes's lane
+ * sums at p_off, then tally_k_dm_bw_lane_tree into the gradient (one level)
+ * or the column tree's partials, whose upper levels sum into s_off (*done =
+ * 0: tally_k_dm_bw_scale still to run). */
+static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backward_job *job, tally_buffer *scratch,
+                                      uint64_t a_off, uint64_t pre_off, uint64_t p_off, uint64_t s_off,
+                                      tally__gpu_tree_space c_space, int *done)
+{
+    const tally__array *counts = &job->counts, *g = &job->grad_out;
+    const uint64_t B = counts->rows, V = counts->cols;
+    const tally__tree_level *lv = &job->col_plan.level[0];
+    const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
+    *done = job->col_plan.levels == 1;
+    const tally__kargs_dm_bw_prep p = {.la = tally__gpu_at_view(&job->log_alpha), .V = V, .pre = {scratch, pre_off}};
+    tally_status st = tally__gpu_launch_dm_bw_prep(ctx, bounded_grid(ctx, TALLY_K_DM_BW_LANES_TABLE_N * V), &p);
+    if (st != TALLY_OK) return st;
+    /* One unit a lane of the column plan; on CUDA a grid of one wave. */
+    const uint64_t units = lv->tiles * lv->lanes;
+    uint64_t groups = capped_groups(ctx, units);
+    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * TALLY_K_DM_BW_LANES_GROUPS_PER_CU;
+    if (gc->resident_bound && TALLY_K_DM_BW_LANES_GROUPS_PER_CU != 0u && groups > one_wave) groups = one_wave;
+    const tally__kargs_dm_bw_lanes l = {
+        .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
+        .vec4 = tally__gpu_rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, pre_off}, .sums = {scratch, a_off},
+        .g = tally__gpu_at_view(g), .g_stride = g->stride, .per_row_grad = job->per_row_grad ? 1u : 0u,
+        .divide = job->divide ? 1u : 0u, .divisor = job->divisor, .B = B, .V = V,
+        .row_lanes = job->row_plan.level[0].lanes, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
+        .out = {scratch, p_off}};
+    st = tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
+    if (st != TALLY_OK) return st;
+    const tally__kargs_dm_bw_lane_tree lt = {
+        .part_in = {scratch, p_off}, .la = tally__gpu_at_view(&job->log_alpha), .B = B, .V = V, .lanes = lv->lanes,
+        .qpl = lv->quads_per_lane, .tiles = lv->tiles, .scale = *done ? 1u : 0u,
+        .out = *done ? tally__gpu_at_view(&job->grad_log_alpha) : (tally__gpu_at){scratch, c_space.a_off}};
+    st = tally__gpu_launch_dm_bw_lane_tree(ctx, capped_groups(ctx, tally__gpu_ceil_div(V, TALLY_K_DM_BW_COLS) * lv->tiles),
+                                           &lt);
+    if (st != TALLY_OK || *done) return st;
+    tally__gpu_result s_res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
+                               .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+    return tally__gpu_tree_upper(ctx, &job->col_plan, V, TALLY_COMBINE_SUM, &s_res, scratch, c_space);
+}
 
 /* Step 4 for a shared alpha (B > 0): tally_k_dm_bw_columns over level 0 of
  * the column plan, straight into the gradient when that is the only level
@@ -112,22 +158,33 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     const tally__array *out = &job->grad_log_alpha;
     const uint64_t B = counts->rows, V = counts->cols;
     const uint64_t a_vectors = job->per_row_alpha ? B : 1;
+    const int lanes = TALLY_K_DM_BW_LANES && !job->per_row_alpha && B > 0 && V > 0 &&
+                      V <= TALLY_K_DM_BW_LANES_MAX_V;
     const int fused = TALLY_K_DM_BW_FUSED_COLUMNS && !job->per_row_alpha && B > 0;
-    uint64_t weights = 0;
+    uint64_t weights = 0, lane_sums = 0;
     if (!job->per_row_alpha && !fused && tally__mul_u64(B, V, &weights))
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "gpu dirichlet_multinomial_backward: B*V overflows");
+    if (lanes && tally__mul_u64(job->col_plan.level[0].tiles * job->col_plan.level[0].lanes, V, &lane_sums))
+        return tally__error(ctx, TALLY_SIZE_OVERFLOW, "gpu dirichlet_multinomial_backward: lane sums overflow");
 
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
     tally__gpu_tree_space a_space = tally__gpu_tree_layout(&layout, &job->row_plan, a_vectors);
-    tally__gpu_tree_space n_space = tally__gpu_tree_layout(&layout, &job->row_plan, B);
+    tally__gpu_tree_space n_space = {0, 0};
+    if (!lanes) n_space = tally__gpu_tree_layout(&layout, &job->row_plan, B);
     const uint64_t zero_off = tally__gpu_take(&layout, a_vectors);
     const uint64_t a_off = tally__gpu_take(&layout, a_vectors);
-    const uint64_t n_off = tally__gpu_take(&layout, B > 0 ? B : 1);
-    const uint64_t rg_off = tally__gpu_take(&layout, 2 * (B > 0 ? B : 1));
+    uint64_t n_off = 0, rg_off = 0, pre_off = 0, p_off = 0;
+    if (lanes) {
+        pre_off = tally__gpu_take(&layout, (1u + TALLY_K_DM_BW_LANES_TABLE_N) * V);
+        p_off = tally__gpu_take(&layout, lane_sums);
+    } else {
+        n_off = tally__gpu_take(&layout, B > 0 ? B : 1);
+        rg_off = tally__gpu_take(&layout, 2 * (B > 0 ? B : 1));
+    }
     uint64_t w_off = 0, s_off = 0;
     tally__gpu_tree_space c_space = {0, 0};
     if (!job->per_row_alpha) {
-        if (!fused) w_off = tally__gpu_take(&layout, weights > 0 ? weights : 1);
+        if (!fused && !lanes) w_off = tally__gpu_take(&layout, weights > 0 ? weights : 1);
         s_off = tally__gpu_take(&layout, V);
         c_space = tally__gpu_tree_layout(&layout, &job->col_plan, V);
     }
@@ -145,7 +202,11 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     st = tally__gpu_tree(ctx, &a_src, &job->row_plan, TALLY_K_TERM_SHIFTED_EXP, TALLY_COMBINE_SUM, &a_res, scratch,
                          a_space);
     if (st != TALLY_OK) return st;
-    if (B > 0) {
+    if (lanes) {
+        int done = 0;
+        st = dm_backward_lanes(ctx, job, scratch, a_off, pre_off, p_off, s_off, c_space, &done);
+        if (st != TALLY_OK || done) return st;
+    } else if (B > 0) {
         tally__gpu_vectors n_src = {.buf = counts->buffer, .off = counts->offset, .cols = V,
                                     .stride = counts->stride,
                                     .mode = tally__gpu_rows_aligned16(ctx, counts) ? TALLY_K_LOAD_VEC4
@@ -189,7 +250,7 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
      * multiple of 4 (scratch regions start 256-byte aligned). */
     if (job->col_plan.levels == 0) {
         st = tally__gpu_fill(ctx, scratch, s_off, 1, V, 0u); /* the empty sum, as the host's tree gives */
-    } else if (!fused) {
+    } else if (!fused && !lanes) {
         tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = B, .stride = B,
                                     .mode = B % 4u == 0 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS, .nvec = V,
                                     .vec_stride = B};
