@@ -434,6 +434,36 @@ TALLY_KERNEL void tally_k_dm_bw_prep(TALLY_K_PARAMS(dm_bw_prep))
 }
 
 /*
+ * The counts of tally_k_dm_bw_lanes's step at column-plan quad `quad`: x[e][c]
+ * = column 4i + c of row 4 quad + e, for the quad's rows (0 past them or
+ * past the work-item's ncols columns), 16 bytes a row where the rows are
+ * aligned (vec4) and the work-item's quad is whole. Returns how many of the
+ * quad's rows exist (0 for quad >= quads: no step).
+ */
+TALLY_FN tally_u32 tally_k_dm_bw_lanes_load(TALLY_GLOBAL const float *counts, tally_u64 c_off, tally_u64 c_stride,
+                                            tally_u32 vec4, tally_u64 B, tally_u64 quads, tally_u64 quad,
+                                            tally_u32 i, tally_u32 ncols, float x[4][4])
+{
+    const tally_u64 row0 = 4u * quad;
+    const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
+#pragma unroll
+    for (tally_u32 e = 0; e < 4u; e++) {
+        TALLY_GLOBAL const float *row = counts + c_off + (row0 + e) * c_stride;
+        if (e < rows && vec4 && ncols == 4u) {
+            const tally_f4 w = TALLY_LOAD_F4(row, i);
+            x[e][0] = w.x;
+            x[e][1] = w.y;
+            x[e][2] = w.z;
+            x[e][3] = w.w;
+        } else {
+#pragma unroll
+            for (tally_u32 c = 0; c < 4u; c++) x[e][c] = e < rows && c < ncols ? row[4u * i + c] : 0.0f;
+        }
+    }
+    return rows;
+}
+
+/*
  * A shared alpha's gradient in one pass over the counts, for rows of at
  * most 4 * 256 columns (one tile of one-quad lanes: row_lanes of them, the
  * row plan). A unit is lane j of tile t of level 0 of the column plan
@@ -474,31 +504,26 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
         float acc[4];
 #pragma unroll
         for (tally_u32 c = 0; c < 4u; c++) acc[c] = -0.0f; /* -0 + x is x: the lane's first term */
-        for (tally_u32 q = 0; q < qpl; q++) {
-            const tally_u64 quad = first + (tally_u64)q * lanes + j;
-            if (quad >= quads) break; /* the same for the whole group */
-            const tally_u64 row0 = 4u * quad;
-            const tally_u32 rows = B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
-            float x[4][4];
+        float x[4][4];
+        tally_u32 rows = tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, first + j, i, ncols, x);
+        for (tally_u32 q = 0; rows > 0u; q++) {
+            const tally_u64 row0 = 4u * (first + (tally_u64)q * lanes + j);
 #pragma unroll
             for (tally_u32 e = 0; e < 4u; e++) {
-                TALLY_GLOBAL const float *row = counts + c_off + (row0 + e) * c_stride;
-                if (e < rows && vec4 && ncols == 4u) {
-                    const tally_f4 w = TALLY_LOAD_F4(row, i);
-                    x[e][0] = w.x;
-                    x[e][1] = w.y;
-                    x[e][2] = w.z;
-                    x[e][3] = w.w;
-                } else {
-#pragma unroll
-                    for (tally_u32 c = 0; c < 4u; c++) x[e][c] = e < rows && c < ncols ? row[v0 + c] : 0.0f;
-                }
                 /* Lane i of the row plan: its quad's counts in order. */
                 float n = x[e][0];
 #pragma unroll
                 for (tally_u32 c = 1; c < 4u; c++) n = c < ncols ? n + x[e][c] : n;
                 nsum[e * TALLY_K_GROUP_SIZE + i] = n;
             }
+#if TALLY_K_DM_BW_LANES_AHEAD
+            /* The next step's counts are loaded before this step's trees
+             * and weights, so that their latency is hidden behind them. */
+            float x_next[4][4];
+            const tally_u64 next = q + 1u < qpl ? first + (tally_u64)(q + 1u) * lanes + j : quads;
+            const tally_u32 rows_next =
+                tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, next, i, ncols, x_next);
+#endif
             /* The row trees of the rows' N, side by side. */
             for (tally_u32 s = row_lanes >> 1; s > 0u; s >>= 1) {
                 TALLY_BARRIER();
@@ -553,6 +578,17 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                     acc[c] = e < rows ? acc[c] + w : acc[c];
                 }
             }
+#if TALLY_K_DM_BW_LANES_AHEAD
+#pragma unroll
+            for (tally_u32 e = 0; e < 4u; e++) {
+#pragma unroll
+                for (tally_u32 c = 0; c < 4u; c++) x[e][c] = x_next[e][c];
+            }
+            rows = rows_next;
+#else
+            const tally_u64 next = q + 1u < qpl ? first + (tally_u64)(q + 1u) * lanes + j : quads;
+            rows = tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, next, i, ncols, x);
+#endif
         }
         TALLY_GLOBAL float *dst = out + out_off + (t * lanes + j) * V + v0;
 #pragma unroll

@@ -124,11 +124,18 @@
  * tally_k_dm_bw_lanes's table: 4 * 256 such rows of floats, 32 KiB of local
  * memory at 8, within OpenCL's 48 KiB with the row sums beside it. */
 #define TALLY_K_DM_BW_LANES_TABLE_N 8u
+/* 1: tally_k_dm_bw_lanes loads a step's counts before the previous step's
+ * trees and weights (16 more registers: ptxas for sm_90 needs 80, so three
+ * groups a multiprocessor; with four it spills 148 bytes). Placement of
+ * loads only. */
+#ifndef TALLY_K_DM_BW_LANES_AHEAD
+#define TALLY_K_DM_BW_LANES_AHEAD 1u
+#endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
  * Placement only; the same bits. */
 #ifndef TALLY_K_DM_BW_LANES_GROUPS_PER_CU
-#define TALLY_K_DM_BW_LANES_GROUPS_PER_CU 4u
+#define TALLY_K_DM_BW_LANES_GROUPS_PER_CU 3u
 #endif
 
 #endif /* TALLY_KERNEL_BACKWARD_ABI_H */
