@@ -49,7 +49,7 @@
  * variant): three (tally_k_gmm_tiles, _bw_weights, _bw_rows). The same
  * bits either way. */
 #ifndef TALLY_K_GMM_BW_FUSED
-#define TALLY_K_GMM_BW_FUSED 1u
+#define TALLY_K_GMM_BW_FUSED 0u
 #endif
 /* Rows a pass of tally_k_gmm_bw_fused (at least): its weights step runs a
  * row a work-item, one chain of some 24 exponentials while the group waits,
@@ -129,13 +129,13 @@
  * groups a multiprocessor; with four it spills 148 bytes). Placement of
  * loads only. */
 #ifndef TALLY_K_DM_BW_LANES_AHEAD
-#define TALLY_K_DM_BW_LANES_AHEAD 1u
+#define TALLY_K_DM_BW_LANES_AHEAD 0u
 #endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
  * Placement only; the same bits. */
 #ifndef TALLY_K_DM_BW_LANES_GROUPS_PER_CU
-#define TALLY_K_DM_BW_LANES_GROUPS_PER_CU 3u
+#define TALLY_K_DM_BW_LANES_GROUPS_PER_CU 4u
 #endif
 
 #endif /* TALLY_KERNEL_BACKWARD_ABI_H */
