@@ -125,11 +125,17 @@
  * memory at 8, within OpenCL's 48 KiB with the row sums beside it. */
 #define TALLY_K_DM_BW_LANES_TABLE_N 8u
 /* 1: tally_k_dm_bw_lanes loads a step's counts before the previous step's
- * trees and weights (16 more registers: ptxas for sm_90 needs 80, so three
- * groups a multiprocessor; with four it spills 148 bytes). Placement of
- * loads only. */
+ * trees and weights (16 more registers). Placement of loads only, the same
+ * bits. On an H100 (bench/RESULTS.md, GPU run 24) NVIDIA's OpenCL ran
+ * 65536 x 1024 in 350 us with it and 422 us without; CUDA in 235 us
+ * without it at four groups a multiprocessor, 280 us with it (ptxas spills
+ * 148 bytes at 64 registers) and 298 us with it at three (80 registers). */
 #ifndef TALLY_K_DM_BW_LANES_AHEAD
+#if TALLY_TARGET_CUDA
 #define TALLY_K_DM_BW_LANES_AHEAD 0u
+#else
+#define TALLY_K_DM_BW_LANES_AHEAD 1u
+#endif
 #endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
