@@ -683,15 +683,6 @@ TALLY_FN void tally_k_gmm_bw_store(tally_grad2 e, int drawn, float G, float t, t
     if (flags & TALLY_K_GMM_BW_WANT_LV) *glv_at = tally_canonical(e.b);
 }
 
-/* Rows a pass of tally_k_gmm_bw_fused for rows taken by `width` work-items
- * each: TALLY_K_GMM_BW_FUSED_ROWS, or more when that many rows at once fit
- * the group (the launcher sizes its grid with the same). */
-TALLY_FN tally_u32 tally_k_gmm_bw_fused_rows(tally_u32 width)
-{
-    const tally_u32 at_once = TALLY_K_GROUP_SIZE / width;
-    return at_once > TALLY_K_GMM_BW_FUSED_ROWS ? at_once : TALLY_K_GMM_BW_FUSED_ROWS;
-}
-
 /* Work-items per row in tally_k_gmm_bw_rows: the smallest power of two
  * >= D, 1 .. the group size (the launcher sizes its grid with the same). */
 TALLY_FN tally_u32 tally_k_gmm_bw_width(tally_u64 D)
@@ -832,73 +823,6 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                            mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, gzi + gzi_off, gzi_stride, B, K,
                            D, seed, subsequence, offset, flags, gz + gz_off, gz_stride, gmu + gmu_off, gmu_stride,
                            glv + glv_off, glv_stride);
-    }
-}
-
-/*
- * The three steps of the mixture's backward after the draw in one launch,
- * for a D plan of one tile (lanes lanes of qpl quads): a group takes R
- * rows a pass (tally_k_gmm_bw_fused_rows) and
- * 1. runs their R*K (row, component) D-trees (tally_k_gmm_tiles' units and
- *    operations, so its sums) into scratch[s_off + b*K + k];
- * 2. turns each row's sums into its weights (tally_k_gmm_bw_row_weights, a
- *    row a work-item);
- * 3. writes the rows' gradients (tally_k_gmm_bw_row, a segment of `width`
- *    work-items a row, TALLY_K_GROUP_SIZE / width rows at a time), reading
- *    mu and log_var again while the pass's rows are still in the caches,
- *    rather than from DRAM in a second kernel.
- * The steps meet at group barriers that order global memory.
- */
-TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_FUSED_BOUND) void tally_k_gmm_bw_fused(TALLY_K_PARAMS(gmm_bw_fused))
-{
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    TALLY_GLOBAL float *sc = scratch + scratch_off;
-    TALLY_GLOBAL const tally_i32 *picks = (TALLY_GLOBAL const tally_i32 *)(sc + picks_off);
-    const tally_u32 lid = TALLY_LID();
-    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
-    const int vec4 = load_mode == TALLY_K_LOAD_VEC4;
-    const float llse = K > 1u ? sc[lse_off] : 0.0f;
-    const tally_u32 width = tally_k_gmm_bw_width(D);
-    const tally_u32 at_once = TALLY_K_GROUP_SIZE / width;
-    const tally_u32 R = tally_k_gmm_bw_fused_rows(width);
-    const tally_u32 seg = lid / width, j = lid - seg * width;
-    /* Step 1's layout: segments of `lanes` work-items, a (row, component)
-     * unit each, R*K units a pass in chunks of `segments`. */
-    const tally_u32 segments = TALLY_K_GROUP_SIZE / lanes;
-    const tally_u32 tseg = lid / lanes, tj = lid - tseg * lanes;
-    const tally_u64 quads = tally_k_quads(D);
-    const tally_u64 active_all = tally_k_active(quads, 0u, lanes);
-    const tally_u64 units = (tally_u64)R * K;
-    for (tally_u64 row0 = TALLY_GROUP_ID() * (tally_u64)R; row0 < B; row0 += TALLY_GROUP_COUNT() * (tally_u64)R) {
-        for (tally_u64 u0 = 0; u0 < units; u0 += segments) {
-            const tally_u64 u = u0 + tseg;
-            const tally_u64 p = u / K;
-            const tally_u64 k = u - p * K;
-            const tally_u64 b = row0 + p;
-            const int valid = u < units && b < B;
-            const tally_u64 active = valid ? active_all : 0u;
-            if ((tally_u64)tj < active) {
-                const tally_k_src zs = tally_k_gmm_src(z + z_off, TALLY_F32, b * z_stride, D, vec4);
-                const tally_k_src ms = tally_k_gmm_src(mu + mu_off, TALLY_F32, b * mu_stride + k * D, D, vec4);
-                const tally_k_src ls = tally_k_gmm_src(lv + lv_off, TALLY_F32, b * lv_stride + k * D, D, vec4);
-                v[lid] = tally_k_gauss_lane(&zs, &ms, &ls, D, quads, 0u, lanes, qpl, tj, vec4);
-            }
-            tally_k_tree(v, lid, lanes, active, TALLY_COMBINE_SUM);
-            if (valid && tj == 0u) sc[s_off + b * K + k] = active > 0u ? v[lid] : 0.0f;
-        }
-        TALLY_BARRIER_GLOBAL(); /* step 2 reads the sums of other work-items */
-        if (lid < R && row0 + lid < B)
-            tally_k_gmm_bw_row_weights(sc, row0 + lid, logits + logits_off, llse, gq + gq_off, gq_stride, s_off,
-                                       picks_off, w_off, K, flags);
-        TALLY_BARRIER_GLOBAL(); /* step 3 reads the weights */
-        for (tally_u32 p = seg; p < R; p += at_once) {
-            const tally_u64 b = row0 + p;
-            if (b < B)
-                tally_k_gmm_bw_row(b, j, width, sc + s_off + b * K, sample ? picks[b] : -1, z + z_off + b * z_stride,
-                                   mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, gzi + gzi_off,
-                                   gzi_stride, B, K, D, seed, subsequence, offset, flags, gz + gz_off, gz_stride,
-                                   gmu + gmu_off, gmu_stride, glv + glv_off, glv_stride);
-        }
     }
 }
 

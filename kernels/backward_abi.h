@@ -44,30 +44,6 @@
 #define TALLY_K_GMM_BW_WANT_LV 32u
 #define TALLY_K_GMM_BW_WANT_W 64u
 
-/* 1: the mixture backward with a D plan of one tile runs its D-trees,
- * weights and gradients in one launch (tally_k_gmm_bw_fused); 0 (a bench
- * variant): three (tally_k_gmm_tiles, _bw_weights, _bw_rows). The same
- * bits either way. */
-#ifndef TALLY_K_GMM_BW_FUSED
-#define TALLY_K_GMM_BW_FUSED 0u
-#endif
-/* Rows a pass of tally_k_gmm_bw_fused (at least): its weights step runs a
- * row a work-item, one chain of some 24 exponentials while the group waits,
- * so a pass of more rows pays it for more work; 8 rows of 8 x 128 keep a
- * group's mu and log_var (64 KiB) in L2 between the steps with every
- * multiprocessor busy. Placement only; the same bits. */
-#ifndef TALLY_K_GMM_BW_FUSED_ROWS
-#define TALLY_K_GMM_BW_FUSED_ROWS 8u
-#endif
-/* Groups of 256 that tally_k_gmm_bw_fused should fit on a CUDA
- * multiprocessor at once (a register bound: 4 is 64 registers, 1024
- * work-items to hide DRAM latency; unbounded it takes 90, two groups).
- * 0 (a bench variant): no bound. Placement only; the same bits. */
-#ifndef TALLY_K_GMM_BW_FUSED_GROUPS_PER_CU
-#define TALLY_K_GMM_BW_FUSED_GROUPS_PER_CU 4u
-#endif
-#define TALLY_K_GMM_BW_FUSED_BOUND (TALLY_K_GMM_BW_FUSED_GROUPS_PER_CU > 0u ? TALLY_K_GMM_BW_FUSED_GROUPS_PER_CU : 1u)
-
 /* Components whose gradient parts tally_k_gmm_bw_rows keeps in registers
  * between its two passes over a row's components (later ones are computed
  * again: two more exponentials each). 0 (a bench variant) computes every

@@ -35,7 +35,7 @@
     K(narrow, narrow) K(rng_fill_half, rng_fill_half)                                                           \
     K(reduce_tiles_half, reduce_tiles) K(kl_tiles_half, kl_tiles) K(kl_backward, kl_backward)                   \
     K(dm_bw_rows, dm_bw_rows) K(dm_bw_elements, dm_bw_elements) K(dm_bw_scale, dm_bw_scale)                     \
-    K(gmm_bw_rows, gmm_bw_rows) K(gmm_bw_weights, gmm_bw_weights) K(gmm_bw_fused, gmm_bw_fused)   \
+    K(gmm_bw_rows, gmm_bw_rows) K(gmm_bw_weights, gmm_bw_weights) \
     K(kl_logits_stats, kl_logits_stats) K(kl_logits_tiles, kl_logits_tiles)         \
     K(kl_logits_pointwise, kl_logits_pointwise) K(kl_logits_rows, kl_logits_rows)                               \
     K(kl_logits_rows_pair, kl_logits_rows) K(cpu_reduce_tiles, reduce_tiles)                                  \
@@ -283,18 +283,6 @@
     BUF(z, z_off, IN, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
     BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(scratch, scratch_off, IN, f32) _ VAL(u64, c_off) _      \
     VAL(u64, picks_off) _ BUF(gzi, gzi_off, IN, f32) _ VAL(u64, gzi_stride) _ VAL(u64, B) _ VAL(u64, K) _        \
-    VAL(u64, D) _ VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ VAL(u32, flags) _                  \
-    BUF(gz, gz_off, OUT, f32) _ VAL(u64, gz_stride) _ BUF(gmu, gmu_off, OUT, f32) _ VAL(u64, gmu_stride) _       \
-    BUF(glv, glv_off, OUT, f32) _ VAL(u64, glv_stride)
-
-/* The mixture's D-trees, weights and gradients in one launch (a D plan of
- * one tile of `lanes` lanes of qpl quads; load_mode VEC4 or CONTIGUOUS). */
-#define TALLY_K_ARGS_gmm_bw_fused(BUF, VAL, _)                                                                  \
-    BUF(z, z_off, IN, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
-    BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ VAL(u32, lanes) _ VAL(u32, qpl) _ VAL(u32, load_mode) _     \
-    BUF(logits, logits_off, IN, f32) _ BUF(scratch, scratch_off, RW, f32) _ VAL(u64, s_off) _                   \
-    VAL(u64, lse_off) _ VAL(u64, picks_off) _ VAL(u64, w_off) _ BUF(gq, gq_off, IN, f32) _                       \
-    VAL(u64, gq_stride) _ BUF(gzi, gzi_off, IN, f32) _ VAL(u64, gzi_stride) _ VAL(u64, B) _ VAL(u64, K) _        \
     VAL(u64, D) _ VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ VAL(u32, flags) _                  \
     BUF(gz, gz_off, OUT, f32) _ VAL(u64, gz_stride) _ BUF(gmu, gmu_off, OUT, f32) _ VAL(u64, gmu_stride) _       \
     BUF(glv, glv_off, OUT, f32) _ VAL(u64, glv_stride)

@@ -273,9 +273,7 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
  *    upper levels), the forward's sums.
  * 4. tally_k_gmm_bw_weights: each row's component weights (over the sums)
  *    and logit weights, once a row;
- * 5. tally_k_gmm_bw_rows: the elementwise gradients. With a D plan of one
- *    tile, tally_k_gmm_bw_fused runs 3 to 5 in one launch, a few rows a
- *    pass, so that mu and log_var are read from DRAM once;
+ * 5. tally_k_gmm_bw_rows: the elementwise gradients;
  * 6. the planner's tree over B logit weights per logit (one vector per
  *    column, read with stride K), straight into grad_logits. */
 
@@ -330,44 +328,25 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
     uint32_t width = 1u; /* as tally_k_gmm_bw_width: the smallest power of two >= D, at most a group */
     while (width < TALLY_GPU_GROUP_SIZE && width < D) width <<= 1;
     const uint64_t row_groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / width);
-    if (TALLY_K_GMM_BW_FUSED && plan->levels <= 1) {
-        const tally__tree_level lv = tally__gpu_level0(plan);
-        const tally__kargs_gmm_bw_fused a = {
-            .z = z, .z_stride = zstride, .mu = tally__gpu_at_view(&f->mu), .mu_stride = f->mu.stride,
-            .lv = tally__gpu_at_view(&f->log_var), .lv_stride = f->log_var.stride, .lanes = lv.lanes,
-            .qpl = lv.quads_per_lane, .load_mode = load_mode, .logits = tally__gpu_gmm_logits(f),
-            .scratch = {scratch, 0}, .s_off = s_off, .lse_off = lse_off, .picks_off = picks_off, .w_off = w_off,
-            .gq = tally__gpu_at_view(&job->grad_log_q), .gq_stride = job->grad_log_q.stride,
-            .gzi = tally__gpu_at_view(&job->grad_z_in), .gzi_stride = job->grad_z_in.stride, .B = B, .K = K, .D = D,
-            .seed = rng.seed, .subsequence = rng.subsequence, .offset = rng.offset, .flags = flags,
-            .gz = tally__gpu_at_view(&job->grad_z), .gz_stride = job->grad_z.stride,
-            .gmu = tally__gpu_at_view(&job->grad_mu), .gmu_stride = job->grad_mu.stride,
-            .glv = tally__gpu_at_view(&job->grad_log_var), .glv_stride = job->grad_log_var.stride};
-        /* Rows a pass, as tally_k_gmm_bw_fused_rows. */
-        const uint64_t at_once = TALLY_GPU_GROUP_SIZE / width;
-        const uint64_t rows = at_once > TALLY_K_GMM_BW_FUSED_ROWS ? at_once : TALLY_K_GMM_BW_FUSED_ROWS;
-        st = tally__gpu_launch_gmm_bw_fused(ctx, tally__gpu_ceil_div(B, rows), &a);
-    } else {
-        st = tally__gpu_gmm_sums(ctx, f, B, z, zstride, load_mode, scratch, space, s_off);
-        if (st != TALLY_OK) return st;
-        const tally__kargs_gmm_bw_weights w = {
-            .logits = tally__gpu_gmm_logits(f), .scratch = {scratch, 0}, .s_off = s_off, .lse_off = lse_off,
-            .picks_off = picks_off, .w_off = w_off, .gq = tally__gpu_at_view(&job->grad_log_q),
-            .gq_stride = job->grad_log_q.stride, .B = B, .K = K, .flags = flags};
-        st = tally__gpu_launch_gmm_bw_weights(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &w);
-        if (st != TALLY_OK) return st;
-        /* The component weights are where the sums were (s_off). */
-        const tally__kargs_gmm_bw_rows r = {
-            .z = z, .z_stride = zstride, .mu = tally__gpu_at_view(&f->mu), .mu_stride = f->mu.stride,
-            .lv = tally__gpu_at_view(&f->log_var), .lv_stride = f->log_var.stride, .scratch = {scratch, 0},
-            .c_off = s_off, .picks_off = picks_off, .gzi = tally__gpu_at_view(&job->grad_z_in),
-            .gzi_stride = job->grad_z_in.stride, .B = B, .K = K, .D = D, .seed = rng.seed,
-            .subsequence = rng.subsequence, .offset = rng.offset, .flags = flags,
-            .gz = tally__gpu_at_view(&job->grad_z), .gz_stride = job->grad_z.stride,
-            .gmu = tally__gpu_at_view(&job->grad_mu), .gmu_stride = job->grad_mu.stride,
-            .glv = tally__gpu_at_view(&job->grad_log_var), .glv_stride = job->grad_log_var.stride};
-        st = tally__gpu_launch_gmm_bw_rows(ctx, row_groups, &r);
-    }
+    st = tally__gpu_gmm_sums(ctx, f, B, z, zstride, load_mode, scratch, space, s_off);
+    if (st != TALLY_OK) return st;
+    const tally__kargs_gmm_bw_weights w = {
+        .logits = tally__gpu_gmm_logits(f), .scratch = {scratch, 0}, .s_off = s_off, .lse_off = lse_off,
+        .picks_off = picks_off, .w_off = w_off, .gq = tally__gpu_at_view(&job->grad_log_q),
+        .gq_stride = job->grad_log_q.stride, .B = B, .K = K, .flags = flags};
+    st = tally__gpu_launch_gmm_bw_weights(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &w);
+    if (st != TALLY_OK) return st;
+    /* The component weights are where the sums were (s_off). */
+    const tally__kargs_gmm_bw_rows r = {
+        .z = z, .z_stride = zstride, .mu = tally__gpu_at_view(&f->mu), .mu_stride = f->mu.stride,
+        .lv = tally__gpu_at_view(&f->log_var), .lv_stride = f->log_var.stride, .scratch = {scratch, 0},
+        .c_off = s_off, .picks_off = picks_off, .gzi = tally__gpu_at_view(&job->grad_z_in),
+        .gzi_stride = job->grad_z_in.stride, .B = B, .K = K, .D = D, .seed = rng.seed,
+        .subsequence = rng.subsequence, .offset = rng.offset, .flags = flags,
+        .gz = tally__gpu_at_view(&job->grad_z), .gz_stride = job->grad_z.stride,
+        .gmu = tally__gpu_at_view(&job->grad_mu), .gmu_stride = job->grad_mu.stride,
+        .glv = tally__gpu_at_view(&job->grad_log_var), .glv_stride = job->grad_log_var.stride};
+    st = tally__gpu_launch_gmm_bw_rows(ctx, row_groups, &r);
     if (st != TALLY_OK || !want_w) return st;
 
     tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = 1, .stride = K, .mode = TALLY_K_LOAD_STRIDED,
