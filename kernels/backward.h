@@ -524,20 +524,46 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             const tally_u32 rows_next =
                 tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, next, i, ncols, x_next);
 #endif
-            /* The row trees of the rows' N, side by side. */
-            for (tally_u32 s = row_lanes >> 1; s > 0u; s >>= 1) {
+#if TALLY_HAS_WARP_SHUFFLE && TALLY_K_DM_BW_LANES_WARP_TREES
+            if (row_quads == TALLY_K_GROUP_SIZE) {
+                /* A row of 256 active lanes: warp e takes row e's tree,
+                 * the steps 128, 64 and 32 from local memory
+                 * (tally_k_tree_three_steps), then 16 .. 1 by shuffles, as
+                 * tally_k_reduce_rows_warp does: the same pairs in the same
+                 * order, with two barriers instead of ten. */
+                const tally_u32 w = i >> 5, l = i & 31u;
                 TALLY_BARRIER();
-                if (i < s && (tally_u64)(i + s) < row_quads) {
-                    for (tally_u32 e = 0; e < rows; e++)
-                        nsum[e * TALLY_K_GROUP_SIZE + i] = nsum[e * TALLY_K_GROUP_SIZE + i] + nsum[e * TALLY_K_GROUP_SIZE + i + s];
+                if (w < rows) {
+                    float n = tally_k_tree_three_steps(nsum + w * TALLY_K_GROUP_SIZE, l, 32u, TALLY_COMBINE_SUM);
+                    for (tally_u32 s = 16u; s > 0u; s >>= 1) {
+                        const float other = TALLY_WARP_SHUFFLE(n, (l + s) & 31u);
+                        if (l < s) n = n + other;
+                    }
+                    if (l == 0u) {
+                        row_rg[w] = tally_dm_grad_row(A, n);
+                        row_rg[4u + w] = per_row_grad ? g[g_off + (row0 + w) * g_stride] : g_shared;
+                    }
                 }
+                TALLY_BARRIER();
+            } else
+#endif
+            {
+                /* The row trees of the rows' N, side by side. */
+                for (tally_u32 s = row_lanes >> 1; s > 0u; s >>= 1) {
+                    TALLY_BARRIER();
+                    if (i < s && (tally_u64)(i + s) < row_quads) {
+                        for (tally_u32 e = 0; e < rows; e++)
+                            nsum[e * TALLY_K_GROUP_SIZE + i] =
+                                nsum[e * TALLY_K_GROUP_SIZE + i] + nsum[e * TALLY_K_GROUP_SIZE + i + s];
+                    }
+                }
+                TALLY_BARRIER();
+                if (i < rows) {
+                    row_rg[i] = tally_dm_grad_row(A, nsum[i * TALLY_K_GROUP_SIZE]);
+                    row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
+                }
+                TALLY_BARRIER();
             }
-            TALLY_BARRIER();
-            if (i < rows) {
-                row_rg[i] = tally_dm_grad_row(A, nsum[i * TALLY_K_GROUP_SIZE]);
-                row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
-            }
-            TALLY_BARRIER();
             /* T = psi(n + a) - psi(a) (tally_dm_grad_term_of) with psi(n +
              * a) from the table; the counts it lacks are marked in `rare`
              * and computed after, through one call site. */

@@ -113,6 +113,13 @@
 #define TALLY_K_DM_BW_LANES_AHEAD 1u
 #endif
 #endif
+/* 1: on CUDA, tally_k_dm_bw_lanes takes the row trees of rows whose 256
+ * lanes are all active (1021 to 1024 columns) a warp a row, with shuffles
+ * (two barriers a step instead of ten). 0 (a bench variant): the steps in
+ * local memory, as OpenCL takes them. The same bits either way. */
+#ifndef TALLY_K_DM_BW_LANES_WARP_TREES
+#define TALLY_K_DM_BW_LANES_WARP_TREES 1u
+#endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
  * Placement only; the same bits. */
