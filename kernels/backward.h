@@ -255,6 +255,30 @@ TALLY_KERNEL void tally_k_dm_bw_elements(TALLY_K_PARAMS(dm_bw_elements))
 }
 
 /*
+ * How the column kernels (tally_k_dm_bw_columns, tally_k_dm_bw_lane_tree)
+ * split their work: a unit is TALLY_K_DM_BW_COLS adjacent columns of one
+ * tile (`blocks` column blocks), work-item lid is (c, r) = (lid % COLS,
+ * lid / COLS) and plays lanes r + R m, m < M, of column c, R = min(lanes,
+ * TALLY_K_DM_BW_RESIDUES); the column plan has `quads` quads of rows.
+ */
+typedef struct tally_k_dm_bw_units {
+    tally_u32 c, r, R, M;
+    tally_u64 quads, blocks;
+} tally_k_dm_bw_units;
+
+TALLY_FN tally_k_dm_bw_units tally_k_dm_bw_units_of(tally_u32 lid, tally_u32 lanes, tally_u64 B, tally_u64 V)
+{
+    tally_k_dm_bw_units u;
+    u.c = lid % TALLY_K_DM_BW_COLS;
+    u.r = lid / TALLY_K_DM_BW_COLS;
+    u.R = lanes < TALLY_K_DM_BW_RESIDUES ? lanes : TALLY_K_DM_BW_RESIDUES;
+    u.M = lanes / u.R;
+    u.quads = (B + 3u) / 4u;
+    u.blocks = (V + (TALLY_K_DM_BW_COLS - 1u)) / TALLY_K_DM_BW_COLS;
+    return u;
+}
+
+/*
  * The steps of a column tile's tree once its lanes are summed: work-item
  * (c, r) holds lanes r + R m (m < M) of column c in acc. The steps s = 4R,
  * 2R, R (those below lanes) are taken in registers, lane r + R m taking
@@ -307,11 +331,9 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
     TALLY_LOCAL_ARRAY(float, rows_g, 4u * TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, rows_r, 4u * TALLY_K_GROUP_SIZE);
     const tally_u32 lid = TALLY_LID();
-    const tally_u32 c = lid % TALLY_K_DM_BW_COLS, r = lid / TALLY_K_DM_BW_COLS;
-    const tally_u32 R = lanes < TALLY_K_DM_BW_RESIDUES ? lanes : TALLY_K_DM_BW_RESIDUES;
-    const tally_u32 M = lanes / R;
-    const tally_u64 quads = (B + 3u) / 4u;
-    const tally_u64 blocks = (V + (TALLY_K_DM_BW_COLS - 1u)) / TALLY_K_DM_BW_COLS;
+    const tally_k_dm_bw_units L = tally_k_dm_bw_units_of(lid, lanes, B, V);
+    const tally_u32 c = L.c, r = L.r, R = L.R, M = L.M;
+    const tally_u64 quads = L.quads, blocks = L.blocks;
     TALLY_GLOBAL const float *G = rg + rg_off + B, *Rb = rg + rg_off;
     for (tally_u64 u = TALLY_GROUP_ID(); u < blocks * tiles; u += TALLY_GROUP_COUNT()) {
         const tally_u64 t = u % tiles, v = (u / tiles) * TALLY_K_DM_BW_COLS + c;
@@ -634,12 +656,9 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
 TALLY_KERNEL void tally_k_dm_bw_lane_tree(TALLY_K_PARAMS(dm_bw_lane_tree))
 {
     TALLY_LOCAL_ARRAY(float, part, TALLY_K_DM_BW_RESIDUES * TALLY_K_DM_BW_COLS);
-    const tally_u32 lid = TALLY_LID();
-    const tally_u32 c = lid % TALLY_K_DM_BW_COLS, r = lid / TALLY_K_DM_BW_COLS;
-    const tally_u32 R = lanes < TALLY_K_DM_BW_RESIDUES ? lanes : TALLY_K_DM_BW_RESIDUES;
-    const tally_u32 M = lanes / R;
-    const tally_u64 quads = (B + 3u) / 4u;
-    const tally_u64 blocks = (V + (TALLY_K_DM_BW_COLS - 1u)) / TALLY_K_DM_BW_COLS;
+    const tally_k_dm_bw_units L = tally_k_dm_bw_units_of(TALLY_LID(), lanes, B, V);
+    const tally_u32 c = L.c, r = L.r, R = L.R, M = L.M;
+    const tally_u64 quads = L.quads, blocks = L.blocks;
     for (tally_u64 u = TALLY_GROUP_ID(); u < blocks * tiles; u += TALLY_GROUP_COUNT()) {
         const tally_u64 t = u % tiles, v = (u / tiles) * TALLY_K_DM_BW_COLS + c;
         const int has_col = v < V;
