@@ -107,7 +107,7 @@
  * without it at four groups a multiprocessor, 280 us with it (ptxas spills
  * 148 bytes at 64 registers) and 298 us with it at three (80 registers). */
 #ifndef TALLY_K_DM_BW_LANES_AHEAD
-#if TALLY_TARGET_CUDA
+#if defined(TALLY_TARGET_CUDA) && TALLY_TARGET_CUDA
 #define TALLY_K_DM_BW_LANES_AHEAD 0u
 #else
 #define TALLY_K_DM_BW_LANES_AHEAD 1u
