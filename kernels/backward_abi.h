@@ -115,10 +115,12 @@
 #endif
 /* 1: on CUDA, tally_k_dm_bw_lanes takes the row trees of rows whose 256
  * lanes are all active (1021 to 1024 columns) a warp a row, with shuffles
- * (two barriers a step instead of ten). 0 (a bench variant): the steps in
- * local memory, as OpenCL takes them. The same bits either way. */
+ * (two barriers a step instead of ten); the same pairs in the same order.
+ * 0, the default until a GPU has run and timed it (no device machine could
+ * be had after it was written): the steps in local memory, as OpenCL takes
+ * them. */
 #ifndef TALLY_K_DM_BW_LANES_WARP_TREES
-#define TALLY_K_DM_BW_LANES_WARP_TREES 1u
+#define TALLY_K_DM_BW_LANES_WARP_TREES 0u
 #endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
