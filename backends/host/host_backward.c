@@ -4,6 +4,7 @@
  * tally/terms_backward.h and the shared tree (host_tree.c). These are the
  * reference bits that every other backend reproduces.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "host_backend.h"
@@ -132,48 +133,132 @@ static void dm_bw_elements(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
-/* Shared alpha: column v is a_v times the tree over b of the weights.
- * The column's digammas are tabulated once, as the GPU kernel does: psi(a)
- * and psi(k + a) for the whole counts k = 1 .. DM_BW_PSI_TABLE - 1, the
- * values the element-wise form computes (k + a is the same sum as n + a
- * for n == k), so a weight is tally_dm_grad_weight's operations on the
- * same values, g (R + T), whatever the table's length. */
+/* Shared alpha: column v is a_v times the column tree over b of the
+ * weights g_b (R_b + T_bv) (docs/reduction-tree.md, "Columns"). Level 0 is
+ * taken a lane at a time for every column at once, as the GPU's
+ * tally_k_dm_bw_lanes does: lane j of tile t visits the rows of its quads
+ * in order and adds each row's weights to V accumulators, so the counts are
+ * read row by row, contiguously. The lane sums then take the tree's steps
+ * column-wise, and the tiles' partials the plan's upper levels. The
+ * digammas of whole counts below DM_BW_PSI_TABLE are tabulated once a
+ * column, psi(k + a) at psi_tab[k V + v] (k + a is the same sum as n + a for
+ * n == k, so the same values as the element-wise form); others are
+ * computed where they occur. */
 #define DM_BW_PSI_TABLE 16u
-typedef struct dm_bw_col {
+typedef struct dm_bw_cols {
     const dm_bw_task *t;
-    uint64_t v;
-    float a;
-    float psi_a;
-    float psi_tab[DM_BW_PSI_TABLE];
-} dm_bw_col;
+    uint64_t V;
+    float *a;       /* V values: exp(log_alpha) */
+    float *psi_tab; /* DM_BW_PSI_TABLE rows of V: row 0 psi(a), row k psi(k + a) */
+    float *lanes;   /* tiles * lanes rows of V lane sums */
+} dm_bw_cols;
 
-static float term_col_weight(const void *st, uint64_t b)
+/* Level 0's lanes [begin, end) of the column plan, unit u = t lanes + j. */
+static void dm_bw_lane_sums(void *arg, uint64_t begin, uint64_t end)
 {
-    const dm_bw_col *c = st;
+    const dm_bw_cols *c = arg;
     const dm_bw_task *t = c->t;
-    const float n = t->counts[b * t->job->counts.stride + c->v];
-    float psi_na = 0.0f;
-    if (n >= 1.0f && n < (float)DM_BW_PSI_TABLE && n == tally_floor(n))
-        psi_na = c->psi_tab[(uint32_t)n];
-    else if (n != 0.0f)
-        psi_na = tally_digammaf(n + c->a);
-    return t->row_g[b] * (t->row_R[b] + tally_dm_grad_term_of(n, psi_na, c->psi_a));
+    const tally__tree_level *lv = &t->job->col_plan.level[0];
+    const uint64_t B = t->job->counts.rows, V = c->V, quads = (B + 3u) / 4u, stride = t->job->counts.stride;
+    for (uint64_t u = begin; u < end; u++) {
+        const uint64_t tile = u / lv->lanes, j = u % lv->lanes, first = tile * lv->lanes * lv->quads_per_lane;
+        float *acc = c->lanes + u * V;
+        for (uint64_t v = 0; v < V; v++) acc[v] = -0.0f; /* -0 + x is x: the lane's first term */
+        for (uint32_t q = 0; q < lv->quads_per_lane; q++) {
+            const uint64_t quad = first + (uint64_t)q * lv->lanes + j;
+            if (quad >= quads) break;
+            for (uint64_t b = 4u * quad; b < 4u * quad + 4u && b < B; b++) {
+                const float *n = t->counts + b * stride, G = t->row_g[b], R = t->row_R[b];
+                for (uint64_t v = 0; v < V; v++) {
+                    const float x = n[v];
+                    float psi_na = 0.0f; /* n == 0 reads no digamma */
+                    if (x >= 1.0f && x < (float)DM_BW_PSI_TABLE && x == tally_floor(x))
+                        psi_na = c->psi_tab[(uint32_t)x * V + v];
+                    else if (x != 0.0f)
+                        psi_na = tally_digammaf(x + c->a[v]);
+                    acc[v] = acc[v] + G * (R + tally_dm_grad_term_of(x, psi_na, c->psi_tab[v]));
+                }
+            }
+        }
+    }
 }
 
-static void dm_bw_columns(void *arg, uint64_t begin, uint64_t end)
+typedef struct dm_bw_partials {
+    const float *p; /* tile k's partial of this column at p[k * step] */
+    uint64_t step;
+} dm_bw_partials;
+
+static float term_partial(const void *st, uint64_t k)
 {
-    dm_bw_task *t = arg;
-    for (uint64_t v = begin; v < end; v++) {
-        dm_bw_col c = {.t = t, .v = v, .a = tally_expf(t->log_alpha[v])};
-        c.psi_a = tally_digammaf(c.a);
-        c.psi_tab[0] = 0.0f; /* n == 0 reads no digamma */
-        for (uint32_t k = 1; k < DM_BW_PSI_TABLE; k++) c.psi_tab[k] = tally_digammaf((float)k + c.a);
-        float s;
-        if (tally__host_tree_reduce(&t->job->col_plan, TALLY_COMBINE_SUM, term_col_weight, &c, 0, 0.0f, &s) !=
-            TALLY_OK)
-            t->failed = 1;
-        t->grad[v] = tally_canonical(c.a * s);
+    const dm_bw_partials *s = st;
+    return s->p[k * s->step];
+}
+
+/* Columns [begin, end): each tile's lane sums by the tree's steps (lane j
+ * takes lane j + s while that one is active), then the tiles' partials by
+ * the plan's upper levels (the planner's plan of a vector of `tiles`
+ * elements), times a_v. */
+static void dm_bw_column_trees(void *arg, uint64_t begin, uint64_t end)
+{
+    const dm_bw_cols *c = arg;
+    const dm_bw_task *t = c->t;
+    const tally__tree_level *lv = &t->job->col_plan.level[0];
+    const uint64_t V = c->V, quads = (t->job->counts.rows + 3u) / 4u;
+    for (uint64_t tile = 0; tile < lv->tiles; tile++) {
+        const uint64_t left = quads - tile * lv->lanes * lv->quads_per_lane;
+        const uint64_t active = left < lv->lanes ? left : lv->lanes;
+        float *lane0 = c->lanes + tile * lv->lanes * V;
+        for (uint32_t s = lv->lanes / 2u; s > 0u; s /= 2u) {
+            for (uint32_t j = 0; j < s && j + s < active; j++) {
+                float *dst = lane0 + (uint64_t)j * V;
+                const float *src = lane0 + (uint64_t)(j + s) * V;
+                for (uint64_t v = begin; v < end; v++) dst[v] = dst[v] + src[v];
+            }
+        }
     }
+    const tally__tree_plan upper = tally__plan_vector(lv->tiles);
+    for (uint64_t v = begin; v < end; v++) {
+        float sum = c->lanes[v];
+        if (lv->tiles > 1) {
+            const dm_bw_partials ps = {.p = c->lanes + v, .step = lv->lanes * V};
+            if (tally__host_tree_reduce(&upper, TALLY_COMBINE_SUM, term_partial, &ps, 0, 0.0f, &sum) != TALLY_OK)
+                ((dm_bw_task *)t)->failed = 1;
+        }
+        t->grad[v] = tally_canonical(c->a[v] * sum);
+    }
+}
+
+static void dm_bw_tables(void *arg, uint64_t begin, uint64_t end)
+{
+    const dm_bw_cols *c = arg;
+    for (uint64_t v = begin; v < end; v++) {
+        c->a[v] = tally_expf(c->t->log_alpha[v]);
+        c->psi_tab[v] = tally_digammaf(c->a[v]);
+        for (uint32_t k = 1; k < DM_BW_PSI_TABLE; k++) c->psi_tab[k * c->V + v] = tally_digammaf((float)k + c->a[v]);
+    }
+}
+
+/* The shared alpha's gradient (B > 0); 0, or -1 when out of memory. */
+static int dm_bw_shared(dm_bw_task *t)
+{
+    const tally__tree_level *lv = &t->job->col_plan.level[0];
+    const uint64_t V = t->job->counts.cols, units = lv->tiles * lv->lanes;
+    dm_bw_cols c = {.t = t, .V = V};
+    c.a = malloc((V > 0 ? V : 1) * sizeof(float));
+    c.psi_tab = malloc((V > 0 ? V : 1) * DM_BW_PSI_TABLE * sizeof(float));
+    c.lanes = units <= SIZE_MAX / sizeof(float) / (V > 0 ? V : 1) ? malloc((size_t)(units * (V > 0 ? V : 1)) * sizeof(float)) : NULL;
+    int rc = 0;
+    if (c.a == NULL || c.psi_tab == NULL || c.lanes == NULL) {
+        rc = -1;
+    } else {
+        tally__host_parallel_for(V, DM_BW_PSI_TABLE * 60u, dm_bw_tables, &c);
+        tally__host_parallel_for(units, 4u * lv->quads_per_lane * V * 8u + 1u, dm_bw_lane_sums, &c);
+        tally__host_parallel_for(V, units + 1u, dm_bw_column_trees, &c);
+    }
+    free(c.a);
+    free(c.psi_tab);
+    free(c.lanes);
+    return rc;
 }
 
 tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job)
@@ -199,8 +284,10 @@ tally_status tally__host_dirichlet_multinomial_backward(tally_context *ctx, cons
     tally__host_parallel_for(B, V * 2 + 60, dm_bw_row_terms, &t);
     if (job->per_row_alpha)
         tally__host_parallel_for(B, V * 90 + 1, dm_bw_elements, &t);
-    else
-        tally__host_parallel_for(V, B * 90 + 1, dm_bw_columns, &t);
+    else if (B > 0 && dm_bw_shared(&t) != 0)
+        t.failed = 1;
+    else if (B == 0) /* the empty sum, 0, times a_v, as the GPU backends take it */
+        for (uint64_t v = 0; v < V; v++) t.grad[v] = tally_canonical(tally_expf(t.log_alpha[v]) * 0.0f);
     free(t.row_g);
     free(t.row_R);
     if (t.failed) return tally__error(ctx, TALLY_OUT_OF_MEMORY, "host dirichlet_multinomial_backward: out of memory");
