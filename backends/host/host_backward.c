@@ -183,17 +183,6 @@ static void dm_bw_lane_sums(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
-typedef struct dm_bw_partials {
-    const float *p; /* tile k's partial of this column at p[k * step] */
-    uint64_t step;
-} dm_bw_partials;
-
-static float term_partial(const void *st, uint64_t k)
-{
-    const dm_bw_partials *s = st;
-    return s->p[k * s->step];
-}
-
 /* Columns [begin, end): each tile's lane sums by the tree's steps (lane j
  * takes lane j + s while that one is active), then the tiles' partials by
  * the plan's upper levels (the planner's plan of a vector of `tiles`
@@ -220,8 +209,9 @@ static void dm_bw_column_trees(void *arg, uint64_t begin, uint64_t end)
     for (uint64_t v = begin; v < end; v++) {
         float sum = c->lanes[v];
         if (lv->tiles > 1) {
-            const dm_bw_partials ps = {.p = c->lanes + v, .step = lv->lanes * V};
-            if (tally__host_tree_reduce(&upper, TALLY_COMBINE_SUM, term_partial, &ps, 0, 0.0f, &sum) != TALLY_OK)
+            /* Tile k's partial of column v is its lane 0's sum. */
+            const dm_bw_vec ps = {.p = c->lanes + v, .step = lv->lanes * V, .exp = 0};
+            if (tally__host_tree_reduce(&upper, TALLY_COMBINE_SUM, term_vec, &ps, 0, 0.0f, &sum) != TALLY_OK)
                 ((dm_bw_task *)t)->failed = 1;
         }
         t->grad[v] = tally_canonical(c->a[v] * sum);
