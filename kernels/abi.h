@@ -203,6 +203,22 @@
 /* Up to this many components each group computes the logits' logsumexp
  * itself; beyond it one small launch computes it once. */
 #define TALLY_K_GMM_INLINE_LSE_K 32u
+/* 1: where the kernels have warp shuffles (CUDA), a mixture whose rows fit
+ * a warp (kernels/gmm_warp.h: fp32, D a multiple of 4 up to 128, at most
+ * TALLY_K_GMM_WARP_MAX_K components, rows on 16-byte boundaries) runs
+ * tally_k_gmm_warp, a warp a row with no barrier, instead of
+ * tally_k_gmm_fused. The same values either way. */
+#ifndef TALLY_K_GMM_WARP
+#define TALLY_K_GMM_WARP 0u /* until a GPU has run it */
+#endif
+/* The most components a warp row holds (2 * 4 floats a component a
+ * work-item in registers). */
+#define TALLY_K_GMM_WARP_MAX_K 8u
+/* Groups of tally_k_gmm_warp a multiprocessor that CUDA's register budget
+ * must allow (128 registers at 2), and the one wave its grid is held to. */
+#ifndef TALLY_K_GMM_WARP_GROUPS_PER_CU
+#define TALLY_K_GMM_WARP_GROUPS_PER_CU 2u
+#endif
 
 /* Distributions of tally_k_rng_fill: tally_distribution (tally/flags.h). */
 /* Philox blocks each work-item of tally_k_rng_fill and tally_k_rng_fill_any

@@ -455,6 +455,24 @@ TALLY_KERNEL void tally_k_dm_bw_prep(TALLY_K_PARAMS(dm_bw_prep))
     }
 }
 
+/* Quad `quad` of a row of counts into x: one 16-byte load when `whole`
+ * (an aligned row, all four columns in it), else its first ncols columns,
+ * 0 past them. */
+TALLY_FN void tally_k_dm_bw_load_quad(TALLY_GLOBAL const float *row, tally_u32 quad, tally_u32 ncols, int whole,
+                                      float x[4])
+{
+    if (whole) {
+        const tally_f4 w = TALLY_LOAD_F4(row, quad);
+        x[0] = w.x;
+        x[1] = w.y;
+        x[2] = w.z;
+        x[3] = w.w;
+    } else {
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) x[c] = c < ncols ? row[4u * quad + c] : 0.0f;
+    }
+}
+
 /*
  * The counts of tally_k_dm_bw_lanes's step at column-plan quad `quad`: x[e][c]
  * = column 4i + c of row 4 quad + e, for the quad's rows (0 past them or
@@ -469,20 +487,25 @@ TALLY_FN tally_u32 tally_k_dm_bw_lanes_load(TALLY_GLOBAL const float *counts, ta
     const tally_u64 row0 = 4u * quad;
     const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
 #pragma unroll
-    for (tally_u32 e = 0; e < 4u; e++) {
-        TALLY_GLOBAL const float *row = counts + c_off + (row0 + e) * c_stride;
-        if (e < rows && vec4 && ncols == 4u) {
-            const tally_f4 w = TALLY_LOAD_F4(row, i);
-            x[e][0] = w.x;
-            x[e][1] = w.y;
-            x[e][2] = w.z;
-            x[e][3] = w.w;
-        } else {
-#pragma unroll
-            for (tally_u32 c = 0; c < 4u; c++) x[e][c] = e < rows && c < ncols ? row[4u * i + c] : 0.0f;
-        }
-    }
+    for (tally_u32 e = 0; e < 4u; e++)
+        tally_k_dm_bw_load_quad(counts + c_off + (row0 + e) * c_stride, i, e < rows ? ncols : 0u,
+                                e < rows && vec4 && ncols == 4u, x[e]);
     return rows;
+}
+
+/*
+ * T = psi(n + a) - psi(a) (tally_dm_grad_term_of) of a count n in column 4
+ * quad + c, with psi(n + a) from the lanes kernels' local table (laid out
+ * so that work-items reading consecutive quads never share a bank);
+ * *tabulated = 0 when the table lacks n, whose T the caller computes again
+ * out of line.
+ */
+TALLY_FN float tally_k_dm_bw_lanes_term(float n, tally_u32 c, tally_u32 quad, TALLY_LOCAL const float *psi_tab,
+                                        float psi_a, int *tabulated)
+{
+    *tabulated = tally_k_dm_bw_in_table(n, TALLY_K_DM_BW_LANES_TABLE_N);
+    const float psi_na = psi_tab[((*tabulated ? (tally_u32)n : 0u) * 4u + c) * TALLY_K_GROUP_SIZE + quad];
+    return tally_dm_grad_term_of(n, psi_na, psi_a);
 }
 
 /*
@@ -594,10 +617,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             for (tally_u32 e = 0; e < 4u; e++) {
 #pragma unroll
                 for (tally_u32 c = 0; c < 4u; c++) {
-                    const float n = x[e][c];
-                    const int tabulated = tally_k_dm_bw_in_table(n, TALLY_K_DM_BW_LANES_TABLE_N);
-                    const float psi_na = psi_tab[((tabulated ? (tally_u32)n : 0u) * 4u + c) * TALLY_K_GROUP_SIZE + i];
-                    x[e][c] = tally_dm_grad_term_of(n, psi_na, psi_a[c]);
+                    int tabulated;
+                    x[e][c] = tally_k_dm_bw_lanes_term(x[e][c], c, i, psi_tab, psi_a[c], &tabulated);
                     rare |= (!tabulated & (e < rows) & (c < ncols)) ? 1u << (4u * e + c) : 0u;
                 }
             }
@@ -643,6 +664,204 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
         for (tally_u32 c = 0; c < 4u; c++)
             if (c < ncols) dst[c] = acc[c];
     }
+}
+
+/*
+ * Row b's counts for tally_k_dm_bw_warps's work-item l: x[m][c] = column
+ * 4 (l + 32 m) + c, 16 bytes a quad where the rows are aligned (vec4) and
+ * the quad is whole, 0 past the row.
+ */
+TALLY_FN void tally_k_dm_bw_warps_load(TALLY_GLOBAL const float *counts, tally_u64 c_off, tally_u64 c_stride,
+                                       tally_u32 vec4, tally_u64 V, tally_u64 b, tally_u32 l, float x[8][4])
+{
+    TALLY_GLOBAL const float *row = counts + c_off + b * c_stride;
+#pragma unroll
+    for (tally_u32 m = 0; m < 8u; m++) {
+        const tally_u64 v0 = 4u * (tally_u64)(l + 32u * m);
+        const tally_u32 ncols = v0 >= V ? 0u : V - v0 < 4u ? (tally_u32)(V - v0) : 4u;
+        tally_k_dm_bw_load_quad(row, l + 32u * m, ncols, vec4 && ncols == 4u, x[m]);
+    }
+}
+
+/* Row k of unit (first, j) of tally_k_dm_bw_warps: row 4 g + e of quad g =
+ * first + q lanes + j, k = 4 q + e; B once the unit has no row k. */
+TALLY_FN tally_u64 tally_k_dm_bw_warps_row(tally_u64 k, tally_u64 first, tally_u32 lanes, tally_u32 qpl, tally_u32 j,
+                                           tally_u64 B)
+{
+    const tally_u64 q = k >> 2, g = first + q * lanes + j, b = 4u * g + (k & 3u);
+    return q < qpl && b < B ? b : B;
+}
+
+/*
+ * One unit of tally_k_dm_bw_warps (lane j of tile t of the column plan,
+ * rows from `first`), played by the calling warp, whose work-item l holds
+ * quads l + 32 m of each row. The kernel passes V = 1024 and row_lanes =
+ * 256 as constants for rows of 1024 columns, so that their column tests
+ * fold away.
+ */
+TALLY_FN void tally_k_dm_bw_warp_unit(TALLY_GLOBAL const float *counts, tally_u64 c_off, tally_u64 c_stride,
+                                      tally_u32 vec4, TALLY_GLOBAL const float *a_of, TALLY_LOCAL const float *psi_tab,
+                                      const float psi_a[8][4], float A, float psi_A, TALLY_GLOBAL const float *g,
+                                      tally_u64 g_off, tally_u64 g_stride, tally_u32 per_row_grad, float g_shared,
+                                      tally_u64 B, tally_u64 V, tally_u32 row_lanes, tally_u32 lanes, tally_u32 qpl,
+                                      tally_u64 first, tally_u32 j, tally_u32 l, float acc[8][4])
+{
+#if TALLY_HAS_WARP_SHUFFLE
+    const tally_u64 row_quads = (V + 3u) / 4u;
+#pragma unroll
+    for (tally_u32 m = 0; m < 8u; m++) {
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) acc[m][c] = -0.0f; /* -0 + x is x: the lane's first term */
+    }
+    float x[8][4];
+    tally_u64 b = tally_k_dm_bw_warps_row(0u, first, lanes, qpl, j, B);
+    if (b < B) tally_k_dm_bw_warps_load(counts, c_off, c_stride, vec4, V, b, l, x);
+    for (tally_u64 k = 0; b < B; k++) {
+        const tally_u64 b_next = tally_k_dm_bw_warps_row(k + 1u, first, lanes, qpl, j, B);
+        const float G = per_row_grad ? g[g_off + b * g_stride] : g_shared;
+        /* Lanes l + 32 m of the row plan: each quad's counts in order. */
+        float r[8];
+#pragma unroll
+        for (tally_u32 m = 0; m < 8u; m++) {
+            const tally_u64 v0 = 4u * (tally_u64)(l + 32u * m);
+            float n = x[m][0];
+#pragma unroll
+            for (tally_u32 c = 1; c < 4u; c++) n = v0 + c < V ? n + x[m][c] : n;
+            r[m] = n;
+        }
+        /* The row tree: step s pairs lane i < s with lane i + s <
+         * row_quads. Steps 128, 64 and 32 pair this work-item's own lanes,
+         * the rest pair work-items by shuffles. */
+        if (row_lanes >= 256u) {
+#pragma unroll
+            for (tally_u32 m = 0; m < 4u; m++)
+                if ((tally_u64)(l + 32u * (m + 4u)) < row_quads) r[m] = r[m] + r[m + 4u];
+        }
+        if (row_lanes >= 128u) {
+#pragma unroll
+            for (tally_u32 m = 0; m < 2u; m++)
+                if ((tally_u64)(l + 32u * (m + 2u)) < row_quads) r[m] = r[m] + r[m + 2u];
+        }
+        if (row_lanes >= 64u && (tally_u64)(l + 32u) < row_quads) r[0] = r[0] + r[1];
+        float n = r[0];
+#pragma unroll
+        for (tally_u32 s = 16u; s > 0u; s >>= 1) {
+            const float other = TALLY_WARP_SHUFFLE(n, (l + s) & 31u);
+            if (s < row_lanes && l < s && (tally_u64)(l + s) < row_quads) n = n + other;
+        }
+        const float R = tally_dm_grad_row_of(psi_A, A, TALLY_WARP_SHUFFLE(n, 0u));
+        /* T = psi(n + a) - psi(a) (tally_dm_grad_term_of) with psi(n + a)
+         * from the table; a count the table lacks is marked in `rare` and
+         * its term computed again below, out of line. */
+        tally_u32 rare = 0u;
+#pragma unroll
+        for (tally_u32 m = 0; m < 8u; m++) {
+#pragma unroll
+            for (tally_u32 c = 0; c < 4u; c++) {
+                int tabulated;
+                x[m][c] = tally_k_dm_bw_lanes_term(x[m][c], c, l + 32u * m, psi_tab, psi_a[m][c], &tabulated);
+                const int in_row = 4u * (tally_u64)(l + 32u * m) + c < V;
+                rare |= (!tabulated & in_row) ? 1u << (4u * m + c) : 0u;
+            }
+        }
+        if (rare != 0u) {
+#pragma unroll
+            for (tally_u32 m = 0; m < 8u; m++) {
+#pragma unroll
+                for (tally_u32 c = 0; c < 4u; c++) {
+                    if (!(rare & (1u << (4u * m + c)))) continue;
+                    const tally_u64 v = 4u * (tally_u64)(l + 32u * m) + c;
+                    const float cnt = counts[c_off + b * c_stride + v];
+                    x[m][c] = tally_dm_grad_term_of(cnt, tally_k_dm_bw_psi_untabulated(cnt, a_of[v]), psi_a[m][c]);
+                }
+            }
+        }
+        /* The next row's counts go out before this row's weights. */
+        float x_next[8][4];
+        if (b_next < B) tally_k_dm_bw_warps_load(counts, c_off, c_stride, vec4, V, b_next, l, x_next);
+#pragma unroll
+        for (tally_u32 m = 0; m < 8u; m++) {
+#pragma unroll
+            for (tally_u32 c = 0; c < 4u; c++) {
+                /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
+                acc[m][c] = acc[m][c] + G * (R + x[m][c]);
+                x[m][c] = x_next[m][c];
+            }
+        }
+        b = b_next;
+    }
+#endif
+}
+
+/*
+ * tally_k_dm_bw_lanes with a warp a unit, where the kernels have warp
+ * shuffles (CUDA; elsewhere the body is empty and the backend never
+ * launches it). Warp w of a group plays unit u (lane j of tile t of level
+ * 0 of the column plan) for every column at once: its work-item l holds
+ * quads l + 32 m (m < 8) of each of the unit's rows, which are lanes l + 32
+ * m of the row plan. A row's N is that plan's tree taken as
+ * tally_k_reduce_rows_warp takes it (the steps of 32 and more in
+ * registers, the others by shuffles: the same pairs in the same order), so
+ * the loop over the rows has no barrier, and a row's weights G (R + T) go
+ * to the lane accumulators in row order as in tally_k_dm_bw_lanes: the same
+ * sums, so the same bits. The next row's counts are loaded before this
+ * row's weights are computed. psi(k + a_v) comes from the same local table
+ * as in tally_k_dm_bw_lanes (work-item l reads quad l + 32 m: no two
+ * work-items of a warp share a bank).
+ */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_WARPS_GROUPS_PER_CU) void tally_k_dm_bw_warps(TALLY_K_PARAMS(dm_bw_lanes))
+{
+#if TALLY_HAS_WARP_SHUFFLE
+    TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_LANES_TABLE_N * 4u * TALLY_K_GROUP_SIZE);
+    const tally_u32 lid = TALLY_LID(), l = lid & 31u;
+    TALLY_GLOBAL const float *a_of = pre + pre_off, *tab = a_of + V;
+    /* Work-item lid copies quad lid's columns of every table row. */
+#pragma unroll
+    for (tally_u32 c = 0; c < 4u; c++) {
+        const tally_u64 v = 4u * (tally_u64)lid + c;
+        for (tally_u32 k = 0; k < TALLY_K_DM_BW_LANES_TABLE_N; k++)
+            psi_tab[(k * 4u + c) * TALLY_K_GROUP_SIZE + lid] = v < V ? tab[k * V + v] : 0.0f;
+    }
+    float psi_a[8][4];
+#pragma unroll
+    for (tally_u32 m = 0; m < 8u; m++) {
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) {
+            const tally_u64 v = 4u * (tally_u64)(l + 32u * m) + c;
+            psi_a[m][c] = v < V ? tab[v] : 0.0f;
+        }
+    }
+    TALLY_BARRIER();
+    const float A = sums[a_off];
+    const float psi_A = tally_digammaf(A);
+    const float g_shared = per_row_grad ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
+    const int full = vec4 && V == 4u * TALLY_K_GROUP_SIZE;
+    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u;
+    /* The unit loop is the same for the 32 work-items of a warp, so each
+     * shuffle has its whole warp. */
+    for (tally_u64 u = TALLY_GROUP_ID() * per_group + lid / 32u; u < tiles * lanes;
+         u += TALLY_GROUP_COUNT() * per_group) {
+        const tally_u64 t = u / lanes, first = t * lanes * qpl;
+        const tally_u32 j = (tally_u32)(u % lanes);
+        float acc[8][4];
+        if (full)
+            tally_k_dm_bw_warp_unit(counts, c_off, c_stride, 1u, a_of, psi_tab, psi_a, A, psi_A, g, g_off, g_stride,
+                                    per_row_grad, g_shared, B, 4u * TALLY_K_GROUP_SIZE, TALLY_K_GROUP_SIZE, lanes, qpl,
+                                    first, j, l, acc);
+        else
+            tally_k_dm_bw_warp_unit(counts, c_off, c_stride, vec4, a_of, psi_tab, psi_a, A, psi_A, g, g_off, g_stride,
+                                    per_row_grad, g_shared, B, V, row_lanes, lanes, qpl, first, j, l, acc);
+        TALLY_GLOBAL float *dst = out + out_off + (t * lanes + j) * V;
+#pragma unroll
+        for (tally_u32 m = 0; m < 8u; m++) {
+#pragma unroll
+            for (tally_u32 c = 0; c < 4u; c++) {
+                const tally_u64 v = 4u * (tally_u64)(l + 32u * m) + c;
+                if (v < V) dst[v] = acc[m][c];
+            }
+        }
+    }
+#endif
 }
 
 /*
@@ -869,6 +1088,116 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
                            D, seed, subsequence, offset, flags, gz + gz_off, gz_stride, gmu + gmu_off, gmu_stride,
                            glv + glv_off, glv_stride);
     }
+}
+
+/*
+ * The mixture's backward a warp a row (kernels/gmm_warp.h: rows that fit a
+ * warp): the draw when sampling, the D-trees and the row's logsumexp as
+ * the forward takes them, then what tally_k_gmm_bw_row_weights and
+ * tally_k_gmm_bw_row do, with mu and log_var read once: work-item k forms
+ * component k's weight c_k (and its logit weight, to w_off), and
+ * work-item l the gradients of its quad, per dimension the sum over k of
+ * the parts a in k order. y and exp(-lv/2) are formed once an element for
+ * both the term and its gradient (tally_gauss_term_of, tally_gmm_grad_of):
+ * the same operations on the same values, so the same bits.
+ */
+TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_WARP_GROUPS_PER_CU) void tally_k_gmm_bw_warp(TALLY_K_PARAMS(gmm_bw_warp))
+{
+#if TALLY_HAS_WARP_SHUFFLE
+    TALLY_GLOBAL float *sc = scratch + scratch_off;
+    TALLY_GLOBAL const float *lg = logits + logits_off;
+    const tally_u32 l = TALLY_LID() & 31u;
+    const int sample = (flags & TALLY_K_GMM_BW_SAMPLE) != 0u;
+    const int want_w = (flags & TALLY_K_GMM_BW_WANT_W) != 0u;
+    const int want_grads = (flags & (TALLY_K_GMM_BW_WANT_MU | TALLY_K_GMM_BW_WANT_LV)) != 0u;
+    const tally_u64 B4 = (B + 3u) & ~(tally_u64)3u, D2 = D + (D & 1u);
+    const tally_u32 quads = (tally_u32)(D / 4u);
+    const int has = l < quads;
+    const float llse = K > 1u ? sc[lse_off] : 0.0f;
+    /* Work-item k < K's logit (read where the weights need one). */
+    const float lg_l = (l < K && (K > 1u || want_w)) ? lg[l] : 0.0f;
+    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u;
+    /* The row loop is the same for the 32 work-items of a warp, so each
+     * shuffle has its whole warp. */
+    for (tally_u64 b = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u; b < B; b += TALLY_GROUP_COUNT() * per_group) {
+        float my[TALLY_K_GMM_WARP_MAX_K][4], li[TALLY_K_GMM_WARP_MAX_K][4];
+        tally_k_gmm_warp_load(mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, K, D, l, has, my, li);
+        float zq[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        tally_i32 c = -1;
+        if (sample) {
+            c = tally_k_gmm_warp_draw(lg, K, seed, subsequence, offset, B4, D2, b, l, has, my, li, zq, tq);
+            if (c < 0) {
+                /* No component: NaN gradients and logit weights, as
+                 * tally_k_gmm_bw_row and tally_k_gmm_bw_row_weights give. */
+                for (tally_u64 i = l; i < K * D; i += 32u) {
+                    if (flags & TALLY_K_GMM_BW_WANT_MU) gmu[gmu_off + b * gmu_stride + i] = TALLY_F32_NAN;
+                    if (flags & TALLY_K_GMM_BW_WANT_LV) glv[glv_off + b * glv_stride + i] = TALLY_F32_NAN;
+                }
+                if (want_w && l < K) sc[w_off + b * K + l] = TALLY_F32_NAN;
+                continue;
+            }
+        } else if (has) {
+            const tally_f4 z4 = TALLY_LOAD_F4(z + z_off + b * z_stride, l);
+            zq[0] = z4.x, zq[1] = z4.y, zq[2] = z4.z, zq[3] = z4.w;
+        }
+        float s[TALLY_K_GMM_WARP_MAX_K], s_l;
+        tally_k_gmm_warp_sums(zq, my, li, K, lanes, quads, l, s);
+        const float L = tally_k_gmm_warp_lse(s, lg_l, llse, K, l, &s_l);
+        /* Work-item k's weights, then every work-item has every c_k. */
+        const float g = (flags & TALLY_K_GMM_BW_HAS_GQ) ? gq[gq_off + b * gq_stride] : 0.0f;
+        if (want_w && l < K) sc[w_off + b * K + l] = tally_gmm_logit_weight(g, s_l, lg_l, llse, L);
+        const float c_l = tally_gmm_grad_weight(g, s_l, K > 1u ? lg_l : 0.0f, llse, L, K);
+        float cw[TALLY_K_GMM_WARP_MAX_K];
+#pragma unroll
+        for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) cw[k] = TALLY_WARP_SHUFFLE(c_l, k);
+        if (!has) continue;
+        /* The gradients of dimension 4l + w: a and b of every component
+         * (into my and li), dz = -(the sum of the a in k order), then the
+         * drawn component's terms (tally_k_gmm_bw_store's sample path). */
+#pragma unroll
+        for (tally_u32 w = 0; w < 4u; w++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) {
+                if (k < K) {
+                    const tally_grad2 e = tally_gmm_grad_of(my[k][w], li[k][w], cw[k]);
+                    my[k][w] = e.a;
+                    li[k][w] = e.b;
+                    acc = k == 0u ? e.a : acc + e.a;
+                }
+            }
+            const float dz = -acc;
+            const tally_u64 d = 4u * (tally_u64)l + w;
+            if (flags & TALLY_K_GMM_BW_WANT_GZ) gz[gz_off + b * gz_stride + d] = tally_canonical(dz);
+            if (!want_grads) continue;
+            const float G = (flags & TALLY_K_GMM_BW_HAS_GZ_IN) ? gzi[gzi_off + b * gzi_stride + d] + dz : dz;
+#pragma unroll
+            for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) {
+                if ((tally_u64)c == k) {
+                    my[k][w] = my[k][w] + G;
+                    li[k][w] = li[k][w] + G * (0.5f * tq[w]);
+                }
+            }
+        }
+        if (!want_grads) continue;
+#pragma unroll
+        for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) {
+            if (k >= K) continue;
+            if (flags & TALLY_K_GMM_BW_WANT_MU) {
+                tally_f4 o;
+                o.x = tally_canonical(my[k][0]), o.y = tally_canonical(my[k][1]);
+                o.z = tally_canonical(my[k][2]), o.w = tally_canonical(my[k][3]);
+                TALLY_STORE_F4(gmu + gmu_off + b * gmu_stride + k * D, l, o);
+            }
+            if (flags & TALLY_K_GMM_BW_WANT_LV) {
+                tally_f4 o;
+                o.x = tally_canonical(li[k][0]), o.y = tally_canonical(li[k][1]);
+                o.z = tally_canonical(li[k][2]), o.w = tally_canonical(li[k][3]);
+                TALLY_STORE_F4(glv + glv_off + b * glv_stride + k * D, l, o);
+            }
+        }
+    }
+#endif
 }
 
 #endif /* TALLY_KERNELS_BACKWARD_H */

@@ -53,6 +53,18 @@
 #endif
 #define TALLY_K_GMM_BW_KEEP_SLOTS (TALLY_K_GMM_BW_KEEP > 0u ? TALLY_K_GMM_BW_KEEP : 1u)
 
+/* 1: where the kernels have warp shuffles (CUDA), a mixture whose rows fit
+ * a warp (kernels/gmm_warp.h) takes its whole backward after the logits'
+ * logsumexp in tally_k_gmm_bw_warp, a warp a row, reading mu and log_var
+ * once (the draw, the D-trees, the weights and the gradients in one pass).
+ * 0: the separate launches. The same values either way. */
+#ifndef TALLY_K_GMM_BW_WARP
+#define TALLY_K_GMM_BW_WARP 0u /* until a GPU has run it */
+#endif
+#ifndef TALLY_K_GMM_BW_WARP_GROUPS_PER_CU
+#define TALLY_K_GMM_BW_WARP_GROUPS_PER_CU 2u
+#endif
+
 /* Rows per block of tally_k_dm_bw_elements's transposed (shared alpha) mode:
  * a column's run of 64 floats is two 128-byte lines, and the 15 digammas
  * that tabulate a column are paid once per 64 elements. */
@@ -121,6 +133,19 @@
  * them. */
 #ifndef TALLY_K_DM_BW_LANES_WARP_TREES
 #define TALLY_K_DM_BW_LANES_WARP_TREES 0u
+#endif
+/* 1: where the kernels have warp shuffles (CUDA), the lanes' work runs
+ * tally_k_dm_bw_warps, a warp a lane of the column plan with no barrier in
+ * its loop; 0: tally_k_dm_bw_lanes, a group a lane. The same sums in the
+ * same order either way. */
+#ifndef TALLY_K_DM_BW_WARPS
+#define TALLY_K_DM_BW_WARPS 0u /* until a GPU has run it */
+#endif
+/* Groups of tally_k_dm_bw_warps (8 warps, 8 lanes each) a multiprocessor:
+ * its registers (the counts of two rows, the accumulators and psi(a) of
+ * 32 columns a work-item) leave room for one. Placement only. */
+#ifndef TALLY_K_DM_BW_WARPS_GROUPS_PER_CU
+#define TALLY_K_DM_BW_WARPS_GROUPS_PER_CU 1u
 #endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.

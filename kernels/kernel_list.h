@@ -45,7 +45,8 @@
     K(gmm_fused_half, gmm_fused) K(dm_bw_columns, dm_bw_columns)        \
     K(categorical_short, categorical) K(categorical_staged, categorical)                                 \
     K(categorical_local, categorical) K(dm_bw_prep, dm_bw_prep) K(dm_bw_lanes, dm_bw_lanes)                     \
-    K(dm_bw_lane_tree, dm_bw_lane_tree)
+    K(dm_bw_lane_tree, dm_bw_lane_tree) K(dm_bw_warps, dm_bw_lanes) K(gmm_bw_warp, gmm_bw_warp)            \
+    K(gmm_warp, gmm_fused)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches
@@ -286,6 +287,19 @@
     VAL(u64, D) _ VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _ VAL(u32, flags) _                  \
     BUF(gz, gz_off, OUT, f32) _ VAL(u64, gz_stride) _ BUF(gmu, gmu_off, OUT, f32) _ VAL(u64, gmu_stride) _       \
     BUF(glv, glv_off, OUT, f32) _ VAL(u64, glv_stride)
+
+/* The mixture's whole backward a warp a row (after the logits' logsumexp
+ * at lse_off): the draw when sampling, the D-trees (a plan of one tile of
+ * `lanes` one-quad lanes), the weights (logit weights to w_off) and the
+ * gradients. */
+#define TALLY_K_ARGS_gmm_bw_warp(BUF, VAL, _)                                                                   \
+    BUF(z, z_off, IN, f32) _ VAL(u64, z_stride) _ BUF(mu, mu_off, IN, f32) _ VAL(u64, mu_stride) _               \
+    BUF(lv, lv_off, IN, f32) _ VAL(u64, lv_stride) _ BUF(logits, logits_off, IN, f32) _                          \
+    BUF(scratch, scratch_off, RW, f32) _ VAL(u64, lse_off) _ VAL(u64, w_off) _ BUF(gq, gq_off, IN, f32) _        \
+    VAL(u64, gq_stride) _ BUF(gzi, gzi_off, IN, f32) _ VAL(u64, gzi_stride) _ VAL(u64, B) _ VAL(u64, K) _        \
+    VAL(u64, D) _ VAL(u32, lanes) _ VAL(u64, seed) _ VAL(u64, subsequence) _ VAL(u64, offset) _                   \
+    VAL(u32, flags) _ BUF(gz, gz_off, OUT, f32) _ VAL(u64, gz_stride) _ BUF(gmu, gmu_off, OUT, f32) _             \
+    VAL(u64, gmu_stride) _ BUF(glv, glv_off, OUT, f32) _ VAL(u64, glv_stride)
 
 /* ---- The kernel signatures: TALLY_KERNEL void tally_k_x(TALLY_K_PARAMS(x)).
  * Device code only (the qualifiers come from tally/dialect.h). ---- */

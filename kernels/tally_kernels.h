@@ -19,6 +19,7 @@
 #include "kl.h"
 #include "dm.h"
 #include "gmm.h"
+#include "gmm_warp.h"
 #include "rng.h"
 #include "math_eval.h"
 #endif

@@ -159,6 +159,27 @@ START_TEST(digamma_dense_sample)
 }
 END_TEST
 
+/* tally_digammaf_shared (the CUDA Dirichlet-multinomial kernel's psi(N + A),
+ * a branch past the recurrence at x >= 6) gives tally_digammaf's bits: every
+ * 509th bit pattern of both signs (NaNs, infinities, zeros and subnormals
+ * among them), and every float of [5.99, 6.01] and next to 1, 2 and 3. */
+START_TEST(digamma_shared_same_bits)
+{
+    uint64_t n = 0;
+    for (uint64_t u = 0; u <= 0xffffffffu; u += 509u, n++) {
+        const float x = tt_float((uint32_t)u);
+        ck_assert_msg(tt_bits(tally_digammaf_shared(x)) == tt_bits(tally_digammaf(x)), "x = %a (0x%08x)", (double)x,
+                      (unsigned)u);
+    }
+    const float spans[][2] = {{5.99f, 6.01f}, {0.999f, 1.001f}, {1.999f, 2.001f}, {2.999f, 3.001f}};
+    for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) {
+        for (float x = spans[i][0]; x <= spans[i][1]; x = nextafterf(x, INFINITY), n++)
+            ck_assert_msg(tt_bits(tally_digammaf_shared(x)) == tt_bits(tally_digammaf(x)), "x = %a", (double)x);
+    }
+    ck_assert_uint_gt(n, 8000000u);
+}
+END_TEST
+
 /* ---- KL divergence backward ---------------------------------------------- */
 
 typedef struct kl_case {
@@ -805,8 +826,12 @@ static void gmm_run(tally_context *ctx, const gmm_case *c, const gmm_data *d, in
     tally_view lv = c->aligned ? put_at(ctx, d->lv, c->B, KD, 0, 4) : put(ctx, d->lv, c->B, KD, 0);
     tally_view lg = put(ctx, d->logits, 1, c->K, 0), gq = put(ctx, d->gq, c->B, 1, 0);
     tally_view gzi = put(ctx, d->gz, c->B, c->D, 0);
-    tally_view gz = put(ctx, NULL, c->B, c->D, 3), gmu = put(ctx, NULL, c->B, KD, 1);
-    tally_view glv = put(ctx, NULL, c->B, KD, 0), glg = put(ctx, NULL, 1, c->K, 0);
+    /* Aligned cases write aligned gradient rows too: CUDA then takes the
+     * whole backward a warp a row (tally_k_gmm_bw_warp) where D <= 128. */
+    tally_view gz = put(ctx, NULL, c->B, c->D, 3);
+    tally_view gmu = c->aligned ? put_at(ctx, NULL, c->B, KD, 0, 4) : put(ctx, NULL, c->B, KD, 1);
+    tally_view glv = c->aligned ? put_at(ctx, NULL, c->B, KD, 4, 8) : put(ctx, NULL, c->B, KD, 0);
+    tally_view glg = put(ctx, NULL, 1, c->K, 0);
     if (sample)
         tt_ok(tally_gmm_sample_backward(ctx, mu, lv, lg, c->K, rng, gzi, gq, gmu, glv, glg), ctx);
     else
@@ -828,6 +853,9 @@ static const gmm_case gmm_cases[] = {
     {6, 11, 9, 1, 0}, /* more components than the GPU kernel keeps in registers (TALLY_K_GMM_BW_KEEP) */
     /* Aligned quads: one level, and a D of several tree levels. */
     {300, 8, 8, 1, 1}, {17, 3, 36, 1, 1}, {2, 2, 20000, 0, 1},
+    /* Rows that fit a warp on CUDA: the founding shape's row, all 32 lanes
+     * of a tree, one component, a D of 4, and a D past 128. */
+    {256, 4, 64, 1, 1}, {40, 8, 128, 1, 1}, {33, 1, 12, 1, 1}, {9, 5, 4, 1, 1}, {7, 2, 132, 1, 1},
 };
 
 START_TEST(gmm_log_prob_backward_cases)
@@ -903,14 +931,24 @@ START_TEST(gmm_sample_backward_cases)
 {
     tally_context *ctx = tt_context();
     const tally_rng rng = {.seed = 0x1234abcdull, .subsequence = 5, .offset = 6};
+    /* Offset 8 puts each aligned row's normals on whole Philox blocks (the
+     * CUDA warp kernel's one block a quad); 6 does not. */
+    const tally_rng on_blocks = {.seed = 0x1234abcdull, .subsequence = 5, .offset = 8};
     for (size_t ci = 0; ci < sizeof gmm_cases / sizeof gmm_cases[0]; ci++) {
         const gmm_case *c = &gmm_cases[ci];
         const int64_t KD = c->K * c->D;
         gmm_data d = gmm_inputs(c, 900 + 10 * ci);
         gmm_grads got = gmm_grads_alloc(c), host = gmm_grads_alloc(c);
+        const size_t BD = (size_t)(c->B * c->D), BKD = (size_t)(c->B * KD);
+        if (c->aligned) {
+            gmm_run(ctx, c, &d, 1, on_blocks, &got);
+            gmm_run(host_context(), c, &d, 1, on_blocks, &host);
+            assert_same_bits(got.gmu, host.gmu, BKD, "grad_mu (offset 8)");
+            assert_same_bits(got.glv, host.glv, BKD, "grad_log_var (offset 8)");
+            if (c->K > 1) assert_same_bits(got.glogits, host.glogits, (size_t)c->K, "grad_logits (offset 8)");
+        }
         gmm_run(ctx, c, &d, 1, rng, &got);
         gmm_run(host_context(), c, &d, 1, rng, &host);
-        const size_t BD = (size_t)(c->B * c->D), BKD = (size_t)(c->B * KD);
         assert_same_bits(got.gmu, host.gmu, BKD, "grad_mu");
         assert_same_bits(got.glv, host.glv, BKD, "grad_log_var");
         if (c->K > 1) assert_same_bits(got.glogits, host.glogits, (size_t)c->K, "grad_logits");
@@ -969,13 +1007,27 @@ START_TEST(gmm_backward_edges_and_errors)
     const gmm_case c = {3, 2, 4, 1, 0};
     gmm_data d = gmm_inputs(&c, 1234);
     d.logits[1] = NAN; /* no component can be drawn: every row NaN */
+    const tally_rng rng = {1, 2, 3};
+    for (int aligned = 0; aligned < 2; aligned++) {
+        /* Aligned rows take CUDA's warp kernel, which writes the NaN rows itself. */
+        const int64_t at = aligned ? 4 : 2;
+        tally_view mu = put_at(ctx, d.mu, 3, 8, 0, at), lv = put_at(ctx, d.lv, 3, 8, 0, at);
+        tally_view lg = put(ctx, d.logits, 1, 2, 0), gq = put(ctx, d.gq, 3, 1, 0), gmu = put_at(ctx, NULL, 3, 8, 0, at);
+        tally_view glv = put_at(ctx, NULL, 3, 8, 4, at), glg = put(ctx, NULL, 1, 2, 0);
+        tt_ok(tally_gmm_sample_backward(ctx, mu, lv, lg, 2, rng, absent(), gq, gmu, glv, glg), ctx);
+        float out[24], logit_grads[2];
+        get(gmu, out);
+        for (int i = 0; i < 24; i++) ck_assert_uint_eq(tt_bits(out[i]), 0x7fc00000u);
+        get(glv, out);
+        for (int i = 0; i < 24; i++) ck_assert_uint_eq(tt_bits(out[i]), 0x7fc00000u);
+        get(glg, logit_grads);
+        ck_assert(isnan(logit_grads[0]) && isnan(logit_grads[1]));
+        tally_buffer_release(mu.buffer), tally_buffer_release(lv.buffer), tally_buffer_release(lg.buffer);
+        tally_buffer_release(gq.buffer), tally_buffer_release(gmu.buffer), tally_buffer_release(glv.buffer);
+        tally_buffer_release(glg.buffer);
+    }
     tally_view mu = put(ctx, d.mu, 3, 8, 0), lv = put(ctx, d.lv, 3, 8, 0), lg = put(ctx, d.logits, 1, 2, 0);
     tally_view gq = put(ctx, d.gq, 3, 1, 0), gmu = put(ctx, NULL, 3, 8, 0);
-    const tally_rng rng = {1, 2, 3};
-    tt_ok(tally_gmm_sample_backward(ctx, mu, lv, lg, 2, rng, absent(), gq, gmu, absent(), absent()), ctx);
-    float out[24];
-    get(gmu, out);
-    for (int i = 0; i < 24; i++) ck_assert_uint_eq(tt_bits(out[i]), 0x7fc00000u);
     /* Errors: K not dividing mu's columns, a wrong output shape, an output
      * over an input, a stream that would pass 2^64. */
     tally_view bad = put(ctx, NULL, 3, 7, 0);
@@ -1077,7 +1129,7 @@ START_TEST(gmm_training_loop)
 END_TEST
 
 TT_SUITE("backward",
-         {.name = "digamma", TT_FIXTURE, .timeout = 300, .tests = {digamma_known_values, digamma_dense_sample}},
+         {.name = "digamma", TT_FIXTURE, .timeout = 300, .tests = {digamma_known_values, digamma_dense_sample, digamma_shared_same_bits}},
          {.name = "kl", TT_FIXTURE, .timeout = 300,
           .tests = {kl_backward_cases, kl_reference_matches_finite_differences, kl_backward_special_values,
                     kl_backward_mixed_quads, kl_backward_errors_and_empty}},

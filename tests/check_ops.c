@@ -983,6 +983,10 @@ START_TEST(gmm_sample_shapes)
                      82, 0);
     check_gmm_sample(64, 4, 33, (tally_rng){.seed = 3, .subsequence = 1, .offset = 1000}, 1, 83, 0);
     check_gmm_sample(64, 4, 32, (tally_rng){.seed = 3, .subsequence = 1, .offset = 1000}, 1, 83, 1);
+    /* Aligned rows whose normals do not start a Philox block (CUDA's warp
+     * kernel draws them one element at a time), and the founding rows. */
+    check_gmm_sample(64, 4, 32, (tally_rng){.seed = 3, .subsequence = 1, .offset = 1002}, 0, 83, 1);
+    check_gmm_sample(256, 4, 64, (tally_rng){.seed = 11, .subsequence = 2, .offset = 0}, 1, 91, 1);
     check_gmm_sample(5, 2, 2000, (tally_rng){.seed = 4, .subsequence = 2, .offset = 4}, 0, 84, 0);
     check_gmm_sample(1, 1, 1, (tally_rng){.seed = 5, .subsequence = 3, .offset = 3}, 1, 85, 0);
     check_gmm_sample(33, 6, 7, (tally_rng){.seed = 6, .subsequence = 0, .offset = (1ull << 40) + 2}, 0, 86, 0);
@@ -994,30 +998,34 @@ START_TEST(gmm_sample_shapes)
 END_TEST
 
 /* Rows whose logits cannot be sampled get component -1 and NaN outputs;
- * sampling with and without the component output gives the same z. */
+ * sampling with and without the component output gives the same z. D = 4
+ * takes CUDA's warp kernel (kernels/gmm_warp.h), D = 3 the fused one. */
 START_TEST(gmm_sample_invalid_logits)
 {
     tally_context *ctx = tt_context();
-    int64_t B = 3, K = 2, D = 3;
-    float mu[18] = {0}, lv[18] = {0}, lg[2] = {NAN, 0.0f};
-    placed pm = place(mu, B, K * D, 0, K * D, 0), pl = place(lv, B, K * D, 0, K * D, 0), pg = place(lg, 1, K, 0, K, 0);
-    placed pz = place_out(TALLY_F32, B, D, 0, D), pq = place_out(TALLY_F32, B, 1, 0, 1),
-           pc = place_out(TALLY_I32, B, 1, 0, 1);
-    uint64_t consumed = 0;
-    tally_rng rng = {.seed = 9, .subsequence = 9, .offset = 8};
-    tt_ok(tally_gmm_sample(ctx, pm.view, pl.view, pg.view, K, rng, pz.view, pq.view, pc.view, &consumed), ctx);
-    float z[9], q[3];
-    int32_t c[3];
-    tt_read_placed(&pz, z);
-    tt_read_placed(&pq, q);
-    tt_read_placed(&pc, c);
-    for (int b = 0; b < 3; b++) {
-        ck_assert_int_eq(c[b], -1);
-        ck_assert(isnan(q[b]));
-        for (int d = 0; d < 3; d++) ck_assert(isnan(z[b * 3 + d]));
+    for (int64_t D = 3; D <= 4; D++) {
+        const int64_t B = 3, K = 2;
+        float mu[24] = {0}, lv[24] = {0}, lg[2] = {NAN, 0.0f};
+        placed pm = place(mu, B, K * D, 0, K * D, 0), pl = place(lv, B, K * D, 0, K * D, 0);
+        placed pg = place(lg, 1, K, 0, K, 0);
+        placed pz = place_out(TALLY_F32, B, D, 0, D), pq = place_out(TALLY_F32, B, 1, 0, 1),
+               pc = place_out(TALLY_I32, B, 1, 0, 1);
+        uint64_t consumed = 0;
+        tally_rng rng = {.seed = 9, .subsequence = 9, .offset = 8};
+        tt_ok(tally_gmm_sample(ctx, pm.view, pl.view, pg.view, K, rng, pz.view, pq.view, pc.view, &consumed), ctx);
+        float z[12], q[3];
+        int32_t c[3];
+        tt_read_placed(&pz, z);
+        tt_read_placed(&pq, q);
+        tt_read_placed(&pc, c);
+        for (int b = 0; b < 3; b++) {
+            ck_assert_int_eq(c[b], -1);
+            ck_assert(isnan(q[b]));
+            for (int d = 0; d < D; d++) ck_assert(isnan(z[b * D + d]));
+        }
+        ck_assert_uint_eq(consumed, 4 + 12); /* B4 = 4, B * D2 = 12 for both */
+        tt_placed_release_all(&pm, &pl, &pg, &pz, &pq, &pc);
     }
-    ck_assert_uint_eq(consumed, 4 + 12); /* B4 = 4, B * D2 = 12 */
-    tt_placed_release_all(&pm, &pl, &pg, &pz, &pq, &pc);
 }
 END_TEST
 

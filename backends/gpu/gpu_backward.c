@@ -100,11 +100,15 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
     const tally__kargs_dm_bw_prep p = {.la = tally__gpu_at_view(&job->log_alpha), .V = V, .pre = {scratch, pre_off}};
     tally_status st = tally__gpu_launch_dm_bw_prep(ctx, bounded_grid(ctx, TALLY_K_DM_BW_LANES_TABLE_N * V), &p);
     if (st != TALLY_OK) return st;
-    /* One unit a lane of the column plan; on CUDA a grid of one wave. */
+    /* One unit a lane of the column plan, a group a unit (tally_k_dm_bw_lanes)
+     * or, with warp shuffles, a warp a unit (tally_k_dm_bw_warps); on CUDA a
+     * grid of one wave. */
     const uint64_t units = lv->tiles * lv->lanes;
-    uint64_t groups = capped_groups(ctx, units);
-    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * TALLY_K_DM_BW_LANES_GROUPS_PER_CU;
-    if (gc->resident_bound && TALLY_K_DM_BW_LANES_GROUPS_PER_CU != 0u && groups > one_wave) groups = one_wave;
+    const int warps = TALLY_K_DM_BW_WARPS && gc->warp_shuffle;
+    const uint64_t per_cu = warps ? TALLY_K_DM_BW_WARPS_GROUPS_PER_CU : TALLY_K_DM_BW_LANES_GROUPS_PER_CU;
+    uint64_t groups = capped_groups(ctx, warps ? tally__gpu_ceil_div(units, TALLY_GPU_GROUP_SIZE / 32u) : units);
+    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * per_cu;
+    if (gc->resident_bound && per_cu != 0u && groups > one_wave) groups = one_wave;
     const tally__kargs_dm_bw_lanes l = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
         .vec4 = tally__gpu_rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, pre_off}, .sums = {scratch, a_off},
@@ -112,7 +116,7 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
         .divide = job->divide ? 1u : 0u, .divisor = job->divisor, .B = B, .V = V,
         .row_lanes = job->row_plan.level[0].lanes, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
         .out = {scratch, p_off}};
-    st = tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
+    st = warps ? tally__gpu_launch_dm_bw_warps(ctx, groups, &l) : tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
     if (st != TALLY_OK) return st;
     const tally__kargs_dm_bw_lane_tree lt = {
         .part_in = {scratch, p_off}, .la = tally__gpu_at_view(&job->log_alpha), .B = B, .V = V, .lanes = lv->lanes,
@@ -277,6 +281,81 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
  * 6. the planner's tree over B logit weights per logit (one vector per
  *    column, read with stride K), straight into grad_logits. */
 
+static uint32_t gmm_backward_flags(const tally__gmm_backward_job *job)
+{
+    uint32_t flags = 0;
+    if (job->sample) flags |= TALLY_K_GMM_BW_SAMPLE;
+    if (job->grad_log_q.buffer != NULL) flags |= TALLY_K_GMM_BW_HAS_GQ;
+    if (job->grad_z_in.buffer != NULL) flags |= TALLY_K_GMM_BW_HAS_GZ_IN;
+    if (job->grad_z.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_GZ;
+    if (job->grad_mu.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_MU;
+    if (job->grad_log_var.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_LV;
+    if (job->grad_logits.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_W;
+    return flags;
+}
+
+/* 1 when tally_k_gmm_bw_warp takes the job (kernels/backward_abi.h,
+ * TALLY_K_GMM_BW_WARP): warp shuffles; D a multiple of 4 up to 128, a D
+ * plan of one tile of one-quad lanes; K small enough for its registers;
+ * every row it reads or writes 16 bytes at a time on a 16-byte boundary. */
+static int gmm_backward_fits_warp(tally_context *ctx, const tally__gmm_backward_job *job)
+{
+    const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
+    const tally__gmm_job *f = &job->fwd;
+    const uint64_t D = f->dim;
+    if (!TALLY_K_GMM_BW_WARP || !gc->warp_shuffle || D == 0 || D % 4u != 0 || D > 128u) return 0;
+    if (f->components > TALLY_K_GMM_WARP_MAX_K || f->dim_plan.levels != 1 ||
+        f->dim_plan.level[0].quads_per_lane != 1 || f->dim_plan.level[0].tiles != 1)
+        return 0;
+    const tally__array *rows[] = {&f->mu, &f->log_var, job->sample ? NULL : &f->z,
+                                  job->grad_mu.buffer != NULL ? &job->grad_mu : NULL,
+                                  job->grad_log_var.buffer != NULL ? &job->grad_log_var : NULL};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i] != NULL && !tally__gpu_rows_aligned16(ctx, rows[i])) return 0;
+    return 1;
+}
+
+/* The whole backward after the logits' logsumexp: tally_k_gmm_bw_warp, a
+ * warp a row (8 a group), the logit weights to w_off. */
+static tally_status gmm_backward_warp(tally_context *ctx, const tally__gmm_backward_job *job, tally_buffer *scratch,
+                                      uint64_t lse_off, uint64_t w_off, uint32_t flags)
+{
+    const tally__gmm_job *f = &job->fwd;
+    const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
+    const uint64_t B = f->mu.rows;
+    uint64_t groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
+    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * TALLY_K_GMM_BW_WARP_GROUPS_PER_CU;
+    if (gc->resident_bound && groups > one_wave) groups = one_wave;
+    const tally__kargs_gmm_bw_warp a = {
+        .z = job->sample ? (tally__gpu_at){NULL, 0} : tally__gpu_at_view(&f->z), .z_stride = f->z.stride,
+        .mu = tally__gpu_at_view(&f->mu), .mu_stride = f->mu.stride, .lv = tally__gpu_at_view(&f->log_var),
+        .lv_stride = f->log_var.stride, .logits = tally__gpu_gmm_logits(f), .scratch = {scratch, 0},
+        .lse_off = lse_off, .w_off = w_off, .gq = tally__gpu_at_view(&job->grad_log_q),
+        .gq_stride = job->grad_log_q.stride, .gzi = tally__gpu_at_view(&job->grad_z_in),
+        .gzi_stride = job->grad_z_in.stride, .B = B, .K = f->components, .D = f->dim,
+        .lanes = f->dim_plan.level[0].lanes, .seed = f->rng.seed, .subsequence = f->rng.subsequence,
+        .offset = f->rng.offset, .flags = flags, .gz = tally__gpu_at_view(&job->grad_z),
+        .gz_stride = job->grad_z.stride, .gmu = tally__gpu_at_view(&job->grad_mu),
+        .gmu_stride = job->grad_mu.stride, .glv = tally__gpu_at_view(&job->grad_log_var),
+        .glv_stride = job->grad_log_var.stride};
+    return tally__gpu_launch_gmm_bw_warp(ctx, groups, &a);
+}
+
+/* The planner's tree over the B logit weights of each logit (a vector a
+ * column, read with stride K), straight into grad_logits. */
+static tally_status gmm_backward_logits(tally_context *ctx, const tally__gmm_backward_job *job, tally_buffer *scratch,
+                                        uint64_t w_off, tally__gpu_tree_space c_space)
+{
+    const uint64_t K = job->fwd.components;
+    tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = 1, .stride = K, .mode = TALLY_K_LOAD_STRIDED,
+                                .nvec = K, .vec_stride = 1};
+    tally__gpu_result w_res = {.buf = job->grad_logits.buffer, .off = job->grad_logits.offset,
+                               .stride = job->grad_logits.stride, .finish = TALLY_K_FINISH_NONE, .divisor = 0.0f,
+                               .shift = NULL, .shift_off = 0};
+    return tally__gpu_tree(ctx, &w_src, &job->col_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &w_res, scratch,
+                           c_space);
+}
+
 tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backward_job *job)
 {
     const tally__gmm_job *f = &job->fwd;
@@ -288,13 +367,15 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
     if (tally__mul_u64(B, K, &BK) || (job->sample && tally__mul_u64(B, D, &BD)))
         return tally__error(ctx, TALLY_SIZE_OVERFLOW, "gpu gmm backward: scratch size overflows");
 
+    const int warp = gmm_backward_fits_warp(ctx, job);
     tally__gpu_layout layout = {.floats = 0, .overflow = 0};
     const uint64_t lse_off = tally__gpu_take(&layout, 1);
-    const uint64_t picks_off = job->sample ? tally__gpu_take(&layout, B) : 0;
-    const uint64_t z_off = job->sample ? tally__gpu_take(&layout, BD > 0 ? BD : 1) : 0;
-    const uint64_t s_off = tally__gpu_take(&layout, BK);
+    const uint64_t picks_off = job->sample && !warp ? tally__gpu_take(&layout, B) : 0;
+    const uint64_t z_off = job->sample && !warp ? tally__gpu_take(&layout, BD > 0 ? BD : 1) : 0;
+    const uint64_t s_off = warp ? 0 : tally__gpu_take(&layout, BK);
     const uint64_t w_off = want_w ? tally__gpu_take(&layout, BK) : 0;
-    tally__gpu_tree_space space = tally__gpu_tree_layout(&layout, plan, BK);
+    tally__gpu_tree_space space = {0, 0};
+    if (!warp) space = tally__gpu_tree_layout(&layout, plan, BK);
     tally__gpu_tree_space c_space = {0, 0};
     if (want_w) c_space = tally__gpu_tree_layout(&layout, &job->col_plan, K);
     tally_buffer *scratch = NULL;
@@ -305,6 +386,12 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
         st = tally__gpu_gmm_lse(ctx, f, (tally__gpu_at){scratch, lse_off});
         if (st != TALLY_OK) return st;
     }
+    const uint32_t flags = gmm_backward_flags(job);
+    if (warp) {
+        st = gmm_backward_warp(ctx, job, scratch, lse_off, w_off, flags);
+        if (st != TALLY_OK || !want_w) return st;
+        return gmm_backward_logits(ctx, job, scratch, w_off, c_space);
+    }
     tally__gpu_at z = tally__gpu_at_view(&f->z);
     uint64_t zstride = f->z.stride;
     if (job->sample) {
@@ -313,14 +400,6 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
         st = tally__gpu_gmm_draw(ctx, f, B, (tally__gpu_at){NULL, 0}, 0, (tally__gpu_at){scratch, picks_off}, z, D);
         if (st != TALLY_OK) return st;
     }
-    uint32_t flags = 0;
-    if (job->sample) flags |= TALLY_K_GMM_BW_SAMPLE;
-    if (job->grad_log_q.buffer != NULL) flags |= TALLY_K_GMM_BW_HAS_GQ;
-    if (job->grad_z_in.buffer != NULL) flags |= TALLY_K_GMM_BW_HAS_GZ_IN;
-    if (job->grad_z.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_GZ;
-    if (job->grad_mu.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_MU;
-    if (job->grad_log_var.buffer != NULL) flags |= TALLY_K_GMM_BW_WANT_LV;
-    if (want_w) flags |= TALLY_K_GMM_BW_WANT_W;
     /* The D-trees read quads where the forward would (the same tree order
      * either way, so the same sums). */
     const int vec4 = tally__gpu_gmm_vec4(ctx, f, job->sample ? scratch : NULL, z_off);
@@ -348,12 +427,5 @@ tally_status tally__gpu_gmm_backward(tally_context *ctx, const tally__gmm_backwa
         .glv = tally__gpu_at_view(&job->grad_log_var), .glv_stride = job->grad_log_var.stride};
     st = tally__gpu_launch_gmm_bw_rows(ctx, row_groups, &r);
     if (st != TALLY_OK || !want_w) return st;
-
-    tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = 1, .stride = K, .mode = TALLY_K_LOAD_STRIDED,
-                                .nvec = K, .vec_stride = 1};
-    tally__gpu_result w_res = {.buf = job->grad_logits.buffer, .off = job->grad_logits.offset,
-                               .stride = job->grad_logits.stride, .finish = TALLY_K_FINISH_NONE, .divisor = 0.0f,
-                               .shift = NULL, .shift_off = 0};
-    return tally__gpu_tree(ctx, &w_src, &job->col_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &w_res, scratch,
-                           c_space);
+    return gmm_backward_logits(ctx, job, scratch, w_off, c_space);
 }

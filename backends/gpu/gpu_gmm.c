@@ -126,6 +126,21 @@ static uint64_t fused_rows_per_pass(tally_context *ctx, uint64_t B, uint64_t K, 
     return rows_per_pass > most ? most : rows_per_pass;
 }
 
+/* 1 when tally_k_gmm_warp takes the job (kernels/gmm_warp.h): warp
+ * shuffles; fp32 views whose rows are whole aligned quads (vec4); D a
+ * multiple of 4 up to 128 in one level of one-quad lanes; K small enough
+ * for its registers. */
+static int gmm_fits_warp(tally_context *ctx, const tally__gmm_job *job, int vec4)
+{
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    const int fp32 = tally__gpu_kdtype(&job->z) == TALLY_F32 && tally__gpu_kdtype(&job->mu) == TALLY_F32 &&
+                     tally__gpu_kdtype(&job->log_var) == TALLY_F32 &&
+                     (job->components == 1 || tally__gpu_kdtype(&job->logits) == TALLY_F32);
+    return TALLY_K_GMM_WARP && g->warp_shuffle && fp32 && vec4 && job->dim > 0 && job->dim <= 128u &&
+           job->components <= TALLY_K_GMM_WARP_MAX_K && job->dim_plan.levels == 1 &&
+           job->dim_plan.level[0].quads_per_lane == 1 && job->dim_plan.level[0].tiles == 1;
+}
+
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
 {
     const uint64_t B = job->z.rows, K = job->components, D = job->dim;
@@ -177,6 +192,14 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
         /* The fp32 kernel is kept free of the half loads (kernels/gmm.h). */
         const int any_half = a.z_dtype != TALLY_F32 || a.mu_dtype != TALLY_F32 || a.lv_dtype != TALLY_F32 ||
                              a.logits_dtype != TALLY_F32;
+        if (gmm_fits_warp(ctx, job, vec4)) {
+            /* A warp a row, 8 rows a group, on CUDA a grid of one wave. */
+            const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+            uint64_t groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
+            const uint64_t one_wave = (g->compute_units != 0 ? g->compute_units : 128u) * TALLY_K_GMM_WARP_GROUPS_PER_CU;
+            if (g->resident_bound && groups > one_wave) groups = one_wave;
+            return tally__gpu_launch_gmm_warp(ctx, groups, &a);
+        }
         const uint64_t groups = tally__gpu_ceil_div(B, rows_per_pass);
         return any_half ? tally__gpu_launch_gmm_fused_half(ctx, groups, &a) : tally__gpu_launch_gmm_fused(ctx, groups, &a);
     }

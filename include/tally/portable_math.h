@@ -863,6 +863,28 @@ TALLY_FN float tally_lgammaf(float x)
  * 3e-39 overflows to -inf, psi(+inf) = +inf, x < 0 gives the quiet NaN (no
  * reflection: no op of tally reads one), a NaN input is returned unchanged.
  */
+/* tally_digammaf after its recurrence: psi(x) from y = x shifted up to at
+ * least 6 (with the shift's rounding errors ylo) and the sum shi + slo of
+ * the reciprocals it stepped over, then the special values of x. */
+TALLY_FN float tally_pm_digamma_tail(float x, float y, float ylo, float shi, float slo)
+{
+    const float w = tally_recipf(y);
+    const float w2 = w * w;
+    float p = -0x1.f07c20p-8f;                 /* -1/132 */
+    p = 0x1.111112p-8f + w2 * p;               /*  1/240 */
+    p = -0x1.041042p-8f + w2 * p;              /* -1/252 */
+    p = 0x1.111112p-7f + w2 * p;               /*  1/120 */
+    p = -0x1.555556p-4f + w2 * p;              /* -1/12 */
+    const float series = (0.5f * w) - w2 * p;  /* 1/(2y) + 1/(12y^2) - ... */
+    const tally_pm_f2 lg = tally_pm_log_parts(y);
+    float res = (lg.hi - shi) + (((lg.lo - slo) - series) + ylo * w);
+    res = (shi == TALLY_F32_INF) ? -TALLY_F32_INF : res;
+    res = (x == TALLY_F32_INF) ? x : res;
+    res = (x == 0.0f) ? -TALLY_F32_INF : res;
+    res = (x < 0.0f) ? TALLY_F32_NAN : res;
+    return (x != x) ? x : res;
+}
+
 TALLY_FN float tally_digammaf(float x)
 {
     float y = x, ylo = 0.0f;
@@ -886,21 +908,21 @@ TALLY_FN float tally_digammaf(float x)
         slo = slo + (((shi - (t - bp)) + (r[i] - bp)) + c[i]);
         shi = t;
     }
-    const float w = tally_recipf(y);
-    const float w2 = w * w;
-    float p = -0x1.f07c20p-8f;                 /* -1/132 */
-    p = 0x1.111112p-8f + w2 * p;               /*  1/240 */
-    p = -0x1.041042p-8f + w2 * p;              /* -1/252 */
-    p = 0x1.111112p-7f + w2 * p;               /*  1/120 */
-    p = -0x1.555556p-4f + w2 * p;              /* -1/12 */
-    const float series = (0.5f * w) - w2 * p;  /* 1/(2y) + 1/(12y^2) - ... */
-    const tally_pm_f2 lg = tally_pm_log_parts(y);
-    float res = (lg.hi - shi) + (((lg.lo - slo) - series) + ylo * w);
-    res = (shi == TALLY_F32_INF) ? -TALLY_F32_INF : res;
-    res = (x == TALLY_F32_INF) ? x : res;
-    res = (x == 0.0f) ? -TALLY_F32_INF : res;
-    res = (x < 0.0f) ? TALLY_F32_NAN : res;
-    return (x != x) ? x : res;
+    return tally_pm_digamma_tail(x, y, ylo, shi, slo);
+}
+
+/*
+ * tally_digammaf with a branch, for an argument that every work-item of a
+ * warp shares (a row's N + A): at x >= 6, and for a NaN, no step of the
+ * recurrence is taken, so y = x and ylo, shi and slo are +0 (the sums of
+ * +0s that tally_digammaf forms), and its tail alone gives its bits without
+ * the six reciprocals. A branch on an argument that differs between
+ * work-items would run both sides; tally_digammaf has none.
+ */
+TALLY_FN float tally_digammaf_shared(float x)
+{
+    if (!(x < 6.0f)) return tally_pm_digamma_tail(x, x, 0.0f, 0.0f, 0.0f);
+    return tally_digammaf(x);
 }
 
 #endif /* TALLY_PORTABLE_MATH_H */

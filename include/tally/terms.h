@@ -282,11 +282,17 @@ TALLY_FN float tally_dm_row(float A, float N, float S, tally_u32 flags)
  * exponential of tally_expf's bits: tally_expf here, tally_expf_split in
  * the GPU kernels (kernels/gmm.h).
  */
+/* The term from y = (z - mu) * exp(-0.5 * lv) at hand (a kernel that also
+ * needs y for the term's gradient computes it once). */
+TALLY_FN float tally_gauss_term_of(float y, float lv)
+{
+    return (-0.5f * (y * y) - 0.5f * lv) - TALLY_HALF_LOG_2PI;
+}
 #define TALLY_DEFINE_GAUSS_TERM(fn_name, exp_fn)                      \
     TALLY_FN float fn_name(float z, float mu, float lv)               \
     {                                                                 \
         float y = (z - mu) * exp_fn(-0.5f * lv);                      \
-        return (-0.5f * (y * y) - 0.5f * lv) - TALLY_HALF_LOG_2PI;    \
+        return tally_gauss_term_of(y, lv);                            \
     }
 TALLY_DEFINE_GAUSS_TERM(tally_gauss_term, tally_expf)
 

@@ -87,6 +87,14 @@ TALLY_FN float tally_dm_grad_row(float A, float N)
     return tally_digammaf(A) - tally_digammaf(N + A);
 }
 
+/* tally_dm_grad_row with psi(A) at hand (psi_A = tally_digammaf(A)), for
+ * kernels that take many rows of one A, a row a warp: the same value, with
+ * psi(N + A) through tally_digammaf_shared. */
+TALLY_FN float tally_dm_grad_row_of(float psi_A, float A, float N)
+{
+    return psi_A - tally_digammaf_shared(N + A);
+}
+
 /* The element part from psi_na = psi(n + a) and psi_a = psi(a) at hand (the
  * GPU kernel tabulates them per column); psi_na is not read for n == 0. */
 TALLY_FN float tally_dm_grad_term_of(float n, float psi_na, float psi_a)
@@ -150,19 +158,23 @@ TALLY_FN float tally_gmm_logit_weight(float g, float s_k, float logit_k, float l
 
 /*
  * One (component, dimension) element's gradients of c * tally_gauss_term(z,
- * mu, lv), with is = exp(-0.5 lv) and y = (z - mu) * is as in the forward:
+ * mu, lv), with is = exp(-0.5 lv) and y = (z - mu) * is as in the forward
+ * (tally_gmm_grad_of from y and is at hand):
  * d/dmu = c * (y * is) (a), d/dlv = c * (0.5 * (y * y) - 0.5) (b);
  * d/dz is -(d/dmu). Stamped out per exponential, as tally_gauss_term.
  */
+TALLY_FN tally_grad2 tally_gmm_grad_of(float y, float is, float c)
+{
+    tally_grad2 r;
+    r.a = c * (y * is);
+    r.b = c * (0.5f * (y * y) - 0.5f);
+    return r;
+}
 #define TALLY_DEFINE_GMM_GRAD_ELEM(fn_name, exp_fn)                     \
     TALLY_FN tally_grad2 fn_name(float z, float mu, float lv, float c)  \
     {                                                                   \
         const float is = exp_fn(-0.5f * lv);                            \
-        const float y = (z - mu) * is;                                  \
-        tally_grad2 r;                                                  \
-        r.a = c * (y * is);                                             \
-        r.b = c * (0.5f * (y * y) - 0.5f);                              \
-        return r;                                                       \
+        return tally_gmm_grad_of((z - mu) * is, is, c);                 \
     }
 TALLY_DEFINE_GMM_GRAD_ELEM(tally_gmm_grad_elem, tally_expf)
 
