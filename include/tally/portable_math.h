@@ -25,6 +25,8 @@
  *   tally_lgammaf(x)     log|Gamma(x)| for x > 0 only: see its comment.
  *   tally_digammaf(x)    psi(x) for x > 0: about 1 ulp, 2.5 ulp on [1, 6), 2e-8 absolute
  *                        next to its root (docs/accuracy.md).
+ *   tally_digammaf_shared(x)  tally_digammaf's bits through a branch, for an
+ *                        argument a whole warp shares.
  *   tally_sqrtf(x)       correctly rounded.
  *   tally_recipf(x)      1/x correctly rounded.
  *   tally_divf(a, b)     a/b correctly rounded, subnormal quotients included.
