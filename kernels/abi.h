@@ -209,7 +209,7 @@
  * tally_k_gmm_warp, a warp a row with no barrier, instead of
  * tally_k_gmm_fused. The same values either way. */
 #ifndef TALLY_K_GMM_WARP
-#define TALLY_K_GMM_WARP 0u /* until a GPU has run it */
+#define TALLY_K_GMM_WARP 1u
 #endif
 /* The most components a warp row holds (2 * 4 floats a component a
  * work-item in registers). */

@@ -543,6 +543,7 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
         psi_a[c] = c < ncols ? tab[v0 + c] : 0.0f;
     }
     const float A = sums[a_off];
+    const float psi_A = tally_digammaf(A);
     const float g_shared = per_row_grad ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
     for (tally_u64 u = TALLY_GROUP_ID(); u < tiles * lanes; u += TALLY_GROUP_COUNT()) {
         const tally_u64 t = u / lanes, j = u % lanes, first = t * lanes * qpl;
@@ -585,7 +586,7 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                         if (l < s) n = n + other;
                     }
                     if (l == 0u) {
-                        row_rg[w] = tally_dm_grad_row(A, n);
+                        row_rg[w] = tally_dm_grad_row_of(psi_A, A, n);
                         row_rg[4u + w] = per_row_grad ? g[g_off + (row0 + w) * g_stride] : g_shared;
                     }
                 }
@@ -604,7 +605,7 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                 }
                 TALLY_BARRIER();
                 if (i < rows) {
-                    row_rg[i] = tally_dm_grad_row(A, nsum[i * TALLY_K_GROUP_SIZE]);
+                    row_rg[i] = tally_dm_grad_row_of(psi_A, A, nsum[i * TALLY_K_GROUP_SIZE]);
                     row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
                 }
                 TALLY_BARRIER();

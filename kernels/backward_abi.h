@@ -59,7 +59,7 @@
  * once (the draw, the D-trees, the weights and the gradients in one pass).
  * 0: the separate launches. The same values either way. */
 #ifndef TALLY_K_GMM_BW_WARP
-#define TALLY_K_GMM_BW_WARP 0u /* until a GPU has run it */
+#define TALLY_K_GMM_BW_WARP 1u
 #endif
 #ifndef TALLY_K_GMM_BW_WARP_GROUPS_PER_CU
 #define TALLY_K_GMM_BW_WARP_GROUPS_PER_CU 2u
