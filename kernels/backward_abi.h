@@ -134,19 +134,6 @@
 #ifndef TALLY_K_DM_BW_LANES_WARP_TREES
 #define TALLY_K_DM_BW_LANES_WARP_TREES 0u
 #endif
-/* 1: where the kernels have warp shuffles (CUDA), the lanes' work runs
- * tally_k_dm_bw_warps, a warp a lane of the column plan with no barrier in
- * its loop; 0: tally_k_dm_bw_lanes, a group a lane. The same sums in the
- * same order either way. */
-#ifndef TALLY_K_DM_BW_WARPS
-#define TALLY_K_DM_BW_WARPS 0u /* until a GPU has run it */
-#endif
-/* Groups of tally_k_dm_bw_warps (8 warps, 8 lanes each) a multiprocessor:
- * its registers (the counts of two rows, the accumulators and psi(a) of
- * 32 columns a work-item) leave room for one. Placement only. */
-#ifndef TALLY_K_DM_BW_WARPS_GROUPS_PER_CU
-#define TALLY_K_DM_BW_WARPS_GROUPS_PER_CU 1u
-#endif
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
  * Placement only; the same bits. */

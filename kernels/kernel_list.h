@@ -45,7 +45,7 @@
     K(gmm_fused_half, gmm_fused) K(dm_bw_columns, dm_bw_columns)        \
     K(categorical_short, categorical) K(categorical_staged, categorical)                                 \
     K(categorical_local, categorical) K(dm_bw_prep, dm_bw_prep) K(dm_bw_lanes, dm_bw_lanes)                     \
-    K(dm_bw_lane_tree, dm_bw_lane_tree) K(dm_bw_warps, dm_bw_lanes) K(gmm_bw_warp, gmm_bw_warp)            \
+    K(dm_bw_lane_tree, dm_bw_lane_tree) K(gmm_bw_warp, gmm_bw_warp)            \
     K(gmm_warp, gmm_fused)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking

@@ -159,8 +159,8 @@ START_TEST(digamma_dense_sample)
 }
 END_TEST
 
-/* tally_digammaf_shared (the CUDA Dirichlet-multinomial kernel's psi(N + A),
- * a branch past the recurrence at x >= 6) gives tally_digammaf's bits: every
+/* tally_digammaf_shared (the GPU lanes kernel's psi(N + A), a branch past
+ * the recurrence at x >= 6) gives tally_digammaf's bits: every
  * 509th bit pattern of both signs (NaNs, infinities, zeros and subnormals
  * among them), and every float of [5.99, 6.01] and next to 1, 2 and 3. */
 START_TEST(digamma_shared_same_bits)

@@ -100,15 +100,11 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
     const tally__kargs_dm_bw_prep p = {.la = tally__gpu_at_view(&job->log_alpha), .V = V, .pre = {scratch, pre_off}};
     tally_status st = tally__gpu_launch_dm_bw_prep(ctx, bounded_grid(ctx, TALLY_K_DM_BW_LANES_TABLE_N * V), &p);
     if (st != TALLY_OK) return st;
-    /* One unit a lane of the column plan, a group a unit (tally_k_dm_bw_lanes)
-     * or, with warp shuffles, a warp a unit (tally_k_dm_bw_warps); on CUDA a
-     * grid of one wave. */
+    /* One unit a lane of the column plan; on CUDA a grid of one wave. */
     const uint64_t units = lv->tiles * lv->lanes;
-    const int warps = TALLY_K_DM_BW_WARPS && gc->warp_shuffle;
-    const uint64_t per_cu = warps ? TALLY_K_DM_BW_WARPS_GROUPS_PER_CU : TALLY_K_DM_BW_LANES_GROUPS_PER_CU;
-    uint64_t groups = capped_groups(ctx, warps ? tally__gpu_ceil_div(units, TALLY_GPU_GROUP_SIZE / 32u) : units);
-    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * per_cu;
-    if (gc->resident_bound && per_cu != 0u && groups > one_wave) groups = one_wave;
+    uint64_t groups = capped_groups(ctx, units);
+    const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * TALLY_K_DM_BW_LANES_GROUPS_PER_CU;
+    if (gc->resident_bound && TALLY_K_DM_BW_LANES_GROUPS_PER_CU != 0u && groups > one_wave) groups = one_wave;
     const tally__kargs_dm_bw_lanes l = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride,
         .vec4 = tally__gpu_rows_aligned16(ctx, counts) ? 1u : 0u, .pre = {scratch, pre_off}, .sums = {scratch, a_off},
@@ -116,7 +112,7 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
         .divide = job->divide ? 1u : 0u, .divisor = job->divisor, .B = B, .V = V,
         .row_lanes = job->row_plan.level[0].lanes, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
         .out = {scratch, p_off}};
-    st = warps ? tally__gpu_launch_dm_bw_warps(ctx, groups, &l) : tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
+    st = tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
     if (st != TALLY_OK) return st;
     const tally__kargs_dm_bw_lane_tree lt = {
         .part_in = {scratch, p_off}, .la = tally__gpu_at_view(&job->log_alpha), .B = B, .V = V, .lanes = lv->lanes,

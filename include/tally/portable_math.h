@@ -25,8 +25,8 @@
  *   tally_lgammaf(x)     log|Gamma(x)| for x > 0 only: see its comment.
  *   tally_digammaf(x)    psi(x) for x > 0: about 1 ulp, 2.5 ulp on [1, 6), 2e-8 absolute
  *                        next to its root (docs/accuracy.md).
- *   tally_digammaf_shared(x)  tally_digammaf's bits through a branch, for an
- *                        argument a whole warp shares.
+ *   tally_digammaf_shared(x)  tally_digammaf's bits through a branch, for
+ *                        arguments a warp has on one side of 6.
  *   tally_sqrtf(x)       correctly rounded.
  *   tally_recipf(x)      1/x correctly rounded.
  *   tally_divf(a, b)     a/b correctly rounded, subnormal quotients included.
@@ -914,12 +914,12 @@ TALLY_FN float tally_digammaf(float x)
 }
 
 /*
- * tally_digammaf with a branch, for an argument that every work-item of a
- * warp shares (a row's N + A): at x >= 6, and for a NaN, no step of the
- * recurrence is taken, so y = x and ylo, shi and slo are +0 (the sums of
- * +0s that tally_digammaf forms), and its tail alone gives its bits without
- * the six reciprocals. A branch on an argument that differs between
- * work-items would run both sides; tally_digammaf has none.
+ * tally_digammaf with a branch, for arguments that the work-items of a warp
+ * taking it have on the same side of 6 as a rule (a row's N + A): at x >=
+ * 6, and for a NaN, no step of the recurrence is taken, so y = x and ylo,
+ * shi and slo are +0 (the sums of +0s that tally_digammaf forms), and its
+ * tail alone gives its bits without the six reciprocals. Where the
+ * arguments straddle 6 a warp runs both sides; tally_digammaf has no branch.
  */
 TALLY_FN float tally_digammaf_shared(float x)
 {

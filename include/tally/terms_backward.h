@@ -88,8 +88,9 @@ TALLY_FN float tally_dm_grad_row(float A, float N)
 }
 
 /* tally_dm_grad_row with psi(A) at hand (psi_A = tally_digammaf(A)), for
- * kernels that take many rows of one A, a row a warp: the same value, with
- * psi(N + A) through tally_digammaf_shared. */
+ * kernels that take many rows of one A: the same value, with psi(N + A)
+ * through tally_digammaf_shared (rows of real counts have N + A >= 6, so
+ * the work-items of a warp that take it branch together). */
 TALLY_FN float tally_dm_grad_row_of(float psi_A, float A, float N)
 {
     return psi_A - tally_digammaf_shared(N + A);
