@@ -290,20 +290,13 @@ static uint32_t gmm_backward_flags(const tally__gmm_backward_job *job)
     return flags;
 }
 
-/* 1 when tally_k_gmm_bw_warp takes the job (kernels/backward_abi.h,
- * TALLY_K_GMM_BW_WARP): warp shuffles; D a multiple of 4 up to 128, a D
- * plan of one tile of one-quad lanes; K small enough for its registers;
- * every row it reads or writes 16 bytes at a time on a 16-byte boundary. */
+/* 1 when tally_k_gmm_bw_warp takes the job (TALLY_K_GMM_BW_WARP, rows that
+ * fit a warp: tally__gpu_gmm_fits_warp), with z (log_prob) and the wanted
+ * gradients on 16-byte boundaries too. */
 static int gmm_backward_fits_warp(tally_context *ctx, const tally__gmm_backward_job *job)
 {
-    const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
-    const tally__gmm_job *f = &job->fwd;
-    const uint64_t D = f->dim;
-    if (!TALLY_K_GMM_BW_WARP || !gc->warp_shuffle || D == 0 || D % 4u != 0 || D > 128u) return 0;
-    if (f->components > TALLY_K_GMM_WARP_MAX_K || f->dim_plan.levels != 1 ||
-        f->dim_plan.level[0].quads_per_lane != 1 || f->dim_plan.level[0].tiles != 1)
-        return 0;
-    const tally__array *rows[] = {&f->mu, &f->log_var, job->sample ? NULL : &f->z,
+    if (!TALLY_K_GMM_BW_WARP || !tally__gpu_gmm_fits_warp(ctx, &job->fwd)) return 0;
+    const tally__array *rows[] = {job->sample ? NULL : &job->fwd.z,
                                   job->grad_mu.buffer != NULL ? &job->grad_mu : NULL,
                                   job->grad_log_var.buffer != NULL ? &job->grad_log_var : NULL};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)

@@ -126,19 +126,21 @@ static uint64_t fused_rows_per_pass(tally_context *ctx, uint64_t B, uint64_t K, 
     return rows_per_pass > most ? most : rows_per_pass;
 }
 
-/* 1 when tally_k_gmm_warp takes the job (kernels/gmm_warp.h): warp
- * shuffles; fp32 views whose rows are whole aligned quads (vec4); D a
- * multiple of 4 up to 128 in one level of one-quad lanes; K small enough
- * for its registers. */
-static int gmm_fits_warp(tally_context *ctx, const tally__gmm_job *job, int vec4)
+/* 1 when a row of the job fits a warp of the mixture's warp kernels
+ * (kernels/gmm_warp.h): warp shuffles; fp32 mu and log_var (and logits)
+ * whose rows start on 16-byte boundaries; D a multiple of 4 up to 128 in
+ * one level of one-quad lanes; K small enough for their registers. The
+ * callers add their own switch and the rows they read or write besides. */
+int tally__gpu_gmm_fits_warp(tally_context *ctx, const tally__gmm_job *job)
 {
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    const int fp32 = tally__gpu_kdtype(&job->z) == TALLY_F32 && tally__gpu_kdtype(&job->mu) == TALLY_F32 &&
-                     tally__gpu_kdtype(&job->log_var) == TALLY_F32 &&
+    const uint64_t D = job->dim;
+    const int fp32 = tally__gpu_kdtype(&job->mu) == TALLY_F32 && tally__gpu_kdtype(&job->log_var) == TALLY_F32 &&
                      (job->components == 1 || tally__gpu_kdtype(&job->logits) == TALLY_F32);
-    return TALLY_K_GMM_WARP && g->warp_shuffle && fp32 && vec4 && job->dim > 0 && job->dim <= 128u &&
+    return g->warp_shuffle && fp32 && D > 0 && D % 4u == 0 && D <= 128u &&
            job->components <= TALLY_K_GMM_WARP_MAX_K && job->dim_plan.levels == 1 &&
-           job->dim_plan.level[0].quads_per_lane == 1 && job->dim_plan.level[0].tiles == 1;
+           job->dim_plan.level[0].quads_per_lane == 1 && job->dim_plan.level[0].tiles == 1 &&
+           gmm_rows_on_quads(ctx, &job->mu) && gmm_rows_on_quads(ctx, &job->log_var);
 }
 
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
@@ -192,7 +194,7 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
         /* The fp32 kernel is kept free of the half loads (kernels/gmm.h). */
         const int any_half = a.z_dtype != TALLY_F32 || a.mu_dtype != TALLY_F32 || a.lv_dtype != TALLY_F32 ||
                              a.logits_dtype != TALLY_F32;
-        if (gmm_fits_warp(ctx, job, vec4)) {
+        if (TALLY_K_GMM_WARP && !any_half && vec4 && tally__gpu_gmm_fits_warp(ctx, job)) {
             /* A warp a row, 8 rows a group, on CUDA a grid of one wave. */
             const tally__gpu_context *g = (const tally__gpu_context *)ctx;
             uint64_t groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
