@@ -902,7 +902,9 @@ TALLY_KERNEL void tally_k_gmm_bw_rows(TALLY_K_PARAMS(gmm_bw_rows))
  * work-item l the gradients of its quad, per dimension the sum over k of
  * the parts a in k order. y and exp(-lv/2) are formed once an element for
  * both the term and its gradient (tally_gauss_term_of, tally_gmm_grad_of):
- * the same operations on the same values, so the same bits.
+ * the same operations on the same values, so the same bits. With
+ * TALLY_K_GMM_BW_STAGED the rows come through the stage
+ * (tally_k_gmm_warp_row).
  */
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_WARP_GROUPS_PER_CU) void tally_k_gmm_bw_warp(TALLY_K_PARAMS(gmm_bw_warp))
 {
@@ -919,12 +921,19 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_WARP_GROUPS_PER_CU) void tally_k_gmm_b
     const float llse = K > 1u ? sc[lse_off] : 0.0f;
     /* Work-item k < K's logit (read where the weights need one). */
     const float lg_l = (l < K && (K > 1u || want_w)) ? lg[l] : 0.0f;
-    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u;
+    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u, step = TALLY_GROUP_COUNT() * per_group;
+    const tally_u64 first = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u;
+    const int staged = (flags & TALLY_K_GMM_BW_STAGED) != 0u;
+    TALLY_STAGE(stage);
+    TALLY_LOCAL tally_f4 *st = stage + (TALLY_LID() / 32u) * TALLY_K_GMM_WARP_STAGE_QUADS;
+    if (staged && first < B)
+        tally_k_gmm_warp_stage_row(st, mu + mu_off + first * mu_stride, lv + lv_off + first * lv_stride, K, D, l, has);
     /* The row loop is the same for the 32 work-items of a warp, so each
      * shuffle has its whole warp. */
-    for (tally_u64 b = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u; b < B; b += TALLY_GROUP_COUNT() * per_group) {
+    for (tally_u64 b = first; b < B; b += step) {
         float my[TALLY_K_GMM_WARP_MAX_K][4], li[TALLY_K_GMM_WARP_MAX_K][4];
-        tally_k_gmm_warp_load(mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, K, D, l, has, my, li);
+        tally_k_gmm_warp_row(st, staged, mu + mu_off, mu_stride, lv + lv_off, lv_stride, b, step, B, K, D, l, has, my,
+                             li);
         float zq[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         tally_i32 c = -1;
         if (sample) {

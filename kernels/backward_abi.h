@@ -43,6 +43,7 @@
 #define TALLY_K_GMM_BW_WANT_MU 16u
 #define TALLY_K_GMM_BW_WANT_LV 32u
 #define TALLY_K_GMM_BW_WANT_W 64u
+#define TALLY_K_GMM_BW_STAGED 128u /* tally_k_gmm_bw_warp: rows through the stage */
 
 /* Components whose gradient parts tally_k_gmm_bw_rows keeps in registers
  * between its two passes over a row's components (later ones are computed

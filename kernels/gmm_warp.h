@@ -49,6 +49,57 @@ TALLY_FN void tally_k_gmm_warp_load(TALLY_GLOBAL const float *mu_row, TALLY_GLOB
     }
 }
 
+/* Starts copying quad l of each component's mu and log_var of a row into
+ * the warp's stage st (slot 32 (2 k) + l for mu, 32 (2 k + 1) + l for
+ * log_var: a warp's 32 quads of one array are 512 contiguous bytes). */
+TALLY_FN void tally_k_gmm_warp_stage_row(TALLY_LOCAL tally_f4 *st, TALLY_GLOBAL const float *mu_row,
+                                         TALLY_GLOBAL const float *lv_row, tally_u64 K, tally_u64 D, tally_u32 l,
+                                         int has)
+{
+#pragma unroll
+    for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) {
+        if (k < K && has) {
+            TALLY_STAGE_COPY(st + 64u * k + l, (TALLY_GLOBAL const tally_f4 *)(mu_row + k * D) + l);
+            TALLY_STAGE_COPY(st + 64u * k + 32u + l, (TALLY_GLOBAL const tally_f4 *)(lv_row + k * D) + l);
+        }
+    }
+}
+
+/*
+ * Row b's mu and log_var into my and li (tally_k_gmm_warp_load's values),
+ * in the row loop b = first, first + step, ... of the caller's warp. With
+ * `staged` they come from the warp's stage st, into which the previous
+ * call (or the caller, before the loop, for the first row) started copying
+ * row b; this call then starts copying row b + step into the same slots,
+ * so that the next row's bytes are in flight while this row computes (the
+ * warp kernels are bound by that latency otherwise: GPU run 25). Each
+ * work-item reads back only its own copies, and the warp barrier orders
+ * those reads before the copies that overwrite them.
+ */
+TALLY_FN void tally_k_gmm_warp_row(TALLY_LOCAL tally_f4 *st, int staged, TALLY_GLOBAL const float *mu,
+                                   tally_u64 mu_stride, TALLY_GLOBAL const float *lv, tally_u64 lv_stride, tally_u64 b,
+                                   tally_u64 step, tally_u64 B, tally_u64 K, tally_u64 D, tally_u32 l, int has,
+                                   float my[TALLY_K_GMM_WARP_MAX_K][4], float li[TALLY_K_GMM_WARP_MAX_K][4])
+{
+    if (!staged) {
+        tally_k_gmm_warp_load(mu + b * mu_stride, lv + b * lv_stride, K, D, l, has, my, li);
+        return;
+    }
+    TALLY_STAGE_WAIT();
+#pragma unroll
+    for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) {
+        const int here = k < K && has;
+        const tally_f4 m4 = st[64u * k + l], l4 = st[64u * k + 32u + l];
+        my[k][0] = here ? m4.x : 0.0f, my[k][1] = here ? m4.y : 0.0f;
+        my[k][2] = here ? m4.z : 0.0f, my[k][3] = here ? m4.w : 0.0f;
+        li[k][0] = here ? l4.x : 0.0f, li[k][1] = here ? l4.y : 0.0f;
+        li[k][2] = here ? l4.z : 0.0f, li[k][3] = here ? l4.w : 0.0f;
+    }
+    TALLY_BARRIER_EACH32();
+    if (b + step < B)
+        tally_k_gmm_warp_stage_row(st, mu + (b + step) * mu_stride, lv + (b + step) * lv_stride, K, D, l, has);
+}
+
 /*
  * The sample's draw for row b: returns the component c (-1: none, as
  * tally_categorical_row gives for logits that admit no draw), and for c >=
@@ -156,7 +207,9 @@ TALLY_FN float tally_k_gmm_warp_lse(const float s[TALLY_K_GMM_WARP_MAX_K], float
 /*
  * The forward a warp a row (tally_k_gmm_fused's arguments; qpl,
  * rows_per_pass and the dtypes, all fp32 here, are not read): with
- * TALLY_K_GMM_SAMPLE the draw, z and the component, then log q. The
+ * TALLY_K_GMM_SAMPLE the draw, z and the component, then log q; with
+ * TALLY_K_GMM_STAGED the rows come through the stage (tally_k_gmm_warp_row).
+ * The
  * logits' logsumexp is computed once a work-item unless the host prepared
  * it (TALLY_K_GMM_LSE_PREPARED).
  */
@@ -171,13 +224,20 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_WARP_GROUPS_PER_CU) void tally_k_gmm_warp
     const int has = l < quads;
     const float llse = K > 1u ? ((flags & TALLY_K_GMM_LSE_PREPARED) ? pre[pre_off] : tally_lse_seq(lg, K)) : 0.0f;
     const float lg_l = l < K && K > 1u ? lg[l] : 0.0f;
-    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u;
+    const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u, step = TALLY_GROUP_COUNT() * per_group;
+    const tally_u64 first = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u;
+    const int staged = (flags & TALLY_K_GMM_STAGED) != 0u;
+    TALLY_STAGE(stage);
+    TALLY_LOCAL tally_f4 *st = stage + (TALLY_LID() / 32u) * TALLY_K_GMM_WARP_STAGE_QUADS;
     (void)qpl, (void)rows_per_pass, (void)z_dtype, (void)mu_dtype, (void)lv_dtype, (void)logits_dtype;
+    if (staged && first < B)
+        tally_k_gmm_warp_stage_row(st, mu + mu_off + first * mu_stride, lv + lv_off + first * lv_stride, K, D, l, has);
     /* The row loop is the same for the 32 work-items of a warp, so each
      * shuffle has its whole warp. */
-    for (tally_u64 b = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u; b < B; b += TALLY_GROUP_COUNT() * per_group) {
+    for (tally_u64 b = first; b < B; b += step) {
         float my[TALLY_K_GMM_WARP_MAX_K][4], li[TALLY_K_GMM_WARP_MAX_K][4];
-        tally_k_gmm_warp_load(mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, K, D, l, has, my, li);
+        tally_k_gmm_warp_row(st, staged, mu + mu_off, mu_stride, lv + lv_off, lv_stride, b, step, B, K, D, l, has, my,
+                             li);
         TALLY_GLOBAL float *z_row = z + z_off + b * z_stride;
         float zq[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tq[4];
         if (sample) {

@@ -360,11 +360,14 @@ static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uin
     }
     params[nargs] = NULL;
 
+    /* Where the device refused the stages, a kernel that can run without
+     * its stage (the mixture's warp kernels) is launched with none. */
+    const uint32_t stage = cc->gpu.stage_bytes != 0 ? tally__gpu_kernel_stage_bytes(kernel) : 0u;
     tally_status st = enter(ctx, cc);
     if (st != TALLY_OK) return st;
     CUresult r = tally__cu.cuLaunchKernel(cc->kernels[kernel], (unsigned)groups, 1, 1,
-                                          tally__gpu_kernel_group_size(kernel), 1, 1,
-                                          tally__gpu_kernel_stage_bytes(kernel), cc->stream, params, NULL);
+                                          tally__gpu_kernel_group_size(kernel), 1, 1, stage, cc->stream, params,
+                                          NULL);
     leave();
     if (r != CUDA_SUCCESS) {
         char what[160];

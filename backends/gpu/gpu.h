@@ -35,8 +35,9 @@ const char *tally__gpu_kernel_name(tally__kernel_id id);
  * in tally/dialect.h), 0 for the kernels that declare none, and its
  * work-items a group (TALLY_GPU_GROUP_SIZE but for the kernels declared
  * TALLY_KERNEL_GROUP_OF). A backend launches each kernel with both; the op
- * layer launches a kernel with a stage only where its context's
- * stage_bytes allows it. */
+ * layer launches a kernel that needs its stage only where its context's
+ * stage_bytes allows it. The mixture's warp kernels also run without
+ * theirs (no TALLY_K_GMM_STAGED flag), and then get none. */
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id);
 uint32_t tally__gpu_kernel_group_size(tally__kernel_id id);
 /* The CPU-shaped twin of a kernel (kernels/cpu.h), which takes its

@@ -27,6 +27,8 @@ uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
     switch (id) {
     case TALLY__K_kl_logits_rows_pair: return TALLY_K_KLL_STAGE_BYTES;
     case TALLY__K_categorical_staged: return TALLY_K_CAT_STAGE_BYTES;
+    case TALLY__K_gmm_warp:
+    case TALLY__K_gmm_bw_warp: return TALLY_K_GMM_WARP_STAGE_BYTES;
     default: return 0u;
     }
 }
