@@ -111,9 +111,9 @@ TALLY_FN tally_i32 tally_k_gmm_warp_draw(TALLY_GLOBAL const float *lg, tally_u64
                                          tally_u64 b, tally_u32 l, int has, float my[TALLY_K_GMM_WARP_MAX_K][4],
                                          float li[TALLY_K_GMM_WARP_MAX_K][4], float zq[4], float tq[4])
 {
-    const float u = tally_stream_uniform(seed, subsequence, offset + b);
-    const tally_i32 c = K > 1u ? tally_categorical_row(lg, K, 1, u) : 0;
-    if (c < 0) return c;
+    /* The normals do not depend on the component: they come first, so that
+     * their Philox rounds and the pick's are independent chains that the
+     * compiler can interleave (what a single row's latency is made of). */
     float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const tally_u64 e0 = offset + B4 + b * D2 + 4u * (tally_u64)l;
     if (has) {
@@ -124,6 +124,9 @@ TALLY_FN tally_i32 tally_k_gmm_warp_draw(TALLY_GLOBAL const float *lg, tally_u64
             for (tally_u32 w = 0; w < 4u; w++) n4[w] = tally_stream_normal(seed, subsequence, e0 + w);
         }
     }
+    const float u = tally_stream_uniform(seed, subsequence, offset + b);
+    const tally_i32 c = K > 1u ? tally_categorical_row(lg, K, 1, u) : 0;
+    if (c < 0) return c;
     /* c is the same for the whole warp: a uniform branch a component. */
 #pragma unroll
     for (tally_u32 k = 0; k < TALLY_K_GMM_WARP_MAX_K; k++) {

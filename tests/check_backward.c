@@ -856,6 +856,9 @@ static const gmm_case gmm_cases[] = {
     /* Rows that fit a warp on CUDA: the founding shape's row, all 32 lanes
      * of a tree, one component, a D of 4, and a D past 128. */
     {256, 4, 64, 1, 1}, {40, 8, 128, 1, 1}, {33, 1, 12, 1, 1}, {9, 5, 4, 1, 1}, {7, 2, 132, 1, 1},
+    /* More rows than a one-wave grid has warps, so that CUDA's warp
+     * kernel copies each warp's next row into its stage. */
+    {6000, 3, 16, 1, 1},
 };
 
 START_TEST(gmm_log_prob_backward_cases)

@@ -324,7 +324,7 @@ static tally_status gmm_backward_warp(tally_context *ctx, const tally__gmm_backw
         .gzi_stride = job->grad_z_in.stride, .B = B, .K = f->components, .D = f->dim,
         .lanes = f->dim_plan.level[0].lanes, .seed = f->rng.seed, .subsequence = f->rng.subsequence,
         .offset = f->rng.offset,
-        .flags = flags | (tally__gpu_gmm_warp_staged(ctx) ? TALLY_K_GMM_BW_STAGED : 0u), .gz = tally__gpu_at_view(&job->grad_z),
+        .flags = flags | (tally__gpu_gmm_warp_staged(ctx, B, groups) ? TALLY_K_GMM_BW_STAGED : 0u), .gz = tally__gpu_at_view(&job->grad_z),
         .gz_stride = job->grad_z.stride, .gmu = tally__gpu_at_view(&job->grad_mu),
         .gmu_stride = job->grad_mu.stride, .glv = tally__gpu_at_view(&job->grad_log_var),
         .glv_stride = job->grad_log_var.stride};

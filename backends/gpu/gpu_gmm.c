@@ -144,10 +144,14 @@ int tally__gpu_gmm_fits_warp(tally_context *ctx, const tally__gmm_job *job)
 }
 
 /* 1 when the mixture's warp kernels copy each next row into their stage
- * (TALLY_K_GMM_WARP_STAGED, where the backend grants it). */
-int tally__gpu_gmm_warp_staged(tally_context *ctx)
+ * (TALLY_K_GMM_WARP_STAGED, where the backend grants it): only where a
+ * grid of `groups` gives some warp a next row (B rows, 8 a group at a
+ * time), since a lone row would only wait for its copy. */
+int tally__gpu_gmm_warp_staged(tally_context *ctx, uint64_t B, uint64_t groups)
 {
-    return TALLY_K_GMM_WARP_STAGED && ((const tally__gpu_context *)ctx)->stage_bytes >= TALLY_K_GMM_WARP_STAGE_BYTES;
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    return TALLY_K_GMM_WARP_STAGED && g->stage_bytes >= TALLY_K_GMM_WARP_STAGE_BYTES &&
+           groups < tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
 }
 
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
@@ -204,10 +208,10 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
         if (TALLY_K_GMM_WARP && !any_half && vec4 && tally__gpu_gmm_fits_warp(ctx, job)) {
             /* A warp a row, 8 rows a group, on CUDA a grid of one wave. */
             const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-            if (tally__gpu_gmm_warp_staged(ctx)) a.flags |= TALLY_K_GMM_STAGED;
             uint64_t groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
             const uint64_t one_wave = (g->compute_units != 0 ? g->compute_units : 128u) * TALLY_K_GMM_WARP_GROUPS_PER_CU;
             if (g->resident_bound && groups > one_wave) groups = one_wave;
+            if (tally__gpu_gmm_warp_staged(ctx, B, groups)) a.flags |= TALLY_K_GMM_STAGED;
             return tally__gpu_launch_gmm_warp(ctx, groups, &a);
         }
         const uint64_t groups = tally__gpu_ceil_div(B, rows_per_pass);
