@@ -493,6 +493,62 @@ TALLY_FN tally_u32 tally_k_dm_bw_lanes_load(TALLY_GLOBAL const float *counts, ta
     return rows;
 }
 
+#if TALLY_HAS_STAGE
+/* Starts copying the work-item's quad of the rows of column-plan quad
+ * `quad` (tally_k_dm_bw_lanes_load's rows, whole aligned quads only) into
+ * its slots st[256 e] of the stage. */
+TALLY_FN void tally_k_dm_bw_lanes_stage(TALLY_LOCAL tally_f4 *st, TALLY_GLOBAL const float *counts, tally_u64 c_off,
+                                        tally_u64 c_stride, tally_u64 B, tally_u64 quads, tally_u64 quad, tally_u32 i,
+                                        tally_u32 ncols)
+{
+    const tally_u64 row0 = 4u * quad;
+    const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
+#pragma unroll
+    for (tally_u32 e = 0; e < 4u; e++)
+        if (e < rows && ncols == 4u)
+            TALLY_STAGE_COPY(st + e * TALLY_K_GROUP_SIZE,
+                             (TALLY_GLOBAL const tally_f4 *)(counts + c_off + (row0 + e) * c_stride) + i);
+}
+#endif
+
+/*
+ * tally_k_dm_bw_lanes_load's counts of quad `quad` into x, and its return
+ * value; with `staged` from the work-item's stage slots st, into which the
+ * previous call (or the kernel, for its first quad) started copying them,
+ * and then this call starts copying quad `next`'s, so that they are in
+ * flight while this step computes (the lookahead that
+ * TALLY_K_DM_BW_LANES_AHEAD gives in registers, which CUDA's 64-register
+ * bound at four groups a multiprocessor spills). A work-item reads back
+ * only its own copies; the warp barrier orders those reads before the
+ * copies that overwrite them.
+ */
+TALLY_FN tally_u32 tally_k_dm_bw_lanes_take(TALLY_LOCAL tally_f4 *st, tally_u32 staged,
+                                            TALLY_GLOBAL const float *counts, tally_u64 c_off, tally_u64 c_stride,
+                                            tally_u32 vec4, tally_u64 B, tally_u64 quads, tally_u64 quad,
+                                            tally_u64 next, tally_u32 i, tally_u32 ncols, float x[4][4])
+{
+#if TALLY_HAS_STAGE
+    if (staged) {
+        const tally_u64 row0 = 4u * quad;
+        const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
+        TALLY_STAGE_WAIT();
+#pragma unroll
+        for (tally_u32 e = 0; e < 4u; e++) {
+            const int here = e < rows && ncols == 4u;
+            const tally_f4 w = st[e * TALLY_K_GROUP_SIZE];
+            x[e][0] = here ? w.x : 0.0f, x[e][1] = here ? w.y : 0.0f;
+            x[e][2] = here ? w.z : 0.0f, x[e][3] = here ? w.w : 0.0f;
+        }
+        TALLY_BARRIER_EACH32();
+        tally_k_dm_bw_lanes_stage(st, counts, c_off, c_stride, B, quads, next, i, ncols);
+        return rows;
+    }
+#else
+    (void)st, (void)staged, (void)next;
+#endif
+    return tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, quad, i, ncols, x);
+}
+
 /*
  * T = psi(n + a) - psi(a) (tally_dm_grad_term_of) of a count n in column 4
  * quad + c, with psi(n + a) from the lanes kernels' local table (laid out
@@ -531,7 +587,15 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
     TALLY_LOCAL_ARRAY(float, psi_tab, TALLY_K_DM_BW_LANES_TABLE_N * 4u * TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, nsum, 4u * TALLY_K_GROUP_SIZE);
     TALLY_LOCAL_ARRAY(float, row_rg, 8u);
+#if TALLY_HAS_STAGE
+    TALLY_STAGE(stage);
+    TALLY_LOCAL tally_f4 *st = stage + TALLY_LID();
+#else
+    TALLY_LOCAL tally_f4 *st = 0; /* never read: no stage (staged is 0) */
+#endif
     const tally_u32 i = TALLY_LID();
+    /* The stage holds the next step's counts where loads ahead do not. */
+    const tally_u32 staged = !TALLY_K_DM_BW_LANES_AHEAD && stage_rows != 0u;
     const tally_u64 row_quads = (V + 3u) / 4u, quads = (B + 3u) / 4u, v0 = 4u * (tally_u64)i;
     const tally_u32 ncols = i < row_quads ? (V - v0 < 4u ? (tally_u32)(V - v0) : 4u) : 0u;
     TALLY_GLOBAL const float *a_of = pre + pre_off, *tab = a_of + V;
@@ -551,7 +615,11 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
 #pragma unroll
         for (tally_u32 c = 0; c < 4u; c++) acc[c] = -0.0f; /* -0 + x is x: the lane's first term */
         float x[4][4];
-        tally_u32 rows = tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, first + j, i, ncols, x);
+#if TALLY_HAS_STAGE
+        if (staged) tally_k_dm_bw_lanes_stage(st, counts, c_off, c_stride, B, quads, first + j, i, ncols);
+#endif
+        tally_u32 rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, first + j,
+                                                  qpl > 1u ? first + lanes + j : quads, i, ncols, x);
         for (tally_u32 q = 0; rows > 0u; q++) {
             const tally_u64 row0 = 4u * (first + (tally_u64)q * lanes + j);
 #pragma unroll
@@ -657,7 +725,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             rows = rows_next;
 #else
             const tally_u64 next = q + 1u < qpl ? first + (tally_u64)(q + 1u) * lanes + j : quads;
-            rows = tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, next, i, ncols, x);
+            const tally_u64 after = q + 2u < qpl ? first + (tally_u64)(q + 2u) * lanes + j : quads;
+            rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, next, after, i, ncols, x);
 #endif
         }
         TALLY_GLOBAL float *dst = out + out_off + (t * lanes + j) * V + v0;

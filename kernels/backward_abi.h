@@ -135,6 +135,17 @@
 #ifndef TALLY_K_DM_BW_LANES_WARP_TREES
 #define TALLY_K_DM_BW_LANES_WARP_TREES 0u
 #endif
+/* 1: where the backend grants the stage (CUDA on sm_80 and later) and the
+ * counts are whole aligned quads (V a multiple of 4), tally_k_dm_bw_lanes
+ * copies each step's counts into the stage a step ahead (cp.async:
+ * tally_k_dm_bw_lanes_take) where TALLY_K_DM_BW_LANES_AHEAD does not load
+ * them ahead. 0 (a bench variant): loaded when their step comes. Placement
+ * only; the same bits. */
+#ifndef TALLY_K_DM_BW_LANES_STAGED
+#define TALLY_K_DM_BW_LANES_STAGED 1u
+#endif
+/* A group's stage: a quad of each of a step's four rows a work-item. */
+#define TALLY_K_DM_BW_LANES_STAGE_BYTES (4u * TALLY_K_GROUP_SIZE * 16u)
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register
  * budget must allow, and the one wave its grid is held to on CUDA.
  * Placement only; the same bits. */

@@ -259,7 +259,7 @@
     BUF(counts, c_off, IN, f32) _ VAL(u64, c_stride) _ VAL(u32, vec4) _ BUF(pre, pre_off, IN, f32) _             \
     BUF(sums, a_off, IN, f32) _ BUF(g, g_off, IN, f32) _ VAL(u64, g_stride) _ VAL(u32, per_row_grad) _           \
     VAL(u32, divide) _ VAL(f32, divisor) _ VAL(u64, B) _ VAL(u64, V) _ VAL(u32, row_lanes) _ VAL(u32, lanes) _   \
-    VAL(u32, qpl) _ VAL(u64, tiles) _ BUF(out, out_off, OUT, f32)
+    VAL(u32, qpl) _ VAL(u64, tiles) _ VAL(u32, stage_rows) _ BUF(out, out_off, OUT, f32)
 
 /* The column tree's steps over those lane sums: as tally_k_dm_bw_columns's
  * output. */

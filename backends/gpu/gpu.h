@@ -36,9 +36,12 @@ const char *tally__gpu_kernel_name(tally__kernel_id id);
  * work-items a group (TALLY_GPU_GROUP_SIZE but for the kernels declared
  * TALLY_KERNEL_GROUP_OF). A backend launches each kernel with both; the op
  * layer launches a kernel that needs its stage only where its context's
- * stage_bytes allows it. The mixture's warp kernels also run without
- * theirs (no TALLY_K_GMM_STAGED flag), and then get none. */
+ * stage_bytes allows it. A kernel whose stage is optional (the mixture's
+ * warp kernels, the Dirichlet-multinomial lanes kernel) also runs without
+ * it, told so by an argument, and a backend that has not granted the
+ * stages launches it with none. */
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id);
+int tally__gpu_kernel_stage_optional(tally__kernel_id id);
 uint32_t tally__gpu_kernel_group_size(tally__kernel_id id);
 /* The CPU-shaped twin of a kernel (kernels/cpu.h), which takes its
  * arguments and gives its bits, or the kernel itself when it has none;

@@ -111,6 +111,10 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
         .g = tally__gpu_at_view(g), .g_stride = g->stride, .per_row_grad = job->per_row_grad ? 1u : 0u,
         .divide = job->divide ? 1u : 0u, .divisor = job->divisor, .B = B, .V = V,
         .row_lanes = job->row_plan.level[0].lanes, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
+        .stage_rows = TALLY_K_DM_BW_LANES_STAGED && gc->stage_bytes >= TALLY_K_DM_BW_LANES_STAGE_BYTES &&
+                              tally__gpu_rows_aligned16(ctx, counts) && V % 4u == 0
+                          ? 1u
+                          : 0u,
         .out = {scratch, p_off}};
     st = tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
     if (st != TALLY_OK) return st;

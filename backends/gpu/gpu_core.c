@@ -6,6 +6,7 @@
 #include "gpu_internal.h"
 #include "tally/half.h"
 #include "tally/terms.h"
+#include "../../kernels/backward_abi.h"
 
 _Static_assert(TALLY_GPU_GROUP_SIZE == TALLY_K_GROUP_SIZE, "kernels and host disagree on the group size");
 _Static_assert(TALLY_GPU_GROUP_SIZE == TALLY_TREE_LANES, "a group must run one full tile");
@@ -29,8 +30,14 @@ uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
     case TALLY__K_categorical_staged: return TALLY_K_CAT_STAGE_BYTES;
     case TALLY__K_gmm_warp:
     case TALLY__K_gmm_bw_warp: return TALLY_K_GMM_WARP_STAGE_BYTES;
+    case TALLY__K_dm_bw_lanes: return TALLY_K_DM_BW_LANES_STAGE_BYTES;
     default: return 0u;
     }
+}
+
+int tally__gpu_kernel_stage_optional(tally__kernel_id id)
+{
+    return id == TALLY__K_gmm_warp || id == TALLY__K_gmm_bw_warp || id == TALLY__K_dm_bw_lanes;
 }
 
 uint32_t tally__gpu_kernel_group_size(tally__kernel_id id)

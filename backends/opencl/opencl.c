@@ -729,8 +729,10 @@ static tally_status cl_launch(tally_context *ctx, tally__kernel_id kernel, uint6
         }
     }
     /* The op layer never launches these here (stage_bytes is 0): their
-     * OpenCL bodies are empty. */
-    if (tally__gpu_kernel_stage_bytes(kernel) != 0 || tally__gpu_kernel_group_size(kernel) != TALLY_GPU_GROUP_SIZE)
+     * OpenCL bodies are empty. A kernel whose stage is optional runs
+     * without one. */
+    if ((tally__gpu_kernel_stage_bytes(kernel) != 0 && !tally__gpu_kernel_stage_optional(kernel)) ||
+        tally__gpu_kernel_group_size(kernel) != TALLY_GPU_GROUP_SIZE)
         return tally__error(ctx, TALLY_BACKEND_ERROR,
                             "opencl launch of %s: the kernel needs dynamic local memory or a group of other than %u "
                             "work-items, which this backend does not give", name, TALLY_GPU_GROUP_SIZE);
