@@ -990,6 +990,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_WARP_GROUPS_PER_CU) void tally_k_gmm_b
     const float llse = K > 1u ? sc[lse_off] : 0.0f;
     /* Work-item k < K's logit (read where the weights need one). */
     const float lg_l = (l < K && (K > 1u || want_w)) ? lg[l] : 0.0f;
+    tally_k_gmm_pick_table pick = {0.0f, 0.0f, 0.0f, 0, 0};
+    if (sample && K > 1u) pick = tally_k_gmm_warp_pick_table(lg, K, l);
     const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u, step = TALLY_GROUP_COUNT() * per_group;
     const tally_u64 first = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u;
     const int staged = (flags & TALLY_K_GMM_BW_STAGED) != 0u;
@@ -999,14 +1001,18 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_BW_WARP_GROUPS_PER_CU) void tally_k_gmm_b
         tally_k_gmm_warp_stage_row(st, mu + mu_off + first * mu_stride, lv + lv_off + first * lv_stride, K, D, l, has);
     /* The row loop is the same for the 32 work-items of a warp, so each
      * shuffle has its whole warp. */
-    for (tally_u64 b = first; b < B; b += step) {
+    float u_batch = 0.0f;
+    tally_u32 turn = 0;
+    for (tally_u64 b = first; b < B; b += step, turn = (turn + 1u) & 31u) {
         float my[TALLY_K_GMM_WARP_MAX_K][4], li[TALLY_K_GMM_WARP_MAX_K][4];
         tally_k_gmm_warp_row(st, staged, mu + mu_off, mu_stride, lv + lv_off, lv_stride, b, step, B, K, D, l, has, my,
                              li);
         float zq[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         tally_i32 c = -1;
         if (sample) {
-            c = tally_k_gmm_warp_draw(lg, K, seed, subsequence, offset, B4, D2, b, l, has, my, li, zq, tq);
+            const float u = K > 1u ? tally_k_gmm_warp_uniform(&u_batch, turn, b, step, B, seed, subsequence, offset, l)
+                                   : 0.0f;
+            c = tally_k_gmm_warp_draw(&pick, u, K, seed, subsequence, offset, B4, D2, b, l, has, my, li, zq, tq);
             if (c < 0) {
                 /* No component: NaN gradients and logit weights, as
                  * tally_k_gmm_bw_row and tally_k_gmm_bw_row_weights give. */

@@ -129,11 +129,11 @@
 /* 1: on CUDA, tally_k_dm_bw_lanes takes the row trees of rows whose 256
  * lanes are all active (1021 to 1024 columns) a warp a row, with shuffles
  * (two barriers a step instead of ten); the same pairs in the same order.
- * 0, the default until a GPU has run and timed it (no device machine could
- * be had after it was written): the steps in local memory, as OpenCL takes
- * them. */
+ * On an H100 (bench/RESULTS.md, GPU run 27) 65536 x 1024 took 170.5 us
+ * with it and 203 us without. 0 (a bench variant): the steps in local
+ * memory, as OpenCL takes them. */
 #ifndef TALLY_K_DM_BW_LANES_WARP_TREES
-#define TALLY_K_DM_BW_LANES_WARP_TREES 0u
+#define TALLY_K_DM_BW_LANES_WARP_TREES 1u
 #endif
 /* 1: where the backend grants the stage (CUDA on sm_80 and later) and the
  * counts are whole aligned quads (V a multiple of 4), tally_k_dm_bw_lanes

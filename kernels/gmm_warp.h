@@ -101,19 +101,78 @@ TALLY_FN void tally_k_gmm_warp_row(TALLY_LOCAL tally_f4 *st, int staged, TALLY_G
 }
 
 /*
- * The sample's draw for row b: returns the component c (-1: none, as
- * tally_categorical_row gives for logits that admit no draw), and for c >=
- * 0 the work-item's z (zq) and t = std_c eps (tq), the product both z and
- * the backward's reparameterisation term take.
+ * The part of tally_categorical_row over the K shared logits (is_logits)
+ * that does not depend on the row's uniform, computed once a kernel by
+ * every work-item with the rule's operations in its order: the weights w_k
+ * = exp(l_k - m), their running sums P_k = ((w_0 + w_1) + ...) + w_k (the
+ * walk's `running`; total is P_{K-1}), the last k with w_k > 0, and whether
+ * the rule gives TALLY_CATEGORICAL_INVALID whatever the uniform. Work-item
+ * l keeps w_l and P_l (l < K).
  */
-TALLY_FN tally_i32 tally_k_gmm_warp_draw(TALLY_GLOBAL const float *lg, tally_u64 K, tally_u64 seed,
+typedef struct tally_k_gmm_pick_table {
+    float w_l, P_l, total;
+    tally_i32 last;
+    int valid;
+} tally_k_gmm_pick_table;
+
+TALLY_FN tally_k_gmm_pick_table tally_k_gmm_warp_pick_table(TALLY_GLOBAL const float *lg, tally_u64 K, tally_u32 l)
+{
+    tally_k_gmm_pick_table t = {0.0f, 0.0f, 0.0f, TALLY_CATEGORICAL_INVALID, 1};
+    float m = lg[0];
+    for (tally_u64 k = 1; k < K; k++) m = tally_max_nan(m, lg[k]);
+    if (!tally_isfinite(m)) t.valid = 0;
+    for (tally_u64 k = 0; k < K && t.valid; k++) {
+        const float wk = tally_expf(lg[k] - m);
+        if (!(wk >= 0.0f) || tally_isinf(wk)) t.valid = 0;
+        t.total = t.total + wk;
+        if (wk > 0.0f) t.last = (tally_i32)k;
+        if (k == l) t.w_l = wk, t.P_l = t.total;
+    }
+    if (!(t.total > 0.0f) || tally_isinf(t.total)) t.valid = 0;
+    return t;
+}
+
+/* tally_categorical_row(lg, K, 1, u) from the table: the smallest k with
+ * w_k > 0 whose running sum reaches u * total (work-item k tests its own),
+ * else the last k with w_k > 0. The same comparisons of the same values. */
+TALLY_FN tally_i32 tally_k_gmm_warp_pick(const tally_k_gmm_pick_table *t, tally_u64 K, tally_u32 l, float u)
+{
+    const float target = u * t->total;
+    const int first = TALLY_WARP_FIRST(l < K && t->w_l > 0.0f && t->P_l >= target);
+    if (!t->valid) return TALLY_CATEGORICAL_INVALID;
+    return first >= 0 ? (tally_i32)first : t->last;
+}
+
+/*
+ * Row b's uniform u_b = uniform(offset + b), the pick's, in the row loop b
+ * = first, first + step, ... of the caller's warp, `turn` counting its rows
+ * modulo 32: at turn 0 work-item t draws the uniform of row b + t step
+ * into *batch, so that the warp computes one Philox block a row instead of
+ * 32 copies of it (the same block, so the same bits), and turn t reads
+ * work-item t's.
+ */
+TALLY_FN float tally_k_gmm_warp_uniform(float *batch, tally_u32 turn, tally_u64 b, tally_u64 step, tally_u64 B,
+                                        tally_u64 seed, tally_u64 subsequence, tally_u64 offset, tally_u32 l)
+{
+    if (turn == 0u) {
+        const tally_u64 mine = b + (tally_u64)l * step;
+        *batch = mine < B ? tally_stream_uniform(seed, subsequence, offset + mine) : 0.0f;
+    }
+    return TALLY_WARP_SHUFFLE(*batch, turn);
+}
+
+/*
+ * The sample's draw for row b with its uniform u: returns the component c
+ * (-1: none, as tally_categorical_row gives for logits that admit no
+ * draw), and for c >= 0 the work-item's z (zq) and t = std_c eps (tq), the
+ * product both z and the backward's reparameterisation term take. pick:
+ * the logits' table (tally_k_gmm_warp_pick_table).
+ */
+TALLY_FN tally_i32 tally_k_gmm_warp_draw(const tally_k_gmm_pick_table *pick, float u, tally_u64 K, tally_u64 seed,
                                          tally_u64 subsequence, tally_u64 offset, tally_u64 B4, tally_u64 D2,
                                          tally_u64 b, tally_u32 l, int has, float my[TALLY_K_GMM_WARP_MAX_K][4],
                                          float li[TALLY_K_GMM_WARP_MAX_K][4], float zq[4], float tq[4])
 {
-    /* The normals do not depend on the component: they come first, so that
-     * their Philox rounds and the pick's are independent chains that the
-     * compiler can interleave (what a single row's latency is made of). */
     float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const tally_u64 e0 = offset + B4 + b * D2 + 4u * (tally_u64)l;
     if (has) {
@@ -124,8 +183,7 @@ TALLY_FN tally_i32 tally_k_gmm_warp_draw(TALLY_GLOBAL const float *lg, tally_u64
             for (tally_u32 w = 0; w < 4u; w++) n4[w] = tally_stream_normal(seed, subsequence, e0 + w);
         }
     }
-    const float u = tally_stream_uniform(seed, subsequence, offset + b);
-    const tally_i32 c = K > 1u ? tally_categorical_row(lg, K, 1, u) : 0;
+    const tally_i32 c = K > 1u ? tally_k_gmm_warp_pick(pick, K, l, u) : 0;
     if (c < 0) return c;
     /* c is the same for the whole warp: a uniform branch a component. */
 #pragma unroll
@@ -227,6 +285,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_WARP_GROUPS_PER_CU) void tally_k_gmm_warp
     const int has = l < quads;
     const float llse = K > 1u ? ((flags & TALLY_K_GMM_LSE_PREPARED) ? pre[pre_off] : tally_lse_seq(lg, K)) : 0.0f;
     const float lg_l = l < K && K > 1u ? lg[l] : 0.0f;
+    tally_k_gmm_pick_table pick = {0.0f, 0.0f, 0.0f, 0, 0};
+    if (sample && K > 1u) pick = tally_k_gmm_warp_pick_table(lg, K, l);
     const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u, step = TALLY_GROUP_COUNT() * per_group;
     const tally_u64 first = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u;
     const int staged = (flags & TALLY_K_GMM_STAGED) != 0u;
@@ -237,15 +297,19 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_WARP_GROUPS_PER_CU) void tally_k_gmm_warp
         tally_k_gmm_warp_stage_row(st, mu + mu_off + first * mu_stride, lv + lv_off + first * lv_stride, K, D, l, has);
     /* The row loop is the same for the 32 work-items of a warp, so each
      * shuffle has its whole warp. */
-    for (tally_u64 b = first; b < B; b += step) {
+    float u_batch = 0.0f;
+    tally_u32 turn = 0;
+    for (tally_u64 b = first; b < B; b += step, turn = (turn + 1u) & 31u) {
         float my[TALLY_K_GMM_WARP_MAX_K][4], li[TALLY_K_GMM_WARP_MAX_K][4];
         tally_k_gmm_warp_row(st, staged, mu + mu_off, mu_stride, lv + lv_off, lv_stride, b, step, B, K, D, l, has, my,
                              li);
         TALLY_GLOBAL float *z_row = z + z_off + b * z_stride;
         float zq[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tq[4];
         if (sample) {
-            const tally_i32 c = tally_k_gmm_warp_draw(lg, K, seed, subsequence, offset, B4, D2, b, l, has, my, li,
-                                                      zq, tq);
+            const float u = K > 1u ? tally_k_gmm_warp_uniform(&u_batch, turn, b, step, B, seed, subsequence, offset, l)
+                                   : 0.0f;
+            const tally_i32 c = tally_k_gmm_warp_draw(&pick, u, K, seed, subsequence, offset, B4, D2, b, l, has, my,
+                                                      li, zq, tq);
             if ((flags & TALLY_K_GMM_HAS_COMPONENT) && l == 0u) comp[comp_off + b * comp_stride] = c;
             if (c < 0) {
                 /* No component: a NaN row of z and a NaN log q. */

@@ -859,6 +859,9 @@ static const gmm_case gmm_cases[] = {
     /* More rows than a one-wave grid has warps, so that CUDA's warp
      * kernel copies each warp's next row into its stage. */
     {6000, 3, 16, 1, 1},
+    /* More than 32 rows a warp of a one-wave grid: the warp kernel's batch
+     * of row uniforms is drawn again. */
+    {100000, 2, 4, 0, 1},
 };
 
 START_TEST(gmm_log_prob_backward_cases)

@@ -265,6 +265,9 @@ typedef float4 tally_f4;
 #if TALLY_TARGET_CUDA
 #  define TALLY_HAS_WARP_SHUFFLE 1
 #  define TALLY_WARP_SHUFFLE(v, j) __shfl_sync(0xffffffffu, (v), (int)(j))
+/* The lowest work-item j of the caller's warp whose p is nonzero, -1 when
+ * none is (every work-item of the warp must reach it). */
+#  define TALLY_WARP_FIRST(p) (__ffs(__ballot_sync(0xffffffffu, (p) != 0)) - 1)
 #else
 #  define TALLY_HAS_WARP_SHUFFLE 0
 #endif
