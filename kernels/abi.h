@@ -185,7 +185,6 @@
 #define TALLY_K_GMM_VEC4 2u          /* z, mu and log_var rows are whole aligned quads */
 #define TALLY_K_GMM_HAS_COMPONENT 4u /* write the component index */
 #define TALLY_K_GMM_LSE_PREPARED 8u  /* logsumexp of the logits is in pre[pre_off] */
-#define TALLY_K_GMM_STAGED 16u       /* tally_k_gmm_warp: rows through the stage */
 /* Lanes of a (row, component) tree that each work-item of tally_k_gmm_fused
  * plays (1, 2 or 4: the kernel spells out the steps of the tree that they
  * take). 1 is the one-lane-per-work-item layout; the bits are the same. */
@@ -220,15 +219,8 @@
 #ifndef TALLY_K_GMM_WARP_GROUPS_PER_CU
 #define TALLY_K_GMM_WARP_GROUPS_PER_CU 2u
 #endif
-/* 1: where the backend grants the stage (CUDA on sm_80 and later: cp.async,
- * and a block may have 64 KiB), the mixture's warp kernels copy each warp's
- * next row into its part of the stage while they compute the current one
- * (kernels/gmm_warp.h: tally_k_gmm_warp_row). 0 (a bench variant): every
- * row is loaded when its turn comes. The same values either way. */
-#ifndef TALLY_K_GMM_WARP_STAGED
-#define TALLY_K_GMM_WARP_STAGED 1u
-#endif
-/* A warp's stage: mu and log_var, a quad a work-item, of each component. */
+/* A warp's stage (tally_k_gmm_warp_row): mu and log_var, a quad a
+ * work-item, of each component. */
 #define TALLY_K_GMM_WARP_STAGE_QUADS (2u * TALLY_K_GMM_WARP_MAX_K * 32u)
 #define TALLY_K_GMM_WARP_STAGE_BYTES (TALLY_K_GROUP_SIZE / 32u * TALLY_K_GMM_WARP_STAGE_QUADS * 16u)
 

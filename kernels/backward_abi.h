@@ -65,6 +65,16 @@
 #ifndef TALLY_K_GMM_BW_WARP_GROUPS_PER_CU
 #define TALLY_K_GMM_BW_WARP_GROUPS_PER_CU 2u
 #endif
+/* 1: where the backend grants the stage (CUDA on sm_80 and later: cp.async,
+ * and a block may have 64 KiB) and a warp has more than one row,
+ * tally_k_gmm_bw_warp copies each warp's next row into its part of the
+ * stage while it computes the current one (kernels/gmm_warp.h:
+ * tally_k_gmm_warp_row; GPU runs 27 and 28 on an H100: 481 to 460 us, then
+ * 449 to 441-446 us at 65536 x 8 x 128). 0 (a bench variant): every row is
+ * loaded when its turn comes. The same values either way. */
+#ifndef TALLY_K_GMM_BW_WARP_STAGED
+#define TALLY_K_GMM_BW_WARP_STAGED 1u
+#endif
 
 /* Rows per block of tally_k_dm_bw_elements's transposed (shared alpha) mode:
  * a column's run of 64 floats is two 128-byte lines, and the 15 digammas

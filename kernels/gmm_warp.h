@@ -72,7 +72,7 @@ TALLY_FN void tally_k_gmm_warp_stage_row(TALLY_LOCAL tally_f4 *st, TALLY_GLOBAL 
  * call (or the caller, before the loop, for the first row) started copying
  * row b; this call then starts copying row b + step into the same slots,
  * so that the next row's bytes are in flight while this row computes (the
- * warp kernels are bound by that latency otherwise: GPU run 25). Each
+ * backward warp kernel is bound by that latency otherwise: GPU run 25). Each
  * work-item reads back only its own copies, and the warp barrier orders
  * those reads before the copies that overwrite them.
  */
@@ -268,9 +268,10 @@ TALLY_FN float tally_k_gmm_warp_lse(const float s[TALLY_K_GMM_WARP_MAX_K], float
 /*
  * The forward a warp a row (tally_k_gmm_fused's arguments; qpl,
  * rows_per_pass and the dtypes, all fp32 here, are not read): with
- * TALLY_K_GMM_SAMPLE the draw, z and the component, then log q; with
- * TALLY_K_GMM_STAGED the rows come through the stage (tally_k_gmm_warp_row).
- * The
+ * TALLY_K_GMM_SAMPLE the draw, z and the component, then log q. Its rows
+ * are loaded when their turn comes: copying the next row into a stage
+ * (tally_k_gmm_warp_row, as the backward does) made it slower (GPU run 28:
+ * 246.5 against 233.0 us at 65536 x 8 x 128 on an H100). The
  * logits' logsumexp is computed once a work-item unless the host prepared
  * it (TALLY_K_GMM_LSE_PREPARED).
  */
@@ -289,20 +290,14 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_GMM_WARP_GROUPS_PER_CU) void tally_k_gmm_warp
     if (sample && K > 1u) pick = tally_k_gmm_warp_pick_table(lg, K, l);
     const tally_u64 per_group = TALLY_K_GROUP_SIZE / 32u, step = TALLY_GROUP_COUNT() * per_group;
     const tally_u64 first = TALLY_GROUP_ID() * per_group + TALLY_LID() / 32u;
-    const int staged = (flags & TALLY_K_GMM_STAGED) != 0u;
-    TALLY_STAGE(stage);
-    TALLY_LOCAL tally_f4 *st = stage + (TALLY_LID() / 32u) * TALLY_K_GMM_WARP_STAGE_QUADS;
     (void)qpl, (void)rows_per_pass, (void)z_dtype, (void)mu_dtype, (void)lv_dtype, (void)logits_dtype;
-    if (staged && first < B)
-        tally_k_gmm_warp_stage_row(st, mu + mu_off + first * mu_stride, lv + lv_off + first * lv_stride, K, D, l, has);
     /* The row loop is the same for the 32 work-items of a warp, so each
      * shuffle has its whole warp. */
     float u_batch = 0.0f;
     tally_u32 turn = 0;
     for (tally_u64 b = first; b < B; b += step, turn = (turn + 1u) & 31u) {
         float my[TALLY_K_GMM_WARP_MAX_K][4], li[TALLY_K_GMM_WARP_MAX_K][4];
-        tally_k_gmm_warp_row(st, staged, mu + mu_off, mu_stride, lv + lv_off, lv_stride, b, step, B, K, D, l, has, my,
-                             li);
+        tally_k_gmm_warp_load(mu + mu_off + b * mu_stride, lv + lv_off + b * lv_stride, K, D, l, has, my, li);
         TALLY_GLOBAL float *z_row = z + z_off + b * z_stride;
         float zq[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tq[4];
         if (sample) {

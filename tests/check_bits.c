@@ -538,7 +538,7 @@ static const gmm_shape gmm_shapes[] = {
     {256, 4, 64, 0, 0, 0}, {256, 4, 64, 4, 4, 0}, {9, 5, 65, 2, 1, 0},     {5, 40, 8, 0, 0, 0},
     {4, 300, 4, 0, 0, 0},  {3, 1100, 2, 1, 2, 0}, {2, 3, 16385, 0, 0, 0},  {300, 3, 33, 3, 5, 0},
     {6, 4, 16, 0, 0, 1},   {6, 4, 16, 0, 0, 2},   {6, 4, 16, 0, 0, 3},     {40, 8, 128, 0, 0, 0},
-    {6000, 2, 32, 0, 0, 0}, /* more rows than a one-wave grid has warps (CUDA's staged warp rows) */
+    {6000, 2, 32, 0, 0, 0}, /* more rows than a one-wave grid has warps (several rows a CUDA warp) */
     {100000, 3, 4, 0, 0, 0}, /* more than 32 rows a warp (CUDA's warp kernel draws its uniforms again) */
 };
 

@@ -987,8 +987,8 @@ START_TEST(gmm_sample_shapes)
      * kernel draws them one element at a time), and the founding rows. */
     check_gmm_sample(64, 4, 32, (tally_rng){.seed = 3, .subsequence = 1, .offset = 1002}, 0, 83, 1);
     check_gmm_sample(256, 4, 64, (tally_rng){.seed = 11, .subsequence = 2, .offset = 0}, 1, 91, 1);
-    /* More rows than a one-wave grid has warps: CUDA's warp kernel stages
-     * each warp's next row. */
+    /* More rows than a one-wave grid has warps: each warp of CUDA's warp
+     * kernel takes several rows. */
     check_gmm_sample(6000, 3, 16, (tally_rng){.seed = 12, .subsequence = 0, .offset = 8}, 1, 92, 1);
     check_gmm_sample(5, 2, 2000, (tally_rng){.seed = 4, .subsequence = 2, .offset = 4}, 0, 84, 0);
     check_gmm_sample(1, 1, 1, (tally_rng){.seed = 5, .subsequence = 3, .offset = 3}, 1, 85, 0);

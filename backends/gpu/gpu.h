@@ -37,7 +37,7 @@ const char *tally__gpu_kernel_name(tally__kernel_id id);
  * TALLY_KERNEL_GROUP_OF). A backend launches each kernel with both; the op
  * layer launches a kernel that needs its stage only where its context's
  * stage_bytes allows it. A kernel whose stage is optional (the mixture's
- * warp kernels, the Dirichlet-multinomial lanes kernel) also runs without
+ * backward warp kernel, the Dirichlet-multinomial lanes kernel) also runs without
  * it, told so by an argument, and a backend that has not granted the
  * stages launches it with none. */
 uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id);

@@ -308,6 +308,17 @@ static int gmm_backward_fits_warp(tally_context *ctx, const tally__gmm_backward_
     return 1;
 }
 
+/* 1 when tally_k_gmm_bw_warp copies each next row into its stage
+ * (TALLY_K_GMM_BW_WARP_STAGED, where the backend grants it): only where a
+ * grid of `groups` gives some warp a next row (B rows, 8 a group at a
+ * time), since a lone row would only wait for its copy. */
+static int gmm_backward_staged(tally_context *ctx, uint64_t B, uint64_t groups)
+{
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    return TALLY_K_GMM_BW_WARP_STAGED && g->stage_bytes >= TALLY_K_GMM_WARP_STAGE_BYTES &&
+           groups < tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
+}
+
 /* The whole backward after the logits' logsumexp: tally_k_gmm_bw_warp, a
  * warp a row (8 a group), the logit weights to w_off. */
 static tally_status gmm_backward_warp(tally_context *ctx, const tally__gmm_backward_job *job, tally_buffer *scratch,
@@ -328,7 +339,7 @@ static tally_status gmm_backward_warp(tally_context *ctx, const tally__gmm_backw
         .gzi_stride = job->grad_z_in.stride, .B = B, .K = f->components, .D = f->dim,
         .lanes = f->dim_plan.level[0].lanes, .seed = f->rng.seed, .subsequence = f->rng.subsequence,
         .offset = f->rng.offset,
-        .flags = flags | (tally__gpu_gmm_warp_staged(ctx, B, groups) ? TALLY_K_GMM_BW_STAGED : 0u), .gz = tally__gpu_at_view(&job->grad_z),
+        .flags = flags | (gmm_backward_staged(ctx, B, groups) ? TALLY_K_GMM_BW_STAGED : 0u), .gz = tally__gpu_at_view(&job->grad_z),
         .gz_stride = job->grad_z.stride, .gmu = tally__gpu_at_view(&job->grad_mu),
         .gmu_stride = job->grad_mu.stride, .glv = tally__gpu_at_view(&job->grad_log_var),
         .glv_stride = job->grad_log_var.stride};

@@ -28,7 +28,6 @@ uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
     switch (id) {
     case TALLY__K_kl_logits_rows_pair: return TALLY_K_KLL_STAGE_BYTES;
     case TALLY__K_categorical_staged: return TALLY_K_CAT_STAGE_BYTES;
-    case TALLY__K_gmm_warp:
     case TALLY__K_gmm_bw_warp: return TALLY_K_GMM_WARP_STAGE_BYTES;
     case TALLY__K_dm_bw_lanes: return TALLY_K_DM_BW_LANES_STAGE_BYTES;
     default: return 0u;
@@ -37,7 +36,7 @@ uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
 
 int tally__gpu_kernel_stage_optional(tally__kernel_id id)
 {
-    return id == TALLY__K_gmm_warp || id == TALLY__K_gmm_bw_warp || id == TALLY__K_dm_bw_lanes;
+    return id == TALLY__K_gmm_bw_warp || id == TALLY__K_dm_bw_lanes;
 }
 
 uint32_t tally__gpu_kernel_group_size(tally__kernel_id id)

@@ -143,17 +143,6 @@ int tally__gpu_gmm_fits_warp(tally_context *ctx, const tally__gmm_job *job)
            gmm_rows_on_quads(ctx, &job->mu) && gmm_rows_on_quads(ctx, &job->log_var);
 }
 
-/* 1 when the mixture's warp kernels copy each next row into their stage
- * (TALLY_K_GMM_WARP_STAGED, where the backend grants it): only where a
- * grid of `groups` gives some warp a next row (B rows, 8 a group at a
- * time), since a lone row would only wait for its copy. */
-int tally__gpu_gmm_warp_staged(tally_context *ctx, uint64_t B, uint64_t groups)
-{
-    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    return TALLY_K_GMM_WARP_STAGED && g->stage_bytes >= TALLY_K_GMM_WARP_STAGE_BYTES &&
-           groups < tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
-}
-
 static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int sample)
 {
     const uint64_t B = job->z.rows, K = job->components, D = job->dim;
@@ -193,7 +182,7 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
         if (vec4) flags |= TALLY_K_GMM_VEC4;
         if (has_comp) flags |= TALLY_K_GMM_HAS_COMPONENT;
         if (need_lse) flags |= TALLY_K_GMM_LSE_PREPARED;
-        tally__kargs_gmm_fused a = {
+        const tally__kargs_gmm_fused a = {
             .z = z, .z_stride = job->z.stride, .mu = tally__gpu_at_view(&job->mu), .mu_stride = job->mu.stride,
             .lv = tally__gpu_at_view(&job->log_var), .lv_stride = job->log_var.stride,
             .logits = tally__gpu_gmm_logits(job), .pre = lse, .B = B, .K = K, .D = D, .lanes = lv.lanes,
@@ -211,7 +200,6 @@ static tally_status run_gmm(tally_context *ctx, const tally__gmm_job *job, int s
             uint64_t groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
             const uint64_t one_wave = (g->compute_units != 0 ? g->compute_units : 128u) * TALLY_K_GMM_WARP_GROUPS_PER_CU;
             if (g->resident_bound && groups > one_wave) groups = one_wave;
-            if (tally__gpu_gmm_warp_staged(ctx, B, groups)) a.flags |= TALLY_K_GMM_STAGED;
             return tally__gpu_launch_gmm_warp(ctx, groups, &a);
         }
         const uint64_t groups = tally__gpu_ceil_div(B, rows_per_pass);

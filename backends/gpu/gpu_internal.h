@@ -177,7 +177,6 @@ tally_status tally__gpu_gmm_draw(tally_context *ctx, const tally__gmm_job *f, ui
  * of D floats at float z_off of z_scratch. */
 int tally__gpu_gmm_vec4(tally_context *ctx, const tally__gmm_job *job, const tally_buffer *z_scratch, uint64_t z_off);
 int tally__gpu_gmm_fits_warp(tally_context *ctx, const tally__gmm_job *job);
-int tally__gpu_gmm_warp_staged(tally_context *ctx, uint64_t B, uint64_t groups);
 /* The sum s_k of every (row, component) D-tree (tally_k_gmm_tiles and the
  * upper levels of f->dim_plan) to scratch at s_off. */
 tally_status tally__gpu_gmm_sums(tally_context *ctx, const tally__gmm_job *f, uint64_t B, tally__gpu_at z,
