@@ -608,6 +608,61 @@ START_TEST(dm_backward_cases)
 }
 END_TEST
 
+/* Counts at the edges of the GPU kernels' digamma tables (whole counts
+ * 0 .. 7 or 0 .. 15 take psi(n + a) from a table; kernels/backward.h's
+ * tally_k_dm_bw_table_row decides which): both zeros, the tables' last rows
+ * and the next whole numbers, fractions next to whole numbers, 2^23 and its
+ * neighbours, 2^24, negative counts. Every backend's bits equal the
+ * host's, for a shared alpha (the lanes kernel: aligned rows of 16
+ * columns; the column kernel: rows of 1500) and per-row alphas. */
+START_TEST(dm_backward_table_edges)
+{
+    /* Finite, non-negative: 0, -0, the least subnormal, 1 - ulp, 1, 1 + ulp,
+     * 7 and its neighbours, 8, 14, 15, 16, 0.5, 2^23 and its neighbours,
+     * 2^24. */
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x3f7fffffu, 0x3f800000u, 0x3f800001u, 0x40e00000u,
+        0x40dfffffu, 0x40e00001u, 0x41000000u, 0x41600000u, 0x41700000u, 0x41800000u, 0x3f000000u,
+        0x4b000000u, 0x4affffffu, 0x4b000001u, 0x4b800000u,
+    };
+    /* Negative counts make their element NaN (with a shared alpha, their
+     * column): -1, -0.5, the least negative subnormal and -7, in the last
+     * column only. (An infinite or NaN count would poison its whole row
+     * through N.) */
+    static const uint32_t poison[] = {0xbf800000u, 0xbf000000u, 0x80000001u, 0xc0e00000u};
+    const size_t nspecial = sizeof special / sizeof special[0];
+    static const dm_case shapes[] = {
+        {24, 16, 0, 0, TALLY_REDUCTION_SUM, 0, 0, 1, 0.0},
+        {24, 16, 0, 1, TALLY_REDUCTION_NONE, 0, 0, 1, 0.0},
+        {6, 1500, 0, 0, TALLY_REDUCTION_MEAN, 0, 0, 0, 0.0},
+    };
+    tally_context *ctx = tt_context();
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const dm_case *c = &shapes[si];
+        const size_t nn = (size_t)(c->B * c->V), no = (c->per_row ? (size_t)c->B : 1) * (size_t)c->V;
+        float *n = tt_alloc(nn * 4), *la = tt_alloc(no * 4), *g = tt_alloc((size_t)c->B * 4 + 4);
+        /* Mostly small whole counts; the special values at every fifth
+         * element, so that every column meets many of them. */
+        tt_fill_uniform(n, nn, 610 + si, 0.0, 9.0);
+        for (size_t i = 0; i < nn; i++) n[i] = floorf(n[i]);
+        for (size_t i = 0; i < nn; i += 5) n[i] = tt_float(special[(i / 5) % nspecial]);
+        for (int64_t b = 0; b < 4 && b < c->B; b++) n[b * c->V + c->V - 1] = tt_float(poison[b]);
+        tt_fill_uniform(la, no, 620 + si, -2.0, 2.0);
+        tt_fill_uniform(g, (size_t)c->B + 1, 630 + si, -1.5, 1.5);
+        float *got = tt_alloc(no * 4), *host = tt_alloc(no * 4);
+        dm_run(ctx, c, n, la, g, got);
+        dm_run(host_context(), c, n, la, g, host);
+        assert_same_bits(got, host, no, "grad_log_alpha");
+        /* Only the poisoned column is NaN (so the others test the tables). */
+        for (size_t i = 0; i < no; i++)
+            ck_assert_msg(isnan(got[i]) == ((int64_t)(i % (size_t)c->V) == c->V - 1 &&
+                                            (!c->per_row || (int64_t)(i / (size_t)c->V) < 4)),
+                          "shape %zu grad_log_alpha[%zu] = %g", si, i, got[i]);
+        free(n), free(la), free(g), free(got), free(host);
+    }
+}
+END_TEST
+
 /* The float64 analytic gradient agrees with central finite differences of
  * the float64 log-likelihood (per-row and shared alpha, fractional counts). */
 static double ref_dm_loglik(const float *n, const double *la, int64_t B, int64_t V, int per_row)
@@ -1140,8 +1195,8 @@ TT_SUITE("backward",
           .tests = {kl_backward_cases, kl_reference_matches_finite_differences, kl_backward_special_values,
                     kl_backward_mixed_quads, kl_backward_errors_and_empty}},
          {.name = "dm", TT_FIXTURE, .timeout = 300,
-          .tests = {dm_backward_cases, dm_reference_matches_finite_differences, dm_backward_edges_and_errors,
-                    dm_training_loop}},
+          .tests = {dm_backward_cases, dm_backward_table_edges, dm_reference_matches_finite_differences,
+                    dm_backward_edges_and_errors, dm_training_loop}},
          {.name = "gmm", TT_FIXTURE, .timeout = 300,
           .tests = {gmm_log_prob_backward_cases, gmm_reference_matches_finite_differences, gmm_sample_backward_cases,
                     gmm_backward_edges_and_errors, gmm_training_loop}})
