@@ -542,6 +542,39 @@ static void dm_run(tally_context *ctx, const dm_case *c, const float *n, const f
     tally_buffer_release(vo.buffer);
 }
 
+/* A case's inputs (counts for the caller to fill; log_alpha and the
+ * upstream gradient drawn from seed and seed + 100) and its gradients on
+ * the backend under test (got) and on the host (host), whose bits
+ * dm_data_run compares. */
+typedef struct dm_data {
+    float *n, *la, *g, *got, *host;
+    size_t nn, no;
+} dm_data;
+
+static dm_data dm_data_make(const dm_case *c, uint64_t seed)
+{
+    dm_data d;
+    d.nn = (size_t)(c->B * c->V);
+    d.no = (c->per_row ? (size_t)c->B : 1) * (size_t)c->V;
+    d.n = tt_alloc(d.nn * 4), d.la = tt_alloc(d.no * 4), d.g = tt_alloc((size_t)c->B * 4 + 4);
+    d.got = tt_alloc(d.no * 4), d.host = tt_alloc(d.no * 4);
+    tt_fill_uniform(d.la, d.no, seed, -2.0, 2.0);
+    tt_fill_uniform(d.g, (size_t)c->B + 1, seed + 100, -1.5, 1.5);
+    return d;
+}
+
+static void dm_data_run(tally_context *ctx, const dm_case *c, dm_data *d)
+{
+    dm_run(ctx, c, d->n, d->la, d->g, d->got);
+    dm_run(host_context(), c, d->n, d->la, d->g, d->host);
+    assert_same_bits(d->got, d->host, d->no, "grad_log_alpha");
+}
+
+static void dm_data_free(dm_data *d)
+{
+    free(d->n), free(d->la), free(d->g), free(d->got), free(d->host);
+}
+
 START_TEST(dm_backward_cases)
 {
     static const dm_case cases[] = {
@@ -586,24 +619,19 @@ START_TEST(dm_backward_cases)
     tally_context *ctx = tt_context();
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const dm_case *c = &cases[ci];
-        const size_t nn = (size_t)(c->B * c->V), rows_out = c->per_row ? (size_t)c->B : 1, no = rows_out * c->V;
-        float *n = tt_alloc(nn * 4), *la = tt_alloc(no * 4), *g = tt_alloc((size_t)c->B * 4 + 4);
-        tt_fill_uniform(n, nn, 300 + ci, 0.0, c->top > 0.0 ? c->top : 6.0);
-        for (size_t i = 0; i < nn; i++) {
-            if (c->whole) n[i] = floorf(n[i]);
-            if (c->zero_every && i % (size_t)c->zero_every == 0) n[i] = 0.0f;
+        dm_data d = dm_data_make(c, 400 + ci);
+        tt_fill_uniform(d.n, d.nn, 300 + ci, 0.0, c->top > 0.0 ? c->top : 6.0);
+        for (size_t i = 0; i < d.nn; i++) {
+            if (c->whole) d.n[i] = floorf(d.n[i]);
+            if (c->zero_every && i % (size_t)c->zero_every == 0) d.n[i] = 0.0f;
         }
-        tt_fill_uniform(la, no, 400 + ci, -2.0, 2.0);
-        tt_fill_uniform(g, (size_t)c->B + 1, 500 + ci, -1.5, 1.5);
-        float *got = tt_alloc(no * 4), *host = tt_alloc(no * 4);
-        double *ref = tt_alloc(no * 8), *mag = tt_alloc(no * 8);
-        dm_run(ctx, c, n, la, g, got);
-        dm_run(host_context(), c, n, la, g, host);
-        ref_dm_grad(c, n, la, g, ref, mag);
-        for (size_t i = 0; i < no; i++)
-            tt_assert_close(got[i], ref[i], U * mag[i] + 1e-30, "case %zu grad_log_alpha[%zu]", ci, i);
-        assert_same_bits(got, host, no, "grad_log_alpha");
-        free(n), free(la), free(g), free(got), free(host), free(ref), free(mag);
+        dm_data_run(ctx, c, &d);
+        double *ref = tt_alloc(d.no * 8), *mag = tt_alloc(d.no * 8);
+        ref_dm_grad(c, d.n, d.la, d.g, ref, mag);
+        for (size_t i = 0; i < d.no; i++)
+            tt_assert_close(d.got[i], ref[i], U * mag[i] + 1e-30, "case %zu grad_log_alpha[%zu]", ci, i);
+        free(ref), free(mag);
+        dm_data_free(&d);
     }
 }
 END_TEST
@@ -639,26 +667,20 @@ START_TEST(dm_backward_table_edges)
     tally_context *ctx = tt_context();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const dm_case *c = &shapes[si];
-        const size_t nn = (size_t)(c->B * c->V), no = (c->per_row ? (size_t)c->B : 1) * (size_t)c->V;
-        float *n = tt_alloc(nn * 4), *la = tt_alloc(no * 4), *g = tt_alloc((size_t)c->B * 4 + 4);
+        dm_data d = dm_data_make(c, 620 + si);
         /* Mostly small whole counts; the special values at every fifth
          * element, so that every column meets many of them. */
-        tt_fill_uniform(n, nn, 610 + si, 0.0, 9.0);
-        for (size_t i = 0; i < nn; i++) n[i] = floorf(n[i]);
-        for (size_t i = 0; i < nn; i += 5) n[i] = tt_float(special[(i / 5) % nspecial]);
-        for (int64_t b = 0; b < 4 && b < c->B; b++) n[b * c->V + c->V - 1] = tt_float(poison[b]);
-        tt_fill_uniform(la, no, 620 + si, -2.0, 2.0);
-        tt_fill_uniform(g, (size_t)c->B + 1, 630 + si, -1.5, 1.5);
-        float *got = tt_alloc(no * 4), *host = tt_alloc(no * 4);
-        dm_run(ctx, c, n, la, g, got);
-        dm_run(host_context(), c, n, la, g, host);
-        assert_same_bits(got, host, no, "grad_log_alpha");
+        tt_fill_uniform(d.n, d.nn, 610 + si, 0.0, 9.0);
+        for (size_t i = 0; i < d.nn; i++) d.n[i] = floorf(d.n[i]);
+        for (size_t i = 0; i < d.nn; i += 5) d.n[i] = tt_float(special[(i / 5) % nspecial]);
+        for (int64_t b = 0; b < 4 && b < c->B; b++) d.n[b * c->V + c->V - 1] = tt_float(poison[b]);
+        dm_data_run(ctx, c, &d);
         /* Only the poisoned column is NaN (so the others test the tables). */
-        for (size_t i = 0; i < no; i++)
-            ck_assert_msg(isnan(got[i]) == ((int64_t)(i % (size_t)c->V) == c->V - 1 &&
-                                            (!c->per_row || (int64_t)(i / (size_t)c->V) < 4)),
-                          "shape %zu grad_log_alpha[%zu] = %g", si, i, got[i]);
-        free(n), free(la), free(g), free(got), free(host);
+        for (size_t i = 0; i < d.no; i++)
+            ck_assert_msg(isnan(d.got[i]) == ((int64_t)(i % (size_t)c->V) == c->V - 1 &&
+                                              (!c->per_row || (int64_t)(i / (size_t)c->V) < 4)),
+                          "shape %zu grad_log_alpha[%zu] = %g", si, i, d.got[i]);
+        dm_data_free(&d);
     }
 }
 END_TEST
