@@ -360,8 +360,8 @@ static tally_status cuda_launch(tally_context *ctx, tally__kernel_id kernel, uin
     }
     params[nargs] = NULL;
 
-    /* Where the device refused the stages, a kernel that can run without
-     * its stage (the mixture's warp kernels) is launched with none. */
+    /* Where the device refused the stages, a kernel whose stage is optional
+     * (tally__gpu_kernel_stage_optional) is launched with none. */
     const uint32_t stage = cc->gpu.stage_bytes != 0 ? tally__gpu_kernel_stage_bytes(kernel) : 0u;
     tally_status st = enter(ctx, cc);
     if (st != TALLY_OK) return st;

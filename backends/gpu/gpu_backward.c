@@ -83,6 +83,16 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
  * takes dm_backward_lanes instead of steps 1 (N) to 4: one read of the
  * counts. */
 
+/* 1 when tally_k_dm_bw_lanes copies each step's counts into its stage a
+ * step ahead (TALLY_K_DM_BW_LANES_STAGED, where the backend grants it):
+ * rows of whole quads on 16-byte boundaries only, the copies' unit. */
+static int dm_backward_lanes_staged(tally_context *ctx, const tally__array *counts)
+{
+    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
+    return TALLY_K_DM_BW_LANES_STAGED && g->stage_bytes >= TALLY_K_DM_BW_LANES_STAGE_BYTES &&
+           counts->cols % 4u == 0 && tally__gpu_rows_aligned16(ctx, counts);
+}
+
 /* A shared alpha, B > 0, 0 < V <= TALLY_K_DM_BW_LANES_MAX_V, A already at
  * a_off: tally_k_dm_bw_prep's tables at pre_off, tally_k_dm_bw_lanes's lane
  * sums at p_off, then tally_k_dm_bw_lane_tree into the gradient (one level)
@@ -111,10 +121,7 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
         .g = tally__gpu_at_view(g), .g_stride = g->stride, .per_row_grad = job->per_row_grad ? 1u : 0u,
         .divide = job->divide ? 1u : 0u, .divisor = job->divisor, .B = B, .V = V,
         .row_lanes = job->row_plan.level[0].lanes, .lanes = lv->lanes, .qpl = lv->quads_per_lane, .tiles = lv->tiles,
-        .stage_rows = TALLY_K_DM_BW_LANES_STAGED && gc->stage_bytes >= TALLY_K_DM_BW_LANES_STAGE_BYTES &&
-                              tally__gpu_rows_aligned16(ctx, counts) && V % 4u == 0
-                          ? 1u
-                          : 0u,
+        .stage_rows = dm_backward_lanes_staged(ctx, counts) ? 1u : 0u,
         .out = {scratch, p_off}};
     st = tally__gpu_launch_dm_bw_lanes(ctx, groups, &l);
     if (st != TALLY_OK) return st;
@@ -330,6 +337,7 @@ static tally_status gmm_backward_warp(tally_context *ctx, const tally__gmm_backw
     uint64_t groups = tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE / 32u);
     const uint64_t one_wave = (gc->compute_units != 0 ? gc->compute_units : 128u) * TALLY_K_GMM_BW_WARP_GROUPS_PER_CU;
     if (gc->resident_bound && groups > one_wave) groups = one_wave;
+    const uint32_t staged = gmm_backward_staged(ctx, B, groups) ? TALLY_K_GMM_BW_STAGED : 0u;
     const tally__kargs_gmm_bw_warp a = {
         .z = job->sample ? (tally__gpu_at){NULL, 0} : tally__gpu_at_view(&f->z), .z_stride = f->z.stride,
         .mu = tally__gpu_at_view(&f->mu), .mu_stride = f->mu.stride, .lv = tally__gpu_at_view(&f->log_var),
@@ -338,8 +346,7 @@ static tally_status gmm_backward_warp(tally_context *ctx, const tally__gmm_backw
         .gq_stride = job->grad_log_q.stride, .gzi = tally__gpu_at_view(&job->grad_z_in),
         .gzi_stride = job->grad_z_in.stride, .B = B, .K = f->components, .D = f->dim,
         .lanes = f->dim_plan.level[0].lanes, .seed = f->rng.seed, .subsequence = f->rng.subsequence,
-        .offset = f->rng.offset,
-        .flags = flags | (gmm_backward_staged(ctx, B, groups) ? TALLY_K_GMM_BW_STAGED : 0u), .gz = tally__gpu_at_view(&job->grad_z),
+        .offset = f->rng.offset, .flags = flags | staged, .gz = tally__gpu_at_view(&job->grad_z),
         .gz_stride = job->grad_z.stride, .gmu = tally__gpu_at_view(&job->grad_mu),
         .gmu_stride = job->grad_mu.stride, .glv = tally__gpu_at_view(&job->grad_log_var),
         .glv_stride = job->grad_log_var.stride};
