@@ -209,13 +209,16 @@ START_TEST(reduce_rows_of_1000)
 END_TEST
 
 /* Rows of one full tile of 256 lanes of one quad each (1021 to 1024
- * elements: CUDA reduces each with a warp, tally_k_reduce_rows_warp), as
- * whole aligned quads, with a short last quad, at an unaligned offset (the
- * element loads) and strided; a NaN and an infinity in two rows. */
+ * elements), as whole aligned quads, with a short last quad, at an
+ * unaligned offset (the element loads) and strided; a NaN and an infinity
+ * in two rows. CUDA reduces 2200 or more such rows with a warp each
+ * (tally_k_reduce_rows_warp: at least eight a compute unit on GPUs of up
+ * to 275 of them) and fewer with a group each. */
 START_TEST(reduce_one_tile_rows)
 {
     static const int64_t cases[][4] = {/* rows, cols, offset, stride */
-                                       {40, 1024, 0, 1024}, {17, 1023, 0, 1023}, {9, 1022, 5, 1035}, {12, 1024, 1, 1024},
+                                       {2400, 1024, 0, 1024}, {17, 1023, 0, 1023}, {9, 1022, 5, 1035},
+                                       {2200, 1022, 5, 1035}, {12, 1024, 1, 1024},  {2200, 1023, 1, 1023},
                                        {3, 1021, 4, 1021}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int64_t rows = cases[i][0], cols = cases[i][1];

@@ -291,14 +291,20 @@ static tally_status launch_level(tally_context *ctx, const tally__gpu_vectors *s
         .finish = finish, .divisor = divisor, .out = {out, out_off}, .out_stride = out_stride,
         .x_dtype = src->dtype != 0 ? src->dtype : TALLY_F32};
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    /* Vectors of one full tile of 256 one-quad lanes: a warp each. */
+    const uint64_t compute_units = g->compute_units != 0 ? g->compute_units : 128u;
+    /* Vectors of one full tile of 256 one-quad lanes: a warp each, where
+     * there are enough of them to give every compute unit a group of
+     * warps. Fewer vectors take a group each: a lone warp folding a whole
+     * vector (the Dirichlet-multinomial backward's A, one vector) took 22
+     * us on an H100 where its group takes a few. */
     if (TALLY_K_REDUCE_ROWS_WARP && g->warp_shuffle && lv->lanes == TALLY_GPU_GROUP_SIZE && lv->quads_per_lane == 1 &&
-        lv->tiles == 1 && lv->n > 4u * (TALLY_GPU_GROUP_SIZE - 1u) && lv->n <= 4u * TALLY_GPU_GROUP_SIZE)
+        lv->tiles == 1 && lv->n > 4u * (TALLY_GPU_GROUP_SIZE - 1u) && lv->n <= 4u * TALLY_GPU_GROUP_SIZE &&
+        src->nvec >= compute_units * (TALLY_GPU_GROUP_SIZE / 32u))
         return tally__gpu_launch_reduce_rows_warp(ctx, tally__gpu_ceil_div(src->nvec, TALLY_GPU_GROUP_SIZE / 32u), &a);
     uint64_t groups = tally__gpu_ceil_div(src->nvec * lv->tiles, TALLY_GPU_GROUP_SIZE / lv->lanes);
     /* The kernel strides over its units, so a capped grid computes the
      * same values in the same order. */
-    const uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * TALLY_K_REDUCE_GROUPS_PER_CU;
+    const uint64_t cap = compute_units * TALLY_K_REDUCE_GROUPS_PER_CU;
     if (TALLY_K_REDUCE_GROUPS_PER_CU != 0u && groups > cap) groups = cap;
     if (src->dtype != 0 && src->dtype != TALLY_F32) return tally__gpu_launch_reduce_tiles_half(ctx, groups, &a);
     return tally__gpu_launch_reduce_tiles(ctx, groups, &a);
