@@ -267,19 +267,67 @@ TALLY_FN float tally_k_log_bf16_hi(TALLY_LOCAL const float *tab, tally_u32 lane_
     return tally_pm_log_join(e, v);
 }
 
+/*
+ * The wide table (tally_k_kl_tiles_bf16_wide, TALLY_K_KL_BF16_WIDE): a row
+ * for each low byte b of a bf16 value (the exponent's lowest bit above the
+ * seven mantissa bits), each row 32 copies of the pair
+ * (tally_pm_log_bf16_entry(b & 0x7f), tally_pm_log_bf16_bias(b)), copy c at
+ * byte 256 b + 8 c. Work-item l reads copy l % 32 (lane8 = 8 (l % 32)), so
+ * the 8-byte reads of each half warp fall on 32 different banks. The
+ * entry's byte offset is the value's low byte moved up one byte beside
+ * lane8, and the exponent's float (tally_pm_logf_bf16_parts) is its high
+ * byte moved down into a float's low mantissa bits: each a byte
+ * permutation, one instruction on CUDA devices, where the narrow table
+ * takes a shift and a logical operation for the offset and an integer add
+ * (shared by a word's two values), a shift and a subtraction for the
+ * exponent. 64 KiB a group, so only where the backend grants the stage.
+ */
+#define TALLY_K_LOG_BF16_WIDE_ROWS 256u
+
+/* Fills the wide table, work-item l (a group of 256) its row l, the copies
+ * in an order rotated by l, and waits for it. */
+TALLY_FN void tally_k_log_bf16_wide_fill(TALLY_LOCAL float *tab, tally_u32 lid)
+{
+    float2 entry;
+    entry.x = tally_pm_log_bf16_entry(lid & 0x7fu);
+    entry.y = tally_pm_log_bf16_bias(lid);
+    TALLY_LOCAL float2 *row = (TALLY_LOCAL float2 *)tab + lid * TALLY_K_LOG_BF16_COPIES;
+    for (tally_u32 k = 0; k < TALLY_K_LOG_BF16_COPIES; k++) row[(k + lid) % TALLY_K_LOG_BF16_COPIES] = entry;
+    TALLY_BARRIER();
+}
+
+/* The logarithm of word w's low value (high = 0) or high value: from the
+ * wide table (wide = 1; lane_bytes is lane8 | 0x4b400000), or from the
+ * narrow one with u = w + 0x00d500d5 (tally_k_log_bf16_lo,
+ * tally_k_log_bf16_hi). */
+TALLY_FN float tally_k_kl_word_log(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, int wide,
+                                   tally_u32 w, tally_u32 u, int high)
+{
+    if (wide) {
+        /* lane_bytes is lane8 | 0x4b400000 (byte 1 is 0): the value's low
+         * byte goes beside lane8, and its high byte between 0x4b40 and a 0
+         * byte. One register for both keeps the selectors immediate. */
+        const tally_u32 row_bytes = TALLY_BYTE_PERM(w, lane_bytes, high ? 0x5524u : 0x5504u);
+        const tally_u32 base = TALLY_BYTE_PERM(w, lane_bytes, high ? 0x7635u : 0x7615u);
+        const float2 entry = *(TALLY_LOCAL const float2 *)((TALLY_LOCAL const char *)tab + row_bytes);
+        return tally_pm_logf_bf16_parts(tally_as_f32(base), entry.x, entry.y);
+    }
+    return high ? tally_k_log_bf16_hi(tab, lane_bytes, keep, w, u) : tally_k_log_bf16_lo(tab, lane_bytes, keep, w, u);
+}
+
 /* The two terms of input word wx and target word wt (low value first)
  * folded into acc, which the low term starts when first is set: the terms
  * of tally_k_kl_term_bf16_at, for a batch whose every tested value passed.
  * The input is widened only where it is used as a number (a log input). */
-TALLY_FN float tally_k_kl_word_terms(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, float acc,
-                                     int first, tally_u32 wx, tally_u32 wt, tally_u32 flags)
+TALLY_FN float tally_k_kl_word_terms(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, int wide,
+                                     float acc, int first, tally_u32 wx, tally_u32 wt, tally_u32 flags)
 {
-    const tally_u32 ux = wx + 0x00d500d5u, ut = wt + 0x00d500d5u;
+    const tally_u32 ux = wide ? 0u : wx + 0x00d500d5u, ut = wide ? 0u : wt + 0x00d500d5u;
     const float t_lo = tally_as_f32(wt << 16), t_hi = tally_as_f32(wt & 0xffff0000u);
     float lx_lo, lx_hi, term_lo, term_hi;
     if (flags & TALLY_KL_INPUT_IS_PROB) {
-        lx_lo = tally_k_log_bf16_lo(tab, lane_bytes, keep, wx, ux);
-        lx_hi = tally_k_log_bf16_hi(tab, lane_bytes, keep, wx, ux);
+        lx_lo = tally_k_kl_word_log(tab, lane_bytes, keep, wide, wx, ux, 0);
+        lx_hi = tally_k_kl_word_log(tab, lane_bytes, keep, wide, wx, ux, 1);
     } else {
         lx_lo = tally_as_f32(wx << 16);
         lx_hi = tally_as_f32(wx & 0xffff0000u);
@@ -288,8 +336,8 @@ TALLY_FN float tally_k_kl_word_terms(TALLY_LOCAL const float *tab, tally_u32 lan
         term_lo = tally_expf(t_lo) * (t_lo - lx_lo);
         term_hi = tally_expf(t_hi) * (t_hi - lx_hi);
     } else {
-        term_lo = t_lo * (tally_k_log_bf16_lo(tab, lane_bytes, keep, wt, ut) - lx_lo);
-        term_hi = t_hi * (tally_k_log_bf16_hi(tab, lane_bytes, keep, wt, ut) - lx_hi);
+        term_lo = t_lo * (tally_k_kl_word_log(tab, lane_bytes, keep, wide, wt, ut, 0) - lx_lo);
+        term_hi = t_hi * (tally_k_kl_word_log(tab, lane_bytes, keep, wide, wt, ut, 1) - lx_hi);
     }
     acc = first ? term_lo : acc + term_lo;
     return acc + term_hi;
@@ -311,23 +359,25 @@ TALLY_FN int tally_k_bf16_range_ok(tally_u32 hi, tally_u32 lo)
 }
 
 /* The batch's sixteen pairs, word by word, in element order. */
-#define TALLY_K_KL_WORDS16(acc, q, flags)                                                       \
-    do {                                                                                        \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, (q) == 0u, wa0.x, wb0.x, flags); \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa0.y, wb0.y, flags);         \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa1.x, wb1.x, flags);         \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa1.y, wb1.y, flags);         \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa2.x, wb2.x, flags);         \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa2.y, wb2.y, flags);         \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa3.x, wb3.x, flags);         \
-        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, acc, 0, wa3.y, wb3.y, flags);         \
+#define TALLY_K_KL_WORDS16(acc, q, flags)                                                             \
+    do {                                                                                              \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, (q) == 0u, wa0.x, wb0.x, flags); \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa0.y, wb0.y, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa1.x, wb1.x, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa1.y, wb1.y, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa2.x, wb2.x, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa2.y, wb2.y, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa3.x, wb3.x, flags);         \
+        acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa3.y, wb3.y, flags);         \
     } while (0)
 
-TALLY_FN float tally_k_kl_batch_bf16_words(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep,
+/* wide: the logarithms from the wide table (lane_bytes is then lane8 |
+ * 0x4b400000 and keep unused), which only the packed path reads. */
+TALLY_FN float tally_k_kl_batch_bf16_words(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, int wide,
                                            float acc, tally_u32 q, uint2 wa0, uint2 wa1, uint2 wa2, uint2 wa3, uint2 wb0,
                                            uint2 wb1, uint2 wb2, uint2 wb3, tally_u32 flags)
 {
-    if (TALLY_K_KL_BF16_PACKED) {
+    if (TALLY_K_KL_BF16_PACKED || wide) {
         /* tally_k_kl_fast16's rule, tested as ranges of the raw halves. */
         tally_u32 hi = 0u, lo = 0xffffffffu;
         if (flags & TALLY_KL_INPUT_IS_PROB) {
@@ -462,13 +512,18 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
     const tally_u64 full_quads = n >> 2;
     const tally_u64 tile_quads = (tally_u64)lanes * qpl;
     const int halves = x_dtype != TALLY_F32 || t_dtype != TALLY_F32;
-    /* bf16_table is a constant 1 only in the copies of tally_k_kl_tiles_half
-     * whose dtypes are the constants BF16, BF16; log_tab is unused
-     * elsewhere. */
-    const int kind = bf16_table && TALLY_K_KL_BF16_TABLE_ON ? TALLY_K_KL_BATCH_BF16_TABLE
-                     : halves                               ? TALLY_K_KL_BATCH_HALF
-                                                            : TALLY_K_KL_BATCH_F32;
-    if (kind == TALLY_K_KL_BATCH_BF16_TABLE) tally_k_log_bf16_fill(log_tab, lid);
+    /* bf16_table is a constant: 1 (the narrow table) in the copies of
+     * tally_k_kl_tiles_half whose dtypes are the constants BF16, BF16, 2
+     * (the wide table, which only the packed words read) in those of
+     * tally_k_kl_tiles_bf16_wide; log_tab is unused elsewhere. */
+    const int wide = bf16_table == 2;
+    const int kind = wide || (bf16_table && TALLY_K_KL_BF16_TABLE_ON) ? TALLY_K_KL_BATCH_BF16_TABLE
+                     : halves                                          ? TALLY_K_KL_BATCH_HALF
+                                                                       : TALLY_K_KL_BATCH_F32;
+    if (wide)
+        tally_k_log_bf16_wide_fill(log_tab, lid);
+    else if (kind == TALLY_K_KL_BATCH_BF16_TABLE)
+        tally_k_log_bf16_fill(log_tab, lid);
     TALLY_LOCAL const float *lane = log_tab + (lid % TALLY_K_LOG_BF16_COPIES);
     const tally_k_src xs = tally_k_src_at(x, x_dtype, x_off, cols, x_stride, mode);
     const tally_k_src ts = tally_k_src_at(t, t_dtype, t_off, cols, t_stride, mode);
@@ -505,14 +560,15 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
             }
         } else if ((tally_u64)j < active) {
             float acc;
-            if (full && kind == TALLY_K_KL_BATCH_BF16_TABLE && TALLY_K_KL_BF16_WORDS) {
+            if (full && kind == TALLY_K_KL_BATCH_BF16_TABLE && (TALLY_K_KL_BF16_WORDS || wide)) {
                 /* Two bf16 inputs: the same quads, kept as the words they
                  * were loaded as (tally_k_kl_batch_bf16_words). */
                 const tally_u64 g = base + j;
                 const tally_u64 L = TALLY_K_GROUP_SIZE;
                 TALLY_GLOBAL const uint2 *xw = (TALLY_GLOBAL const uint2 *)xs.h;
                 TALLY_GLOBAL const uint2 *tw = (TALLY_GLOBAL const uint2 *)ts.h;
-                const tally_u32 lane_bytes = (lid % TALLY_K_LOG_BF16_COPIES) * 4u;
+                const tally_u32 lane_bytes =
+                    wide ? (lid % TALLY_K_LOG_BF16_COPIES) * 8u | 0x4b400000u : (lid % TALLY_K_LOG_BF16_COPIES) * 4u;
                 const tally_u32 keep = lane_bytes | ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES * 4u);
                 acc = 0.0f;
                 if (TALLY_K_KL_BF16_AHEAD) {
@@ -524,8 +580,8 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                         const tally_u64 h = g + (tally_u64)(q + 4u < TALLY_TREE_QUADS_PER_LANE ? q + 4u : q) * L;
                         const uint2 na0 = xw[h], na1 = xw[h + L], na2 = xw[h + 2u * L], na3 = xw[h + 3u * L];
                         const uint2 nb0 = tw[h], nb1 = tw[h + L], nb2 = tw[h + 2u * L], nb3 = tw[h + 3u * L];
-                        acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2,
-                                                          b3, flags);
+                        acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, wide, acc, q, a0, a1, a2, a3, b0,
+                                                          b1, b2, b3, flags);
                         a0 = na0, a1 = na1, a2 = na2, a3 = na3;
                         b0 = nb0, b1 = nb1, b2 = nb2, b3 = nb3;
                     }
@@ -534,8 +590,8 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                         const tally_u64 h = g + (tally_u64)q * L;
                         const uint2 a0 = xw[h], a1 = xw[h + L], a2 = xw[h + 2u * L], a3 = xw[h + 3u * L];
                         const uint2 b0 = tw[h], b1 = tw[h + L], b2 = tw[h + 2u * L], b3 = tw[h + 3u * L];
-                        acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, acc, q, a0, a1, a2, a3, b0, b1, b2,
-                                                          b3, flags);
+                        acc = tally_k_kl_batch_bf16_words(log_tab, lane_bytes, keep, wide, acc, q, a0, a1, a2, a3, b0,
+                                                          b1, b2, b3, flags);
                     }
                 }
             } else if (full) {
@@ -597,6 +653,31 @@ TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles
     else
         tally_k_kl_tiles_run(v, 0, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
                              flags, finish, divisor, out, out_off, x_dtype, t_dtype);
+}
+
+/* The same for two bf16 inputs with the flags of the common forms, the
+ * logarithms from the wide table in the stage (TALLY_K_KL_BF16_WIDE_BYTES
+ * of dynamic local memory), which replaces the narrow table: a group has
+ * 65 KiB of local memory, so three fit a compute unit. Where
+ * TALLY_HAS_STAGE is 0 (OpenCL C) the body is empty and the host never
+ * launches it (tally__gpu_context's stage_bytes is 0). Other flags take
+ * the general body. */
+TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_bf16_wide(TALLY_K_PARAMS(kl_tiles))
+{
+#if TALLY_HAS_STAGE
+    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
+    TALLY_STAGE(stage);
+    TALLY_LOCAL float *wide_tab = (TALLY_LOCAL float *)stage;
+    if (flags == TALLY_KL_INPUT_IS_PROB)
+        tally_k_kl_tiles_run(v, 2, wide_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             TALLY_KL_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_BF16, TALLY_BF16);
+    else if (flags == 0u)
+        tally_k_kl_tiles_run(v, 2, wide_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             0u, finish, divisor, out, out_off, TALLY_BF16, TALLY_BF16);
+    else
+        tally_k_kl_tiles_run(v, 0, wide_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
+                             flags, finish, divisor, out, out_off, x_dtype, t_dtype);
+#endif
 }
 
 /*

@@ -203,17 +203,22 @@ END_TEST
 /* The bf16 logarithm table's arithmetic (tally_pm_log_bf16_entry,
  * tally_pm_logf_bf16) against tally_logf on every positive normal bf16
  * value, 0x0080 .. 0x7f7f, each widened to the float with those high 16
- * bits; the table's entry is the one a kernel looks up, bits 16..22. */
+ * bits; the table's entry is the one a kernel looks up, bits 16..22. The
+ * wide table's split at the low byte (tally_pm_log_bf16_bias,
+ * tally_pm_logf_bf16_parts) likewise. */
 START_TEST(test_log_bf16_table)
 {
     fails_t fl = { 0, "" };
-    float entry[128];
+    float entry[128], bias[256];
     for (uint32_t m = 0; m < 128u; m++) entry[m] = tally_pm_log_bf16_entry(m);
+    for (uint32_t low = 0; low < 256u; low++) bias[low] = tally_pm_log_bf16_bias(low);
     unsigned checked = 0;
     for (uint32_t h = 0x0080u; h <= 0x7f7fu; h++) {
         const uint32_t b = h << 16;
         const float x = ffrom(b);
         NOTE_MISMATCH(&fl, tally_pm_logf_bf16(x, entry[(b >> 16) & 0x7fu]), tally_logf(x), "logf_bf16(0x%08x)", b);
+        NOTE_MISMATCH(&fl, tally_pm_logf_bf16_parts(ffrom(0x4b400000u | (h & 0xff00u)), entry[h & 0x7fu], bias[h & 0xffu]),
+                      tally_logf(x), "logf_bf16_parts(0x%04x)", h);
         checked++;
     }
     ASSERT_NO_MISMATCH(&fl);

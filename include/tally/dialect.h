@@ -231,6 +231,16 @@ typedef uint64_t tally_u64;
 #elif TALLY_TARGET_CUDA
 #  define TALLY_MIN_U16X2(a, b) __vminu2((a), (b))
 #endif
+/* Byte i of the result is byte ((s >> 4 i) & 7) of the eight bytes of x
+ * (0 .. 3) and y (4 .. 7): CUDA's __byte_perm for selectors below 8 (one
+ * PRMT instruction), OpenCL C's shuffle2. It moves bits only. */
+#if TALLY_TARGET_OPENCL
+#  define TALLY_BYTE_PERM(x, y, s)                                                                 \
+      as_uint(shuffle2(as_uchar4((uint)(x)), as_uchar4((uint)(y)),                                 \
+                       (uchar4)((s) & 7u, ((s) >> 4) & 7u, ((s) >> 8) & 7u, ((s) >> 12) & 7u)))
+#elif TALLY_TARGET_CUDA
+#  define TALLY_BYTE_PERM(x, y, s) __byte_perm((x), (y), (s))
+#endif
 
 /* Four floats moved as one 16-byte access. Both OpenCL C and CUDA call the
  * type float4 and name its members x, y, z, w. TALLY_LOAD_F4(p, i) reads

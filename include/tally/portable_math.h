@@ -322,6 +322,29 @@ TALLY_FN float tally_pm_logf_bf16(float x, float v)
     return tally_pm_log_join((float)((tally_i32)(t >> 23) - 128), v);
 }
 
+/* The same logarithm split at the bf16 value's low byte b = h & 0xff (the
+ * exponent's lowest bit above the seven mantissa bits), for kernels that
+ * look up both parts by that byte. tally_pm_logf_bf16's exponent of h
+ * (positive normal) is ((h + 0xd5) >> 7) - 128, and with h = 256 E + b
+ * that is 2 E + (((b + 0xd5) >> 7) - 128): the upper seven exponent bits E
+ * add linearly, and the rest depends on b alone.
+ * tally_pm_log_bf16_bias(b) is that rest less 98304, and
+ * tally_pm_logf_bf16_parts(base, v, bias) with base the float 0x4b400000 |
+ * (h & 0xff00), that is 12582912 + 256 E, forms e by one fma: base times
+ * 1/128 is 98304 + 2 E, plus the bias is e, every step exact (integers
+ * below 2^24, a power-of-two scaling). With v = tally_pm_log_bf16_entry(b
+ * & 0x7f), the join then gets the operands of tally_pm_logf_bf16: the same
+ * bits (tests/check_terms.c checks every positive normal bf16 value). */
+TALLY_FN float tally_pm_log_bf16_bias(tally_u32 b)
+{
+    return (float)((tally_i32)((b + 0xd5u) >> 7) - 128) - 98304.0f;
+}
+
+TALLY_FN float tally_pm_logf_bf16_parts(float base, float v, float bias)
+{
+    return tally_pm_log_join(tally_fma(base, 0.0078125f, bias), v);
+}
+
 /* Natural logarithm, within one ulp (0.93 ulp worst case over every
  * float).  log x = e ln2 + f + f^2 Q(f): v = f + f^2 Q(f) is rounded once
  * (f is exact), and e ln2 is added by two fmas whose products are exact.
