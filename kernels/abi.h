@@ -282,19 +282,15 @@
 #define TALLY_K_KL_BF16_AHEAD 1u
 #endif
 
-/* 1: where the backend grants a stage (CUDA: tally__gpu_context's
- * stage_bytes), two bf16 inputs with the flags of the common forms run
- * tally_k_kl_tiles_bf16_wide, whose table in TALLY_K_KL_BF16_WIDE_BYTES of
- * dynamic local memory is looked up by a value's low byte and gives the
- * logarithm's mantissa part and its exponent's bias together
- * (tally_pm_logf_bf16_parts); 0: tally_k_kl_tiles_half's table of 128
- * mantissas. Exact either way, so the bits are the same (a compile-time
- * switch for bench/gpu_bench.sh's variant build). */
+/* 1: the bf16 table's packed words take their logarithms from the wide
+ * table (kernels/kl.h, 32 KiB a group), looked up by a value's low byte,
+ * whose entries hold the logarithm's mantissa part and its exponent's bias
+ * together (tally_pm_logf_bf16_parts); 0: from the narrow table of 128
+ * mantissas (16 KiB). Exact either way, so the bits are the same (a
+ * compile-time switch for bench/gpu_bench.sh's variant build). */
 #ifndef TALLY_K_KL_BF16_WIDE
 #define TALLY_K_KL_BF16_WIDE 1u
 #endif
-/* 256 rows (a low byte each) of 32 copies (one a bank pair) of two floats. */
-#define TALLY_K_KL_BF16_WIDE_BYTES (256u * 32u * 8u)
 
 /* Groups per compute unit of the reduced KL forms' first level, for fp32
  * inputs (tally_k_kl_tiles) and for any half input (tally_k_kl_tiles_half,

@@ -46,7 +46,7 @@
     K(categorical_short, categorical) K(categorical_staged, categorical)                                 \
     K(categorical_local, categorical) K(dm_bw_prep, dm_bw_prep) K(dm_bw_lanes, dm_bw_lanes)                     \
     K(dm_bw_lane_tree, dm_bw_lane_tree) K(gmm_bw_warp, gmm_bw_warp)            \
-    K(gmm_warp, gmm_fused) K(kl_tiles_bf16_wide, kl_tiles)
+    K(gmm_warp, gmm_fused)
 
 /* The CPU-shaped twins (kernels/cpu.h): T(kernel, twin), the twin taking
  * the kernel's arguments and giving its bits. The OpenCL backend launches

@@ -268,21 +268,23 @@ TALLY_FN float tally_k_log_bf16_hi(TALLY_LOCAL const float *tab, tally_u32 lane_
 }
 
 /*
- * The wide table (tally_k_kl_tiles_bf16_wide, TALLY_K_KL_BF16_WIDE): a row
- * for each low byte b of a bf16 value (the exponent's lowest bit above the
- * seven mantissa bits), each row 32 copies of the pair
- * (tally_pm_log_bf16_entry(b & 0x7f), tally_pm_log_bf16_bias(b)), copy c at
- * byte 256 b + 8 c. Work-item l reads copy l % 32 (lane8 = 8 (l % 32)), so
- * the 8-byte reads of each half warp fall on 32 different banks. The
- * entry's byte offset is the value's low byte moved up one byte beside
- * lane8, and the exponent's float (tally_pm_logf_bf16_parts) is its high
- * byte moved down into a float's low mantissa bits: each a byte
- * permutation, one instruction on CUDA devices, where the narrow table
+ * The wide table (TALLY_K_KL_BF16_WIDE): a row for each low byte b of a
+ * bf16 value (the exponent's lowest bit above the seven mantissa bits),
+ * each row 16 copies of the pair (tally_pm_log_bf16_entry(b & 0x7f),
+ * tally_pm_log_bf16_bias(b)), copy c at byte 128 b + 8 c: 32 KiB. Work-item
+ * l reads copy l % 16, and a warp's 8-byte reads are served a half warp at
+ * a time, so each half falls on 32 different banks. lane_bytes holds 16 (l
+ * % 16) in its low byte and 0x4b40 in its high half: one byte permutation
+ * puts the value's low byte above it, and a shift right by one makes that
+ * the entry's offset; another puts the value's high byte between 0x4b40
+ * and a zero byte, the float of tally_pm_logf_bf16_parts. The narrow table
  * takes a shift and a logical operation for the offset and an integer add
  * (shared by a word's two values), a shift and a subtraction for the
- * exponent. 64 KiB a group, so only where the backend grants the stage.
+ * exponent, so a logarithm costs 6 instructions here against 7.5 (SASS,
+ * sm_90), of which 2 on the integer pipe against 4.
  */
-#define TALLY_K_LOG_BF16_WIDE_ROWS 256u
+#define TALLY_K_LOG_BF16_WIDE_COPIES 16u
+#define TALLY_K_LOG_BF16_WIDE_FLOATS (256u * TALLY_K_LOG_BF16_WIDE_COPIES * 2u)
 
 /* Fills the wide table, work-item l (a group of 256) its row l, the copies
  * in an order rotated by l, and waits for it. */
@@ -291,23 +293,22 @@ TALLY_FN void tally_k_log_bf16_wide_fill(TALLY_LOCAL float *tab, tally_u32 lid)
     float2 entry;
     entry.x = tally_pm_log_bf16_entry(lid & 0x7fu);
     entry.y = tally_pm_log_bf16_bias(lid);
-    TALLY_LOCAL float2 *row = (TALLY_LOCAL float2 *)tab + lid * TALLY_K_LOG_BF16_COPIES;
-    for (tally_u32 k = 0; k < TALLY_K_LOG_BF16_COPIES; k++) row[(k + lid) % TALLY_K_LOG_BF16_COPIES] = entry;
+    TALLY_LOCAL float2 *row = (TALLY_LOCAL float2 *)tab + lid * TALLY_K_LOG_BF16_WIDE_COPIES;
+    for (tally_u32 k = 0; k < TALLY_K_LOG_BF16_WIDE_COPIES; k++) row[(k + lid) % TALLY_K_LOG_BF16_WIDE_COPIES] = entry;
     TALLY_BARRIER();
 }
 
 /* The logarithm of word w's low value (high = 0) or high value: from the
- * wide table (wide = 1; lane_bytes is lane8 | 0x4b400000), or from the
- * narrow one with u = w + 0x00d500d5 (tally_k_log_bf16_lo,
+ * wide table (wide = 1; lane_bytes is 16 (l % 16) | 0x4b400000), or from
+ * the narrow one with u = w + 0x00d500d5 (tally_k_log_bf16_lo,
  * tally_k_log_bf16_hi). */
 TALLY_FN float tally_k_kl_word_log(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, int wide,
                                    tally_u32 w, tally_u32 u, int high)
 {
     if (wide) {
-        /* lane_bytes is lane8 | 0x4b400000 (byte 1 is 0): the value's low
-         * byte goes beside lane8, and its high byte between 0x4b40 and a 0
-         * byte. One register for both keeps the selectors immediate. */
-        const tally_u32 row_bytes = TALLY_BYTE_PERM(w, lane_bytes, high ? 0x5524u : 0x5504u);
+        /* Byte 1 of lane_bytes is 0. One register for both permutations
+         * keeps their selectors immediate. */
+        const tally_u32 row_bytes = TALLY_BYTE_PERM(w, lane_bytes, high ? 0x5524u : 0x5504u) >> 1;
         const tally_u32 base = TALLY_BYTE_PERM(w, lane_bytes, high ? 0x7635u : 0x7615u);
         const float2 entry = *(TALLY_LOCAL const float2 *)((TALLY_LOCAL const char *)tab + row_bytes);
         return tally_pm_logf_bf16_parts(tally_as_f32(base), entry.x, entry.y);
@@ -371,8 +372,8 @@ TALLY_FN int tally_k_bf16_range_ok(tally_u32 hi, tally_u32 lo)
         acc = tally_k_kl_word_terms(tab, lane_bytes, keep, wide, acc, 0, wa3.y, wb3.y, flags);         \
     } while (0)
 
-/* wide: the logarithms from the wide table (lane_bytes is then lane8 |
- * 0x4b400000 and keep unused), which only the packed path reads. */
+/* wide: the logarithms from the wide table (lane_bytes is then 16 (l %
+ * 16) | 0x4b400000 and keep unused), which only the packed path reads. */
 TALLY_FN float tally_k_kl_batch_bf16_words(TALLY_LOCAL const float *tab, tally_u32 lane_bytes, tally_u32 keep, int wide,
                                            float acc, tally_u32 q, uint2 wa0, uint2 wa1, uint2 wa2, uint2 wa3, uint2 wb0,
                                            uint2 wb1, uint2 wb2, uint2 wb3, tally_u32 flags)
@@ -512,11 +513,10 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
     const tally_u64 full_quads = n >> 2;
     const tally_u64 tile_quads = (tally_u64)lanes * qpl;
     const int halves = x_dtype != TALLY_F32 || t_dtype != TALLY_F32;
-    /* bf16_table is a constant: 1 (the narrow table) in the copies of
-     * tally_k_kl_tiles_half whose dtypes are the constants BF16, BF16, 2
-     * (the wide table, which only the packed words read) in those of
-     * tally_k_kl_tiles_bf16_wide; log_tab is unused elsewhere. */
-    const int wide = bf16_table == 2;
+    /* bf16_table is a constant 1 only in the copies of tally_k_kl_tiles_half
+     * whose dtypes are the constants BF16, BF16; log_tab is unused
+     * elsewhere. The wide table is read only by the packed words. */
+    const int wide = bf16_table && TALLY_K_KL_BF16_WIDE;
     const int kind = wide || (bf16_table && TALLY_K_KL_BF16_TABLE_ON) ? TALLY_K_KL_BATCH_BF16_TABLE
                      : halves                                          ? TALLY_K_KL_BATCH_HALF
                                                                        : TALLY_K_KL_BATCH_F32;
@@ -567,8 +567,8 @@ TALLY_FN void tally_k_kl_tiles_run(TALLY_LOCAL float *v, int bf16_table, TALLY_L
                 const tally_u64 L = TALLY_K_GROUP_SIZE;
                 TALLY_GLOBAL const uint2 *xw = (TALLY_GLOBAL const uint2 *)xs.h;
                 TALLY_GLOBAL const uint2 *tw = (TALLY_GLOBAL const uint2 *)ts.h;
-                const tally_u32 lane_bytes =
-                    wide ? (lid % TALLY_K_LOG_BF16_COPIES) * 8u | 0x4b400000u : (lid % TALLY_K_LOG_BF16_COPIES) * 4u;
+                const tally_u32 lane_bytes = wide ? (lid % TALLY_K_LOG_BF16_WIDE_COPIES) * 16u | 0x4b400000u
+                                                  : (lid % TALLY_K_LOG_BF16_COPIES) * 4u;
                 const tally_u32 keep = lane_bytes | ((TALLY_K_LOG_BF16_ENTRIES - 1u) * TALLY_K_LOG_BF16_COPIES * 4u);
                 acc = 0.0f;
                 if (TALLY_K_KL_BF16_AHEAD) {
@@ -642,7 +642,7 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
 TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, log_tab, TALLY_K_LOG_BF16_TABLE);
+    TALLY_LOCAL_ARRAY(float, log_tab, TALLY_K_KL_BF16_WIDE ? TALLY_K_LOG_BF16_WIDE_FLOATS : TALLY_K_LOG_BF16_TABLE);
     const int bf16 = x_dtype == TALLY_BF16 && t_dtype == TALLY_BF16;
     if (bf16 && flags == TALLY_KL_INPUT_IS_PROB)
         tally_k_kl_tiles_run(v, 1, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
@@ -653,31 +653,6 @@ TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles
     else
         tally_k_kl_tiles_run(v, 0, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
                              flags, finish, divisor, out, out_off, x_dtype, t_dtype);
-}
-
-/* The same for two bf16 inputs with the flags of the common forms, the
- * logarithms from the wide table in the stage (TALLY_K_KL_BF16_WIDE_BYTES
- * of dynamic local memory), which replaces the narrow table: a group has
- * 65 KiB of local memory, so three fit a compute unit. Where
- * TALLY_HAS_STAGE is 0 (OpenCL C) the body is empty and the host never
- * launches it (tally__gpu_context's stage_bytes is 0). Other flags take
- * the general body. */
-TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_bf16_wide(TALLY_K_PARAMS(kl_tiles))
-{
-#if TALLY_HAS_STAGE
-    TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    TALLY_STAGE(stage);
-    TALLY_LOCAL float *wide_tab = (TALLY_LOCAL float *)stage;
-    if (flags == TALLY_KL_INPUT_IS_PROB)
-        tally_k_kl_tiles_run(v, 2, wide_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
-                             TALLY_KL_INPUT_IS_PROB, finish, divisor, out, out_off, TALLY_BF16, TALLY_BF16);
-    else if (flags == 0u)
-        tally_k_kl_tiles_run(v, 2, wide_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
-                             0u, finish, divisor, out, out_off, TALLY_BF16, TALLY_BF16);
-    else
-        tally_k_kl_tiles_run(v, 0, wide_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,
-                             flags, finish, divisor, out, out_off, x_dtype, t_dtype);
-#endif
 }
 
 /*

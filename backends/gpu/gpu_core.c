@@ -30,7 +30,6 @@ uint32_t tally__gpu_kernel_stage_bytes(tally__kernel_id id)
     case TALLY__K_categorical_staged: return TALLY_K_CAT_STAGE_BYTES;
     case TALLY__K_gmm_bw_warp: return TALLY_K_GMM_WARP_STAGE_BYTES;
     case TALLY__K_dm_bw_lanes: return TALLY_K_DM_BW_LANES_STAGE_BYTES;
-    case TALLY__K_kl_tiles_bf16_wide: return TALLY_K_KL_BF16_WIDE_BYTES;
     default: return 0u;
     }
 }

@@ -107,16 +107,6 @@ tally_status tally__gpu_reduce(tally_context *ctx, const tally__reduce_job *job)
  * the upper levels (a single small launch up to 2^28 elements) finish with
  * the division. */
 
-/* 1 when the reduced KL takes tally_k_kl_tiles_bf16_wide: two bf16 inputs,
- * the flags of its two forms, and the stage granted (CUDA). */
-static int kl_bf16_wide(tally_context *ctx, const tally__kl_job *job)
-{
-    const tally__gpu_context *g = (const tally__gpu_context *)ctx;
-    return TALLY_K_KL_BF16_WIDE && g->stage_bytes >= TALLY_K_KL_BF16_WIDE_BYTES &&
-           tally__gpu_kdtype(&job->input) == TALLY_BF16 && tally__gpu_kdtype(&job->target) == TALLY_BF16 &&
-           (job->flags == TALLY_KL_INPUT_IS_PROB || job->flags == 0u);
-}
-
 tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
 {
     if (job->flags & (TALLY_KL_INPUT_LOGITS | TALLY_KL_TARGET_LOGITS)) return tally__gpu_kl_div_logits(ctx, job);
@@ -178,9 +168,7 @@ tally_status tally__gpu_kl_div(tally_context *ctx, const tally__kl_job *job)
     const tally__gpu_context *g = (const tally__gpu_context *)ctx;
     const uint64_t cap = (uint64_t)(g->compute_units != 0 ? g->compute_units : 128u) * per_cu;
     const uint64_t groups = per_cu != 0u && lv->tiles > cap ? cap : lv->tiles;
-    if (kl_bf16_wide(ctx, job))
-        st = tally__gpu_launch_kl_tiles_bf16_wide(ctx, groups, &a);
-    else if (halves)
+    if (halves)
         st = tally__gpu_launch_kl_tiles_half(ctx, groups, &a);
     else
         st = tally__gpu_launch_kl_tiles(ctx, groups, &a);
