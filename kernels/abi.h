@@ -286,10 +286,17 @@
  * table (kernels/kl.h, 32 KiB a group), looked up by a value's low byte,
  * whose entries hold the logarithm's mantissa part and its exponent's bias
  * together (tally_pm_logf_bf16_parts); 0: from the narrow table of 128
- * mantissas (16 KiB). Exact either way, so the bits are the same (a
- * compile-time switch for bench/gpu_bench.sh's variant build). */
+ * mantissas (16 KiB). Exact either way, so the bits are the same. On by
+ * default in CUDA only, whose byte permutation is one instruction: NVIDIA's
+ * OpenCL ran the wide table's shifts and masks at 593 us against the
+ * narrow table's 417 (H100, bf16 KL 16384^2). A compile-time switch for
+ * bench/gpu_bench.sh's variant build. */
 #ifndef TALLY_K_KL_BF16_WIDE
+#if defined(TALLY_TARGET_CUDA) && TALLY_TARGET_CUDA
 #define TALLY_K_KL_BF16_WIDE 1u
+#else
+#define TALLY_K_KL_BF16_WIDE 0u
+#endif
 #endif
 
 /* Groups per compute unit of the reduced KL forms' first level, for fp32

@@ -642,7 +642,10 @@ TALLY_KERNEL void tally_k_kl_tiles(TALLY_K_PARAMS(kl_tiles))
 TALLY_KERNEL_GROUPS_PER_CU(3) void tally_k_kl_tiles_half(TALLY_K_PARAMS(kl_tiles))
 {
     TALLY_LOCAL_ARRAY(float, v, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, log_tab, TALLY_K_KL_BF16_WIDE ? TALLY_K_LOG_BF16_WIDE_FLOATS : TALLY_K_LOG_BF16_TABLE);
+    /* Pairs, so that the wide table's 8-byte entries are aligned. */
+    TALLY_LOCAL_ARRAY(float2, log_pairs,
+                      (TALLY_K_KL_BF16_WIDE ? TALLY_K_LOG_BF16_WIDE_FLOATS : TALLY_K_LOG_BF16_TABLE) / 2u);
+    TALLY_LOCAL float *log_tab = (TALLY_LOCAL float *)log_pairs;
     const int bf16 = x_dtype == TALLY_BF16 && t_dtype == TALLY_BF16;
     if (bf16 && flags == TALLY_KL_INPUT_IS_PROB)
         tally_k_kl_tiles_run(v, 1, log_tab, x, x_off, x_stride, t, t_off, t_stride, cols, mode, n, lanes, qpl, tiles,

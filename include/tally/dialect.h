@@ -233,11 +233,17 @@ typedef uint64_t tally_u64;
 #endif
 /* Byte i of the result is byte ((s >> 4 i) & 7) of the eight bytes of x
  * (0 .. 3) and y (4 .. 7): CUDA's __byte_perm for selectors below 8 (one
- * PRMT instruction), OpenCL C's shuffle2. It moves bits only. */
+ * PRMT instruction); elsewhere shifts and masks, which a constant selector
+ * folds. It moves bits only. */
 #if TALLY_TARGET_OPENCL
-#  define TALLY_BYTE_PERM(x, y, s)                                                                 \
-      as_uint(shuffle2(as_uchar4((uint)(x)), as_uchar4((uint)(y)),                                 \
-                       (uchar4)((s) & 7u, ((s) >> 4) & 7u, ((s) >> 8) & 7u, ((s) >> 12) & 7u)))
+TALLY_FN uint tally_byte_perm(uint x, uint y, uint s)
+{
+    const ulong both = ((ulong)y << 32) | x;
+    uint r = 0u;
+    for (uint i = 0u; i < 4u; i++) r |= (uint)((both >> (8u * ((s >> (4u * i)) & 7u))) & 0xffu) << (8u * i);
+    return r;
+}
+#  define TALLY_BYTE_PERM(x, y, s) tally_byte_perm((x), (y), (s))
 #elif TALLY_TARGET_CUDA
 #  define TALLY_BYTE_PERM(x, y, s) __byte_perm((x), (y), (s))
 #endif
