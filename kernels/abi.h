@@ -32,6 +32,9 @@
  * tree in one unit, while the vector is in the cache (the two launches'
  * trees, so their bits); shift is not read. */
 #define TALLY_K_TERM_LSE 3u
+/* exp(x): SHIFTED_EXP with a zero shift (x - 0 is x exactly), without a
+ * shift array to read or to fill with zeros first. */
+#define TALLY_K_TERM_EXP 4u
 
 /* What the last level of a tree does with its one value per vector. */
 #define TALLY_K_FINISH_NONE 0u
@@ -41,6 +44,10 @@
  * to out[vector + nvec] (0 where m is not finite, where the host skips the
  * sum), the two statistics planes of a softmax (kernels/kl_logits.h). */
 #define TALLY_K_FINISH_MAX_SUM 3u
+/* tally_expf(shift[vector]) * value: a shared alpha's Dirichlet-multinomial
+ * gradient, exp(log_alpha v) times column v's sum of weights, in the tree's
+ * last launch instead of one of its own. */
+#define TALLY_K_FINISH_EXP_SCALE 4u
 
 /* The statistics array of the KL from logits (kernels/kl_logits.h): plane k
  * holds one value per row, at offset k * rows. */

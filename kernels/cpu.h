@@ -164,7 +164,7 @@ TALLY_FN TALLY_K_CPU_WIDE void tally_k_cpu_reduce_terms(tally_u32 term, float sh
 {
     if (term == TALLY_K_TERM_SQUARE) {
         for (tally_u32 i = 0; i < m; i++) e[i] = e[i] * e[i];
-    } else if (term == TALLY_K_TERM_SHIFTED_EXP) {
+    } else if (term == TALLY_K_TERM_SHIFTED_EXP || term == TALLY_K_TERM_EXP) {
         int normal = 1;
         TALLY_K_CPU_LANE_LOOP
         for (tally_u32 i = 0; i < m; i++) normal &= tally_pm_expf_normal_ok(e[i] - sh);
@@ -513,6 +513,7 @@ TALLY_FN void tally_k_cpu_reduce_run(TALLY_GLOBAL const float *TALLY_RESTRICT x,
         }
         if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
         if (finish == TALLY_K_FINISH_LSE && term != TALLY_K_TERM_LSE) r = tally_lse_finish(shift[shift_off + b], r);
+        if (finish == TALLY_K_FINISH_EXP_SCALE) r = tally_expf(shift[shift_off + b]) * r;
         out[out_off + unit * out_stride] = tally_canonical(r);
     }
 }

@@ -46,7 +46,7 @@ TALLY_FN float tally_k_fold_plain16(float acc, int first, tally_f4 e0, tally_f4 
 TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
 {
     if (term == TALLY_K_TERM_SQUARE) return x * x;
-    if (term == TALLY_K_TERM_SHIFTED_EXP) return tally_expf(x - shift);
+    if (term == TALLY_K_TERM_SHIFTED_EXP || term == TALLY_K_TERM_EXP) return tally_expf(x - shift);
     return x;
 }
 
@@ -60,7 +60,7 @@ TALLY_FN float tally_k_reduce_term(tally_u32 term, float x, float shift)
  * value goes to out[out_off + u * out_stride], after `finish` when this is
  * the last level (tiles == 1). shift[shift_off + b] is vector b's shift (the
  * maximum, for logsumexp); it is read only by the SHIFTED_EXP term and the
- * LSE finish.
+ * LSE and EXP_SCALE finishes (where it is the vector's log_alpha).
  *
  * A group runs 256 / lanes units side by side, and strides over the units
  * by the number of groups.
@@ -157,6 +157,7 @@ TALLY_FN void tally_k_reduce_tiles_run(TALLY_LOCAL float *v, TALLY_GLOBAL const 
             float r = v[lid];
             if (finish == TALLY_K_FINISH_DIVIDE) r = tally_divf(r, divisor);
             if (finish == TALLY_K_FINISH_LSE) r = tally_lse_finish(shift[shift_off + b], r);
+            if (finish == TALLY_K_FINISH_EXP_SCALE) r = tally_expf(shift[shift_off + b]) * r;
             out[out_off + unit * out_stride] = tally_canonical(r);
         }
     }
@@ -250,6 +251,7 @@ TALLY_KERNEL void tally_k_reduce_rows_warp(TALLY_K_PARAMS(reduce_tiles))
             float v = tally_combine(k, tally_combine(k, a0, a2), tally_combine(k, a1, a3));
             if (finish == TALLY_K_FINISH_DIVIDE) v = tally_divf(v, divisor);
             if (finish == TALLY_K_FINISH_LSE) v = tally_lse_finish(shift[shift_off + b], v);
+            if (finish == TALLY_K_FINISH_EXP_SCALE) v = tally_expf(shift[shift_off + b]) * v;
             out[out_off + b * out_stride] = tally_canonical(v);
         }
     }

@@ -69,19 +69,30 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
 
 /* ---- Dirichlet-multinomial ----------------------------------------------------
  * 1. The forward's trees over V: A = sum exp(log_alpha) per row (once for a
- *    shared alpha; the SHIFTED_EXP term with a zero shift is exp(x) exactly,
- *    since x - 0 == x) and N = sum n per row.
+ *    shared alpha; the EXP term is the forward's SHIFTED_EXP with a zero
+ *    shift, exactly, since x - 0 == x) and N = sum n per row.
  * 2. tally_k_dm_bw_rows: R_b and g_b per row.
  * 3. Per-row alpha: tally_k_dm_bw_elements writes the gradient.
  * 4. Shared alpha: tally_k_dm_bw_columns computes the weights w[b, v] and
  *    runs level 0 of the column tree over them (the gradient itself when
- *    the tree has one level); the upper levels and tally_k_dm_bw_scale
- *    finish it. (TALLY_K_DM_BW_FUSED_COLUMNS 0: tally_k_dm_bw_elements
- *    writes the weights transposed, [V, B], to scratch, and the planner's
- *    tree over B sums its V contiguous vectors.)
+ *    the tree has one level); the upper levels finish it, their last launch
+ *    scaling column v's sum by exp(log_alpha v) (TALLY_K_FINISH_EXP_SCALE,
+ *    tally_k_dm_bw_scale's operations). (TALLY_K_DM_BW_FUSED_COLUMNS 0:
+ *    tally_k_dm_bw_elements writes the weights transposed, [V, B], to
+ *    scratch, and the planner's tree over B sums its V contiguous vectors.)
  * A shared alpha over rows of at most TALLY_K_DM_BW_LANES_MAX_V columns
  * takes dm_backward_lanes instead of steps 1 (N) to 4: one read of the
  * counts. */
+
+/* Where a shared alpha's column tree ends: the gradient, exp(log_alpha v)
+ * times column v's sum. */
+static tally__gpu_result dm_gradient_result(const tally__dm_backward_job *job)
+{
+    const tally__gpu_result r = {.buf = job->grad_log_alpha.buffer, .off = job->grad_log_alpha.offset, .stride = 1,
+                                 .finish = TALLY_K_FINISH_EXP_SCALE, .divisor = 0.0f,
+                                 .shift = job->log_alpha.buffer, .shift_off = job->log_alpha.offset};
+    return r;
+}
 
 /* 1 when tally_k_dm_bw_lanes copies each step's counts into its stage a
  * step ahead (TALLY_K_DM_BW_LANES_STAGED, where the backend grants it):
@@ -96,17 +107,15 @@ static int dm_backward_lanes_staged(tally_context *ctx, const tally__array *coun
 /* A shared alpha, B > 0, 0 < V <= TALLY_K_DM_BW_LANES_MAX_V, A already at
  * a_off: tally_k_dm_bw_prep's tables at pre_off, tally_k_dm_bw_lanes's lane
  * sums at p_off, then tally_k_dm_bw_lane_tree into the gradient (one level)
- * or the column tree's partials, whose upper levels sum into s_off (*done =
- * 0: tally_k_dm_bw_scale still to run). */
+ * or the column tree's partials, whose upper levels end in the gradient. */
 static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backward_job *job, tally_buffer *scratch,
-                                      uint64_t a_off, uint64_t pre_off, uint64_t p_off, uint64_t s_off,
-                                      tally__gpu_tree_space c_space, int *done)
+                                      uint64_t a_off, uint64_t pre_off, uint64_t p_off, tally__gpu_tree_space c_space)
 {
     const tally__array *counts = &job->counts, *g = &job->grad_out;
     const uint64_t B = counts->rows, V = counts->cols;
     const tally__tree_level *lv = &job->col_plan.level[0];
     const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
-    *done = job->col_plan.levels == 1;
+    const int done = job->col_plan.levels == 1;
     const tally__kargs_dm_bw_prep p = {.la = tally__gpu_at_view(&job->log_alpha), .V = V, .pre = {scratch, pre_off}};
     tally_status st = tally__gpu_launch_dm_bw_prep(ctx, bounded_grid(ctx, TALLY_K_DM_BW_LANES_TABLE_N * V), &p);
     if (st != TALLY_OK) return st;
@@ -127,40 +136,37 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
     if (st != TALLY_OK) return st;
     const tally__kargs_dm_bw_lane_tree lt = {
         .part_in = {scratch, p_off}, .la = tally__gpu_at_view(&job->log_alpha), .B = B, .V = V, .lanes = lv->lanes,
-        .qpl = lv->quads_per_lane, .tiles = lv->tiles, .scale = *done ? 1u : 0u,
-        .out = *done ? tally__gpu_at_view(&job->grad_log_alpha) : (tally__gpu_at){scratch, c_space.a_off}};
+        .qpl = lv->quads_per_lane, .tiles = lv->tiles, .scale = done ? 1u : 0u,
+        .out = done ? tally__gpu_at_view(&job->grad_log_alpha) : (tally__gpu_at){scratch, c_space.a_off}};
     st = tally__gpu_launch_dm_bw_lane_tree(ctx, capped_groups(ctx, tally__gpu_ceil_div(V, TALLY_K_DM_BW_COLS) * lv->tiles),
                                            &lt);
-    if (st != TALLY_OK || *done) return st;
-    tally__gpu_result s_res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
-                               .divisor = 0.0f, .shift = NULL, .shift_off = 0};
-    return tally__gpu_tree_upper(ctx, &job->col_plan, V, TALLY_COMBINE_SUM, &s_res, scratch, c_space);
+    if (st != TALLY_OK || done) return st;
+    const tally__gpu_result res = dm_gradient_result(job);
+    return tally__gpu_tree_upper(ctx, &job->col_plan, V, TALLY_COMBINE_SUM, &res, scratch, c_space);
 }
 
 /* Step 4 for a shared alpha (B > 0): tally_k_dm_bw_columns over level 0 of
- * the column plan, straight into the gradient when that is the only level
- * (*done = 1), else into the tree's partials, whose upper levels sum into
- * s_off for tally_k_dm_bw_scale. The kernel strides over its units (column
- * blocks by tiles), so a capped grid computes the same values in the same
- * order. */
+ * the column plan, straight into the gradient when that is the only level,
+ * else into the tree's partials, whose upper levels end in the gradient.
+ * The kernel strides over its units (column blocks by tiles), so a capped
+ * grid computes the same values in the same order. */
 static tally_status dm_backward_columns(tally_context *ctx, const tally__dm_backward_job *job, tally_buffer *scratch,
-                                        uint64_t rg_off, uint64_t s_off, tally__gpu_tree_space c_space, int *done)
+                                        uint64_t rg_off, tally__gpu_tree_space c_space)
 {
     const tally__array *counts = &job->counts;
     const uint64_t V = counts->cols;
     const tally__tree_level *lv = &job->col_plan.level[0];
-    *done = job->col_plan.levels == 1;
+    const int done = job->col_plan.levels == 1;
     const tally__kargs_dm_bw_columns a = {
         .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(&job->log_alpha),
         .rg = {scratch, rg_off}, .B = counts->rows, .V = V, .lanes = lv->lanes, .qpl = lv->quads_per_lane,
-        .tiles = lv->tiles, .scale = *done ? 1u : 0u,
-        .out = *done ? tally__gpu_at_view(&job->grad_log_alpha) : (tally__gpu_at){scratch, c_space.a_off}};
+        .tiles = lv->tiles, .scale = done ? 1u : 0u,
+        .out = done ? tally__gpu_at_view(&job->grad_log_alpha) : (tally__gpu_at){scratch, c_space.a_off}};
     tally_status st = tally__gpu_launch_dm_bw_columns(
         ctx, capped_groups(ctx, tally__gpu_ceil_div(V, TALLY_K_DM_BW_COLS) * lv->tiles), &a);
-    if (st != TALLY_OK || *done) return st;
-    tally__gpu_result s_res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
-                               .divisor = 0.0f, .shift = NULL, .shift_off = 0};
-    return tally__gpu_tree_upper(ctx, &job->col_plan, V, TALLY_COMBINE_SUM, &s_res, scratch, c_space);
+    if (st != TALLY_OK || done) return st;
+    const tally__gpu_result res = dm_gradient_result(job);
+    return tally__gpu_tree_upper(ctx, &job->col_plan, V, TALLY_COMBINE_SUM, &res, scratch, c_space);
 }
 
 tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const tally__dm_backward_job *job)
@@ -182,7 +188,6 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     tally__gpu_tree_space a_space = tally__gpu_tree_layout(&layout, &job->row_plan, a_vectors);
     tally__gpu_tree_space n_space = {0, 0};
     if (!lanes) n_space = tally__gpu_tree_layout(&layout, &job->row_plan, B);
-    const uint64_t zero_off = tally__gpu_take(&layout, a_vectors);
     const uint64_t a_off = tally__gpu_take(&layout, a_vectors);
     uint64_t n_off = 0, rg_off = 0, pre_off = 0, p_off = 0;
     if (lanes) {
@@ -196,28 +201,22 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     tally__gpu_tree_space c_space = {0, 0};
     if (!job->per_row_alpha) {
         if (!fused && !lanes) w_off = tally__gpu_take(&layout, weights > 0 ? weights : 1);
-        s_off = tally__gpu_take(&layout, V);
+        if (B == 0) s_off = tally__gpu_take(&layout, V);
         c_space = tally__gpu_tree_layout(&layout, &job->col_plan, V);
     }
     tally_buffer *scratch = NULL;
     tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
     if (st != TALLY_OK) return st;
 
-    st = tally__gpu_fill(ctx, scratch, zero_off, 1, a_vectors, 0u);
-    if (st != TALLY_OK) return st;
     tally__gpu_vectors a_src = {.buf = la->buffer, .off = la->offset, .cols = V, .stride = la->stride,
                                 .mode = TALLY_K_LOAD_CONTIGUOUS, .nvec = a_vectors,
                                 .vec_stride = job->per_row_alpha ? la->stride : 0};
     tally__gpu_result a_res = {.buf = scratch, .off = a_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
-                               .divisor = 0.0f, .shift = scratch, .shift_off = zero_off};
-    st = tally__gpu_tree(ctx, &a_src, &job->row_plan, TALLY_K_TERM_SHIFTED_EXP, TALLY_COMBINE_SUM, &a_res, scratch,
-                         a_space);
+                               .divisor = 0.0f, .shift = NULL, .shift_off = 0};
+    st = tally__gpu_tree(ctx, &a_src, &job->row_plan, TALLY_K_TERM_EXP, TALLY_COMBINE_SUM, &a_res, scratch, a_space);
     if (st != TALLY_OK) return st;
-    if (lanes) {
-        int done = 0;
-        st = dm_backward_lanes(ctx, job, scratch, a_off, pre_off, p_off, s_off, c_space, &done);
-        if (st != TALLY_OK || done) return st;
-    } else if (B > 0) {
+    if (lanes) return dm_backward_lanes(ctx, job, scratch, a_off, pre_off, p_off, c_space);
+    if (B > 0) {
         tally__gpu_vectors n_src = {.buf = counts->buffer, .off = counts->offset, .cols = V,
                                     .stride = counts->stride,
                                     .mode = tally__gpu_rows_aligned16(ctx, counts) ? TALLY_K_LOAD_VEC4
@@ -238,38 +237,29 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
         st = tally__gpu_launch_dm_bw_rows(ctx, tally__gpu_ceil_div(B, TALLY_GPU_GROUP_SIZE), &r);
         if (st != TALLY_OK) return st;
 
-        if (fused) {
-            int done = 0;
-            st = dm_backward_columns(ctx, job, scratch, rg_off, s_off, c_space, &done);
-            if (st != TALLY_OK || done) return st;
-        } else {
-            /* Per-row alpha: the gradient; shared: the weights, [V, B] in scratch. */
-            const tally__kargs_dm_bw_elements e = {
-                .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
-                .la_stride = job->per_row_alpha ? la->stride : 0, .rg = {scratch, rg_off}, .B = B, .V = V,
-                .per_row = job->per_row_alpha ? 1u : 0u,
-                .out = job->per_row_alpha ? tally__gpu_at_view(out) : (tally__gpu_at){scratch, w_off},
-                .out_stride = job->per_row_alpha ? out->stride : 0};
-            st = tally__gpu_launch_dm_bw_elements(
-                ctx, job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS), &e);
-            if (st != TALLY_OK || job->per_row_alpha) return st;
-        }
-    }
-
-    /* Shared alpha, not fused: column v is the contiguous vector w[v * B ..
-     * v * B + B - 1] (stored transposed), read 16 bytes at a time when B is a
-     * multiple of 4 (scratch regions start 256-byte aligned). */
-    if (job->col_plan.levels == 0) {
-        st = tally__gpu_fill(ctx, scratch, s_off, 1, V, 0u); /* the empty sum, as the host's tree gives */
-    } else if (!fused && !lanes) {
+        if (fused) return dm_backward_columns(ctx, job, scratch, rg_off, c_space);
+        /* Per-row alpha: the gradient; shared: the weights, [V, B] in scratch. */
+        const tally__kargs_dm_bw_elements e = {
+            .counts = tally__gpu_at_view(counts), .c_stride = counts->stride, .la = tally__gpu_at_view(la),
+            .la_stride = job->per_row_alpha ? la->stride : 0, .rg = {scratch, rg_off}, .B = B, .V = V,
+            .per_row = job->per_row_alpha ? 1u : 0u,
+            .out = job->per_row_alpha ? tally__gpu_at_view(out) : (tally__gpu_at){scratch, w_off},
+            .out_stride = job->per_row_alpha ? out->stride : 0};
+        st = tally__gpu_launch_dm_bw_elements(ctx, job->per_row_alpha ? B : tally__gpu_ceil_div(B, TALLY_K_DM_BW_ROWS),
+                                              &e);
+        if (st != TALLY_OK || job->per_row_alpha) return st;
+        /* Shared alpha, not fused: column v is the contiguous vector w[v * B
+         * .. v * B + B - 1] (stored transposed), read 16 bytes at a time when
+         * B is a multiple of 4 (scratch regions start 256-byte aligned). */
         tally__gpu_vectors w_src = {.buf = scratch, .off = w_off, .cols = B, .stride = B,
                                     .mode = B % 4u == 0 ? TALLY_K_LOAD_VEC4 : TALLY_K_LOAD_CONTIGUOUS, .nvec = V,
                                     .vec_stride = B};
-        tally__gpu_result s_res = {.buf = scratch, .off = s_off, .stride = 1, .finish = TALLY_K_FINISH_NONE,
-                                   .divisor = 0.0f, .shift = NULL, .shift_off = 0};
-        st = tally__gpu_tree(ctx, &w_src, &job->col_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &s_res, scratch,
-                             c_space);
+        const tally__gpu_result res = dm_gradient_result(job);
+        return tally__gpu_tree(ctx, &w_src, &job->col_plan, TALLY_K_TERM_PLAIN, TALLY_COMBINE_SUM, &res, scratch,
+                               c_space);
     }
+    /* No rows: the empty sum (+0, as the host's tree gives) scaled. */
+    st = tally__gpu_fill(ctx, scratch, s_off, 1, V, 0u);
     if (st != TALLY_OK) return st;
     const tally__kargs_dm_bw_scale sc = {.la = tally__gpu_at_view(la), .s = {scratch, s_off}, .V = V,
                                          .out = tally__gpu_at_view(out)};

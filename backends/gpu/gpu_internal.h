@@ -120,7 +120,7 @@ typedef struct tally__gpu_result {
     uint64_t stride;
     uint32_t finish;
     float divisor;
-    const tally_buffer *shift; /* SHIFTED_EXP term and LSE finish: shift of vector b at shift_off + b */
+    const tally_buffer *shift; /* SHIFTED_EXP term, LSE and EXP_SCALE finishes: vector b's at shift_off + b */
     uint64_t shift_off;
 } tally__gpu_result;
 
