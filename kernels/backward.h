@@ -449,10 +449,20 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_GROUPS_PER_CU) void tally_k_dm_bw_colum
  * The tables of tally_k_dm_bw_lanes for a shared alpha: a_v = exp(log_alpha
  * v) at pre[pre_off + v], and psi(a_v) (k = 0) or psi(k + a_v) (k = 1 ..
  * TALLY_K_DM_BW_LANES_TABLE_N - 1) at pre[pre_off + (1 + k) V + v], one
- * work-item an entry: the values tally_k_dm_bw_columns tabulates.
+ * work-item an entry: the values tally_k_dm_bw_columns tabulates. With
+ * a_lanes != 0, group 0 first sums A = sum exp(log_alpha v) to sums[a_off]
+ * as the row plan's one-tile level does (tally_k_reduce_tiles_run, the EXP
+ * term): the launch of that tree, folded into this one.
  */
 TALLY_KERNEL void tally_k_dm_bw_prep(TALLY_K_PARAMS(dm_bw_prep))
 {
+    TALLY_LOCAL_ARRAY(float, v_tree, TALLY_K_GROUP_SIZE);
+    /* One unit (nvec 1, one tile): only group 0 enters its loop, so the
+     * tree's barriers are the whole group's. */
+    if (a_lanes != 0u)
+        tally_k_reduce_tiles_run(v_tree, la, la_off, V, V, TALLY_K_LOAD_CONTIGUOUS, 1u, 0u, V, a_lanes, a_qpl, 1u,
+                                 TALLY_K_TERM_EXP, TALLY_COMBINE_SUM, la, la_off, TALLY_K_FINISH_NONE, 0.0f, sums,
+                                 a_off, 1u, TALLY_F32);
     const tally_u64 items = (tally_u64)TALLY_K_DM_BW_LANES_TABLE_N * V;
     const tally_u64 step = TALLY_GROUP_COUNT() * TALLY_K_GROUP_SIZE;
     for (tally_u64 i = TALLY_GROUP_ID() * TALLY_K_GROUP_SIZE + TALLY_LID(); i < items; i += step) {

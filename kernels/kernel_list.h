@@ -248,8 +248,11 @@
     BUF(out, out_off, OUT, f32)
 
 /* A shared alpha's a_v and digamma tables for tally_k_dm_bw_lanes, from
- * pre_off. */
-#define TALLY_K_ARGS_dm_bw_prep(BUF, VAL, _) BUF(la, la_off, IN, f32) _ VAL(u64, V) _ BUF(pre, pre_off, OUT, f32)
+ * pre_off; with a_lanes != 0 also A, the tree of one tile (a_lanes lanes
+ * of a_qpl quads: the row plan) over exp(log_alpha), to sums[a_off]. */
+#define TALLY_K_ARGS_dm_bw_prep(BUF, VAL, _)                                                                    \
+    BUF(la, la_off, IN, f32) _ VAL(u64, V) _ BUF(pre, pre_off, OUT, f32) _ VAL(u32, a_lanes) _ VAL(u32, a_qpl) _ \
+    BUF(sums, a_off, OUT, f32)
 
 /* A shared alpha's weights in one pass over the counts (rows of at most
  * 1024 columns, row_lanes: the row plan's lanes): the lane sums of level 0

@@ -81,8 +81,8 @@ tally_status tally__gpu_kl_div_backward(tally_context *ctx, const tally__kl_back
  *    tally_k_dm_bw_elements writes the weights transposed, [V, B], to
  *    scratch, and the planner's tree over B sums its V contiguous vectors.)
  * A shared alpha over rows of at most TALLY_K_DM_BW_LANES_MAX_V columns
- * takes dm_backward_lanes instead of steps 1 (N) to 4: one read of the
- * counts. */
+ * takes dm_backward_lanes instead: A's tree in the launch of the digamma
+ * tables, then one read of the counts for steps 1 (N) to 4. */
 
 /* Where a shared alpha's column tree ends: the gradient, exp(log_alpha v)
  * times column v's sum. */
@@ -104,8 +104,9 @@ static int dm_backward_lanes_staged(tally_context *ctx, const tally__array *coun
            counts->cols % 4u == 0 && tally__gpu_rows_aligned16(ctx, counts);
 }
 
-/* A shared alpha, B > 0, 0 < V <= TALLY_K_DM_BW_LANES_MAX_V, A already at
- * a_off: tally_k_dm_bw_prep's tables at pre_off, tally_k_dm_bw_lanes's lane
+/* A shared alpha, B > 0, 0 < V <= TALLY_K_DM_BW_LANES_MAX_V (a row plan of
+ * one level of one tile): tally_k_dm_bw_prep's A at a_off and its tables at
+ * pre_off, tally_k_dm_bw_lanes's lane
  * sums at p_off, then tally_k_dm_bw_lane_tree into the gradient (one level)
  * or the column tree's partials, whose upper levels end in the gradient. */
 static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backward_job *job, tally_buffer *scratch,
@@ -116,7 +117,10 @@ static tally_status dm_backward_lanes(tally_context *ctx, const tally__dm_backwa
     const tally__tree_level *lv = &job->col_plan.level[0];
     const tally__gpu_context *gc = (const tally__gpu_context *)ctx;
     const int done = job->col_plan.levels == 1;
-    const tally__kargs_dm_bw_prep p = {.la = tally__gpu_at_view(&job->log_alpha), .V = V, .pre = {scratch, pre_off}};
+    /* The row plan of V <= 1024 is one tile: A's tree runs in the prep launch. */
+    const tally__tree_level *rl = &job->row_plan.level[0];
+    const tally__kargs_dm_bw_prep p = {.la = tally__gpu_at_view(&job->log_alpha), .V = V, .pre = {scratch, pre_off},
+                                       .a_lanes = rl->lanes, .a_qpl = rl->quads_per_lane, .sums = {scratch, a_off}};
     tally_status st = tally__gpu_launch_dm_bw_prep(ctx, bounded_grid(ctx, TALLY_K_DM_BW_LANES_TABLE_N * V), &p);
     if (st != TALLY_OK) return st;
     /* One unit a lane of the column plan; on CUDA a grid of one wave. */
@@ -208,6 +212,7 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
     tally_status st = tally__gpu_reserve(ctx, &layout, &scratch);
     if (st != TALLY_OK) return st;
 
+    if (lanes) return dm_backward_lanes(ctx, job, scratch, a_off, pre_off, p_off, c_space);
     tally__gpu_vectors a_src = {.buf = la->buffer, .off = la->offset, .cols = V, .stride = la->stride,
                                 .mode = TALLY_K_LOAD_CONTIGUOUS, .nvec = a_vectors,
                                 .vec_stride = job->per_row_alpha ? la->stride : 0};
@@ -215,7 +220,6 @@ tally_status tally__gpu_dirichlet_multinomial_backward(tally_context *ctx, const
                                .divisor = 0.0f, .shift = NULL, .shift_off = 0};
     st = tally__gpu_tree(ctx, &a_src, &job->row_plan, TALLY_K_TERM_EXP, TALLY_COMBINE_SUM, &a_res, scratch, a_space);
     if (st != TALLY_OK) return st;
-    if (lanes) return dm_backward_lanes(ctx, job, scratch, a_off, pre_off, p_off, c_space);
     if (B > 0) {
         tally__gpu_vectors n_src = {.buf = counts->buffer, .off = counts->offset, .cols = V,
                                     .stride = counts->stride,
