@@ -53,13 +53,6 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_K_PARAMS(dm_prep))
     }
 }
 
-/* x[c] for c < 4 by selects, so that x stays in registers where the loop
- * over c is not unrolled (an indexed read puts the array in local memory). */
-TALLY_FN float tally_k_pick4(const float x[4], tally_u32 c)
-{
-    return c == 0u ? x[0] : c == 1u ? x[1] : c == 2u ? x[2] : x[3];
-}
-
 /*
  * Rows of counts [B, V] (row b at counts[c_off + b * c_stride]) under the
  * row plan (lanes, qpl, tiles over V; V == 0 is passed as lanes = qpl =
@@ -118,16 +111,9 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
                 if (g >= quads) break;
                 const tally_u64 e0 = g << 2;
                 const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
-                /* The quad's counts are loaded together, before its terms:
-                 * one memory latency a quad instead of one an element (a
-                 * lane of the 512 x 256 shape has one quad). */
-                float nq[4];
-#pragma unroll
-                for (tally_u32 c = 0; c < 4u; c++)
-                    nq[c] = c < count ? tally_k_ld_at(counts, c_dtype, crow + e0 + c) : 0.0f;
                 for (tally_u32 c = 0; c < count; c++) {
                     const tally_u64 e = e0 + c;
-                    const float n = tally_k_pick4(nq, c);
+                    const float n = tally_k_ld_at(counts, c_dtype, crow + e);
                     float a, lga;
                     if (alpha_mode == TALLY_K_DM_ALPHA_PER_ROW) {
                         a = tally_expf(tally_k_ld_at(la, la_dtype, larow + e));
