@@ -179,6 +179,12 @@
 #endif
 /* Longest shared alpha tabulated in local memory (two floats per column). */
 #define TALLY_K_DM_LOCAL_COLS 2048u
+/* 1: tally_k_dm_rows with a local alpha table computes a whole quad's four
+ * lgamma(n + a) together (zero counts included), for instruction-level
+ * parallelism on the small shapes that take that table. */
+#ifndef TALLY_K_DM_LOCAL_QUAD_ILP
+#define TALLY_K_DM_LOCAL_QUAD_ILP 1u
+#endif
 /* 1: where warps can shuffle (CUDA), tally_k_dm_rows's tree takes its
  * steps below 32 through shuffles in registers: two barriers a row of 64
  * lanes instead of seven. 0 (a bench variant): every step in local memory.

@@ -70,14 +70,15 @@ TALLY_KERNEL void tally_k_dm_prep(TALLY_K_PARAMS(dm_prep))
  * lgamma calls (tally_dm_term returns 0 for it), which is most of the work
  * on sparse counts.
  */
-TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
+TALLY_FN void tally_k_dm_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vn, TALLY_LOCAL float *vs,
+                                  TALLY_LOCAL float *tab_a, TALLY_LOCAL float *tab_lga, TALLY_LOCAL float *fact,
+                                  TALLY_GLOBAL const float *counts, tally_u64 c_off, tally_u64 c_stride,
+                                  TALLY_GLOBAL const float *la, tally_u64 la_off, tally_u64 la_stride,
+                                  TALLY_GLOBAL const float *pre, tally_u64 ea_off, tally_u64 lga_off,
+                                  tally_u32 alpha_mode, tally_u64 B, tally_u64 V, tally_u32 lanes, tally_u32 qpl,
+                                  tally_u64 tiles, tally_u32 flags, TALLY_GLOBAL float *out, tally_u64 out_off,
+                                  tally_u64 out_stride, tally_u32 c_dtype, tally_u32 la_dtype, int quad_ilp)
 {
-    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
-    TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
-    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
     const tally_u32 lid = TALLY_LID();
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL) {
         for (tally_u64 v = lid; v < V; v += TALLY_K_GROUP_SIZE) {
@@ -111,6 +112,27 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
                 if (g >= quads) break;
                 const tally_u64 e0 = g << 2;
                 const tally_u32 count = (V - e0 >= 4u) ? 4u : (tally_u32)(V - e0);
+                if (quad_ilp && count == 4u) {
+                    /* A whole quad's four lgamma(n + a) side by side, a
+                     * zero count's too (its term is still 0): small shapes
+                     * are bound by one lane's chain of lgamma calls, not by
+                     * issue. The terms are tally_k_dm_term's with that
+                     * lgamma given, added in the quad's order. */
+                    float nq[4], lgn[4];
+#pragma unroll
+                    for (tally_u32 c = 0; c < 4u; c++) {
+                        nq[c] = tally_k_ld_at(counts, c_dtype, crow + e0 + c);
+                        lgn[c] = tally_lgammaf(nq[c] + tab_a[e0 + c]);
+                    }
+#pragma unroll
+                    for (tally_u32 c = 0; c < 4u; c++) {
+                        const float a = tab_a[e0 + c];
+                        const float term = tally_k_dm_term(nq[c], a, tab_lga[e0 + c], lgn[c], 1, fact, flags);
+                        tally_k_dm_add(&A, &N, &S, first_term, a, nq[c], term);
+                        first_term = 0;
+                    }
+                    continue;
+                }
                 for (tally_u32 c = 0; c < count; c++) {
                     const tally_u64 e = e0 + c;
                     const float n = tally_k_ld_at(counts, c_dtype, crow + e);
@@ -158,6 +180,35 @@ TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
             }
         }
     }
+}
+
+TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
+{
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
+    TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
+    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
+    tally_k_dm_rows_run(va, vn, vs, tab_a, tab_lga, fact, counts, c_off, c_stride, la, la_off, la_stride, pre, ea_off,
+                        lga_off, alpha_mode, B, V, lanes, qpl, tiles, flags, out, out_off, out_stride, c_dtype, la_dtype,
+                        0);
+}
+
+/* tally_k_dm_rows for the LOCAL mode with whole quads' lgamma calls side by
+ * side (TALLY_K_DM_LOCAL_QUAD_ILP): a kernel of its own, so that the
+ * registers this takes do not lower the other modes' occupancy. */
+TALLY_KERNEL void tally_k_dm_rows_local(TALLY_K_PARAMS(dm_rows))
+{
+    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
+    TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
+    TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
+    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
+    tally_k_dm_rows_run(va, vn, vs, tab_a, tab_lga, fact, counts, c_off, c_stride, la, la_off, la_stride, pre, ea_off,
+                        lga_off, TALLY_K_DM_ALPHA_LOCAL, B, V, lanes, qpl, tiles, flags, out, out_off, out_stride,
+                        c_dtype, la_dtype, 1);
 }
 
 /*

@@ -28,7 +28,8 @@
 
 #define TALLY_K_KERNELS(K)                                                                                      \
     K(fill, fill) K(reduce_tiles, reduce_tiles) K(kl_tiles, kl_tiles) K(kl_pointwise, kl_pointwise)             \
-    K(dm_prep, dm_prep) K(dm_rows, dm_rows) K(dm_finish, dm_finish) K(logits_lse, logits_lse)                   \
+    K(dm_prep, dm_prep) K(dm_rows, dm_rows) K(dm_rows_local, dm_rows) K(dm_finish, dm_finish)                   \
+    K(logits_lse, logits_lse)                                                                                   \
     K(gmm_fused, gmm_fused) K(gmm_pick, gmm_pick) K(gmm_noise, gmm_noise) K(gmm_tiles, gmm_tiles)               \
     K(gmm_finish, gmm_finish) K(rng_fill, rng_fill) K(rng_fill_any, rng_fill) K(categorical, categorical)       \
     K(math_eval, math_eval) K(dm_rows_table, dm_rows_table) K(widen, widen)                                     \

@@ -222,6 +222,8 @@ static tally_status dm_rows(tally_context *ctx, const tally__dm_job *job, const 
      * V <= 2048): about 32 groups per compute unit fill the device and keep
      * that table under a few percent of a large call's work. */
     if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL && groups > cap) groups = cap;
+    if (alpha_mode == TALLY_K_DM_ALPHA_LOCAL && TALLY_K_DM_LOCAL_QUAD_ILP)
+        return tally__gpu_launch_dm_rows_local(ctx, groups, &a);
     return tally__gpu_launch_dm_rows(ctx, groups, &a);
 }
 
