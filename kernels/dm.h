@@ -182,34 +182,28 @@ TALLY_FN void tally_k_dm_rows_run(TALLY_LOCAL float *va, TALLY_LOCAL float *vn, 
     }
 }
 
-TALLY_KERNEL void tally_k_dm_rows(TALLY_K_PARAMS(dm_rows))
-{
-    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
-    TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
-    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
-    tally_k_dm_rows_run(va, vn, vs, tab_a, tab_lga, fact, counts, c_off, c_stride, la, la_off, la_stride, pre, ea_off,
-                        lga_off, alpha_mode, B, V, lanes, qpl, tiles, flags, out, out_off, out_stride, c_dtype, la_dtype,
-                        0);
-}
+/* A kernel of tally_k_dm_rows_run: its local arrays, then the run in
+ * alpha mode `mode` with quad_ilp `ilp`. */
+#define TALLY_K_DM_ROWS_KERNEL(name, mode, ilp)                                                                  \
+    TALLY_KERNEL void name(TALLY_K_PARAMS(dm_rows))                                                              \
+    {                                                                                                            \
+        TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);                                                        \
+        TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);                                                        \
+        TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);                                                        \
+        TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);                                                  \
+        TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);                                                \
+        TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);                                                   \
+        tally_k_dm_rows_run(va, vn, vs, tab_a, tab_lga, fact, counts, c_off, c_stride, la, la_off, la_stride, pre, \
+                            ea_off, lga_off, mode, B, V, lanes, qpl, tiles, flags, out, out_off, out_stride, c_dtype, \
+                            la_dtype, ilp);                                                                      \
+    }
+
+TALLY_K_DM_ROWS_KERNEL(tally_k_dm_rows, alpha_mode, 0)
 
 /* tally_k_dm_rows for the LOCAL mode with whole quads' lgamma calls side by
  * side (TALLY_K_DM_LOCAL_QUAD_ILP): a kernel of its own, so that the
  * registers this takes do not lower the other modes' occupancy. */
-TALLY_KERNEL void tally_k_dm_rows_local(TALLY_K_PARAMS(dm_rows))
-{
-    TALLY_LOCAL_ARRAY(float, va, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vn, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, vs, TALLY_K_GROUP_SIZE);
-    TALLY_LOCAL_ARRAY(float, tab_a, TALLY_K_DM_LOCAL_COLS);
-    TALLY_LOCAL_ARRAY(float, tab_lga, TALLY_K_DM_LOCAL_COLS);
-    TALLY_LOCAL_ARRAY(float, fact, TALLY_K_DM_FACT_TABLE);
-    tally_k_dm_rows_run(va, vn, vs, tab_a, tab_lga, fact, counts, c_off, c_stride, la, la_off, la_stride, pre, ea_off,
-                        lga_off, TALLY_K_DM_ALPHA_LOCAL, B, V, lanes, qpl, tiles, flags, out, out_off, out_stride,
-                        c_dtype, la_dtype, 1);
-}
+TALLY_K_DM_ROWS_KERNEL(tally_k_dm_rows_local, TALLY_K_DM_ALPHA_LOCAL, 1)
 
 /*
  * The term of count n in column 4g + c from the global table (eq, tq: the
