@@ -107,6 +107,14 @@ TALLY_FN tally_k_grad4 tally_k_kl_grad_quad(tally_f4 x, tally_f4 t, tally_f4 g, 
  * bounded (a few groups per multiprocessor), so the scaled upstream
  * gradient is computed once per work-item, not once per element.
  */
+#if TALLY_K_KL_BW_STREAMING
+#  define TALLY_K_KL_BW_LOAD TALLY_LOAD_F4_ONCE
+#  define TALLY_K_KL_BW_STORE TALLY_STORE_F4_ONCE
+#else
+#  define TALLY_K_KL_BW_LOAD TALLY_LOAD_F4
+#  define TALLY_K_KL_BW_STORE TALLY_STORE_F4
+#endif
+
 TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_BW_BOUND) void tally_k_kl_backward(TALLY_K_PARAMS(kl_backward))
 {
     const tally_u32 lid = TALLY_LID();
@@ -130,10 +138,10 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_BW_BOUND) void tally_k_kl_backward(TALLY_K
         const tally_u64 nq = n >> 2;
         const int wa = (want & TALLY_K_BW_WANT_A) != 0u, wb = (want & TALLY_K_BW_WANT_B) != 0u;
         for (tally_u64 q = first; q < nq; q += step) {
-            const tally_f4 xv = TALLY_LOAD_F4(x + x_off, q), tv = TALLY_LOAD_F4(t + t_off, q);
+            const tally_f4 xv = TALLY_K_KL_BW_LOAD(x + x_off, q), tv = TALLY_K_KL_BW_LOAD(t + t_off, q);
             tally_f4 gv;
             if (pointwise) {
-                gv = TALLY_LOAD_F4(g + g_off, q);
+                gv = TALLY_K_KL_BW_LOAD(g + g_off, q);
             } else {
                 gv.x = gs;
                 gv.y = gs;
@@ -141,8 +149,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_KL_BW_BOUND) void tally_k_kl_backward(TALLY_K
                 gv.w = gs;
             }
             const tally_k_grad4 d = tally_k_kl_grad_quad(xv, tv, gv, flags);
-            if (wa) TALLY_STORE_F4(gx + gx_off, q, d.a);
-            if (wb) TALLY_STORE_F4(gt + gt_off, q, d.b);
+            if (wa) TALLY_K_KL_BW_STORE(gx + gx_off, q, d.a);
+            if (wb) TALLY_K_KL_BW_STORE(gt + gt_off, q, d.b);
         }
         done = nq << 2;
     }

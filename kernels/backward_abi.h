@@ -21,6 +21,13 @@
 #define TALLY_K_KL_BW_SHORT_QUADS 1u
 #endif
 
+/* 1: tally_k_kl_backward's quad loop reads and writes its streams with
+ * the evict-first cache hint (TALLY_LOAD_F4_ONCE). Placement only; the
+ * same bits. */
+#ifndef TALLY_K_KL_BW_STREAMING
+#define TALLY_K_KL_BW_STREAMING 0u
+#endif
+
 /* Groups of tally_k_kl_backward a compute unit over a contiguous view, on
  * CUDA: the grid is capped at this many a multiprocessor, and the kernel's
  * register bound lets them all run at once (8: 32 registers a work-item,

@@ -258,6 +258,17 @@ typedef float4 tally_f4;
 #  define TALLY_LOAD_F4(p, i) (((TALLY_GLOBAL const tally_f4 *)(p))[(i)])
 #  define TALLY_STORE_F4(p, i, value) (((TALLY_GLOBAL tally_f4 *)(p))[(i)] = (value))
 #endif
+/* The same moves for data that a kernel touches once, as a stream: on CUDA
+ * with the evict-first cache hint (__ldcs, __stcs: ld.global.cs and
+ * st.global.cs), so that streams do not push other lines out of the L2;
+ * elsewhere plain. Hints only, so never a change of result. */
+#if TALLY_TARGET_CUDA
+#  define TALLY_LOAD_F4_ONCE(p, i) __ldcs(((const tally_f4 *)(p)) + (i))
+#  define TALLY_STORE_F4_ONCE(p, i, value) __stcs(((tally_f4 *)(p)) + (i), (value))
+#elif TALLY_TARGET_OPENCL
+#  define TALLY_LOAD_F4_ONCE(p, i) TALLY_LOAD_F4(p, i)
+#  define TALLY_STORE_F4_ONCE(p, i, value) TALLY_STORE_F4(p, i, value)
+#endif
 
 /* TALLY_HAS_REGISTER_TILES is 1 where a kernel may hold a whole tile in a
  * work-item's constant-indexed private arrays across barriers (CUDA) and 0
