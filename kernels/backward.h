@@ -592,6 +592,97 @@ TALLY_FN float tally_k_dm_bw_lanes_term(float n, tally_u32 c, tally_u32 quad, TA
 }
 
 /*
+ * The terms T = psi(n + a) - psi(a) (tally_dm_grad_term_of) of one step of
+ * tally_k_dm_bw_lanes, in place of its counts x (rows of them), with psi(n
+ * + a) from the table; the counts it lacks are marked in `rare` and
+ * computed after, through one call site (from the counts at row0 + e,
+ * column v0 + c).
+ */
+TALLY_FN void tally_k_dm_bw_lanes_terms(float x[4][4], tally_u32 rows, tally_u32 ncols, tally_u32 i,
+                                        TALLY_LOCAL const float *psi_tab, const float psi_a[4],
+                                        TALLY_GLOBAL const float *counts, tally_u64 c_off, tally_u64 c_stride,
+                                        tally_u64 row0, tally_u64 v0, TALLY_GLOBAL const float *a_of)
+{
+    tally_u32 rare = 0u;
+#pragma unroll
+    for (tally_u32 e = 0; e < 4u; e++) {
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) {
+            int tabulated;
+            x[e][c] = tally_k_dm_bw_lanes_term(x[e][c], c, i, psi_tab, psi_a[c], &tabulated);
+            rare |= (!tabulated & (e < rows) & (c < ncols)) ? 1u << (4u * e + c) : 0u;
+        }
+    }
+    if (rare != 0u) {
+#pragma unroll 1
+        for (tally_u32 b = 0; b < 16u; b++) {
+            if (!(rare & (1u << b))) continue;
+            const tally_u32 e = b / 4u, c = b % 4u;
+            const float n = counts[c_off + (row0 + e) * c_stride + v0 + c];
+            const float term = tally_dm_grad_term_of(n, tally_k_dm_bw_psi_untabulated(n, a_of[v0 + c]), psi_a[c]);
+#pragma unroll
+            for (tally_u32 ee = 0; ee < 4u; ee++) {
+#pragma unroll
+                for (tally_u32 cc = 0; cc < 4u; cc++)
+                    if (ee == e && cc == c) x[ee][cc] = term;
+            }
+        }
+    }
+}
+
+/*
+ * tally_k_dm_bw_lanes_terms for a step of four rows whose four psi(a) are
+ * finite, without a branch or a select an element; returns nonzero when
+ * some count is not in the table, whose T the caller then computes again
+ * (tally_k_dm_bw_lanes_terms from the counts). Adding 2^23 to a count n
+ * leaves its nearest integer in the low bits of t (tally_k_dm_bw_table_row),
+ * and `raw`, those bits less 2^23's, is below the table's rows exactly when
+ * that integer is: n is in the table when also t - 2^23 == n. Any other n
+ * (a fraction, negative, large, NaN) reads the table's last row, a finite
+ * value that the caller replaces. For n == +0 or -0 the table's row 0 is
+ * psi(a) itself, and psi(a) - psi(a) is +0, the 0 that
+ * tally_dm_grad_term_of gives, since psi(a) is finite; for every other
+ * tabulated n it is that function's difference. So the same bits, with
+ * four fewer tests an element.
+ */
+TALLY_FN int tally_k_dm_bw_lanes_terms_whole(float x[4][4], tally_u32 i, TALLY_LOCAL const float *psi_tab,
+                                             const float psi_a[4])
+{
+    int rare = 0;
+#pragma unroll
+    for (tally_u32 e = 0; e < 4u; e++) {
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) {
+            const float n = x[e][c], t = n + 0x1p23f;
+            const tally_u32 raw = tally_as_u32(t) - 0x4b000000u;
+            const tally_u32 row = raw < TALLY_K_DM_BW_LANES_TABLE_N ? raw : TALLY_K_DM_BW_LANES_TABLE_N - 1u;
+            rare |= (t - 0x1p23f != n) | (raw >= TALLY_K_DM_BW_LANES_TABLE_N);
+            x[e][c] = psi_tab[(row * 4u + c) * TALLY_K_GROUP_SIZE + i] - psi_a[c];
+        }
+    }
+    return rare;
+}
+
+/*
+ * The step's weights G_b (R_b + T_bv) (tally_dm_grad_weight's operations;
+ * R_b, G_b at row_rg[e], row_rg[4 + e]) of its terms x, added to the lane
+ * accumulators acc in row order.
+ */
+TALLY_FN void tally_k_dm_bw_lanes_weights(const float x[4][4], float acc[4], tally_u32 rows,
+                                          TALLY_LOCAL const float *row_rg)
+{
+#pragma unroll
+    for (tally_u32 e = 0; e < 4u; e++) {
+        const float R = row_rg[e], G = row_rg[4u + e];
+#pragma unroll
+        for (tally_u32 c = 0; c < 4u; c++) {
+            const float w = G * (R + x[e][c]);
+            acc[c] = e < rows ? acc[c] + w : acc[c];
+        }
+    }
+}
+
+/*
  * A shared alpha's gradient in one pass over the counts, for rows of at
  * most 4 * 256 columns (one tile of one-quad lanes: row_lanes of them, the
  * row plan). A unit is lane j of tile t of level 0 of the column plan
@@ -633,6 +724,10 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             psi_tab[(k * 4u + c) * TALLY_K_GROUP_SIZE + i] = c < ncols ? tab[k * V + v0 + c] : 0.0f;
         psi_a[c] = c < ncols ? tab[v0 + c] : 0.0f;
     }
+    /* Whole steps take tally_k_dm_bw_lanes_terms_whole where it gives the
+     * same bits: the work-item's psi(a) finite (0 past ncols). */
+    const int whole_ok = tally_isfinite(psi_a[0]) & tally_isfinite(psi_a[1]) & tally_isfinite(psi_a[2]) &
+                         tally_isfinite(psi_a[3]);
     const float A = sums[a_off];
     const float psi_A = tally_digammaf(A);
     const float g_shared = per_row_grad ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
@@ -705,44 +800,25 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                 }
                 TALLY_BARRIER();
             }
-            /* T = psi(n + a) - psi(a) (tally_dm_grad_term_of) with psi(n +
-             * a) from the table; the counts it lacks are marked in `rare`
-             * and computed after, through one call site. */
-            tally_u32 rare = 0u;
+            /* A whole step (four rows) takes the terms without tests, and
+             * its weights compile with rows a constant. A step with a count
+             * that the table lacks takes them again from its counts, read
+             * back. The general form has one call site: with two, PoCL
+             * 3.1 returned NaN gradients for every shared alpha, even with
+             * the whole-step branch never taken (a cause not found). */
+            int general = rows != 4u || !whole_ok;
+            if (!general && tally_k_dm_bw_lanes_terms_whole(x, i, psi_tab, psi_a)) {
 #pragma unroll
-            for (tally_u32 e = 0; e < 4u; e++) {
-#pragma unroll
-                for (tally_u32 c = 0; c < 4u; c++) {
-                    int tabulated;
-                    x[e][c] = tally_k_dm_bw_lanes_term(x[e][c], c, i, psi_tab, psi_a[c], &tabulated);
-                    rare |= (!tabulated & (e < rows) & (c < ncols)) ? 1u << (4u * e + c) : 0u;
-                }
+                for (tally_u32 e = 0; e < 4u; e++)
+                    tally_k_dm_bw_load_quad(counts + c_off + (row0 + e) * c_stride, i, ncols, 0, x[e]);
+                general = 1;
             }
-            if (rare != 0u) {
-#pragma unroll 1
-                for (tally_u32 b = 0; b < 16u; b++) {
-                    if (!(rare & (1u << b))) continue;
-                    const tally_u32 e = b / 4u, c = b % 4u;
-                    const float n = counts[c_off + (row0 + e) * c_stride + v0 + c];
-                    const float term = tally_dm_grad_term_of(n, tally_k_dm_bw_psi_untabulated(n, a_of[v0 + c]), psi_a[c]);
-#pragma unroll
-                    for (tally_u32 ee = 0; ee < 4u; ee++) {
-#pragma unroll
-                        for (tally_u32 cc = 0; cc < 4u; cc++)
-                            if (ee == e && cc == c) x[ee][cc] = term;
-                    }
-                }
-            }
-#pragma unroll
-            for (tally_u32 e = 0; e < 4u; e++) {
-                const float R = row_rg[e], G = row_rg[4u + e];
-#pragma unroll
-                for (tally_u32 c = 0; c < 4u; c++) {
-                    /* tally_dm_grad_weight(G, R, n, a)'s operations: G (R + T). */
-                    const float w = G * (R + x[e][c]);
-                    acc[c] = e < rows ? acc[c] + w : acc[c];
-                }
-            }
+            if (general)
+                tally_k_dm_bw_lanes_terms(x, rows, ncols, i, psi_tab, psi_a, counts, c_off, c_stride, row0, v0, a_of);
+            if (rows == 4u)
+                tally_k_dm_bw_lanes_weights(x, acc, 4u, row_rg);
+            else
+                tally_k_dm_bw_lanes_weights(x, acc, rows, row_rg);
 #if TALLY_K_DM_BW_LANES_AHEAD
 #pragma unroll
             for (tally_u32 e = 0; e < 4u; e++) {
