@@ -766,7 +766,9 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                  * the steps 128, 64 and 32 from local memory
                  * (tally_k_tree_three_steps), then 16 .. 1 by shuffles, as
                  * tally_k_reduce_rows_warp does: the same pairs in the same
-                 * order, with two barriers instead of ten. */
+                 * order, with one barrier instead of eight. Its lane 0 then
+                 * leaves N where the group's tree leaves it (no other warp
+                 * reads row e's slots). */
                 const tally_u32 w = i >> 5, l = i & 31u;
                 TALLY_BARRIER();
                 if (w < rows) {
@@ -775,12 +777,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                         const float other = TALLY_WARP_SHUFFLE(n, (l + s) & 31u);
                         if (l < s) n = n + other;
                     }
-                    if (l == 0u) {
-                        row_rg[w] = tally_dm_grad_row_of(psi_A, A, n);
-                        row_rg[4u + w] = per_row_grad ? g[g_off + (row0 + w) * g_stride] : g_shared;
-                    }
+                    if (l == 0u) nsum[w * TALLY_K_GROUP_SIZE] = n;
                 }
-                TALLY_BARRIER();
             } else
 #endif
             {
@@ -793,13 +791,15 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                                 nsum[e * TALLY_K_GROUP_SIZE + i] + nsum[e * TALLY_K_GROUP_SIZE + i + s];
                     }
                 }
-                TALLY_BARRIER();
-                if (i < rows) {
-                    row_rg[i] = tally_dm_grad_row_of(psi_A, A, nsum[i * TALLY_K_GROUP_SIZE]);
-                    row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
-                }
-                TALLY_BARRIER();
             }
+            /* The rows' psi(N + A) side by side in the first warp: one
+             * stream of instructions for the four. */
+            TALLY_BARRIER();
+            if (i < rows) {
+                row_rg[i] = tally_dm_grad_row_of(psi_A, A, nsum[i * TALLY_K_GROUP_SIZE]);
+                row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
+            }
+            TALLY_BARRIER();
             /* A whole step (four rows) takes the terms without tests, and
              * its weights compile with rows a constant. A step with a count
              * that the table lacks takes them again from its counts, read
