@@ -799,13 +799,15 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                 row_rg[i] = tally_dm_grad_row_of(psi_A, A, nsum[i * TALLY_K_GROUP_SIZE]);
                 row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
             }
-            TALLY_BARRIER();
             /* A whole step (four rows) takes the terms without tests, and
              * its weights compile with rows a constant. A step with a count
              * that the table lacks takes them again from its counts, read
              * back. The general form has one call site: with two, PoCL
              * 3.1 returned NaN gradients for every shared alpha, even with
-             * the whole-step branch never taken (a cause not found). */
+             * the whole-step branch never taken (a cause not found). The
+             * terms need no row value, so they come before the barrier
+             * that publishes R and G: the other warps compute them while
+             * the first warp computes the rows' psi(N + A). */
             int general = rows != 4u || !whole_ok;
             if (!general && tally_k_dm_bw_lanes_terms_whole(x, i, psi_tab, psi_a)) {
 #pragma unroll
@@ -815,6 +817,7 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             }
             if (general)
                 tally_k_dm_bw_lanes_terms(x, rows, ncols, i, psi_tab, psi_a, counts, c_off, c_stride, row0, v0, a_of);
+            TALLY_BARRIER();
             if (rows == 4u)
                 tally_k_dm_bw_lanes_weights(x, acc, 4u, row_rg);
             else
