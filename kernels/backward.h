@@ -760,24 +760,36 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             const tally_u32 rows_next =
                 tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, next, i, ncols, x_next);
 #endif
+            float n_row = 0.0f; /* work-item i < rows: N of the step's row i */
 #if TALLY_HAS_WARP_SHUFFLE && TALLY_K_DM_BW_LANES_WARP_TREES
             if (row_quads == TALLY_K_GROUP_SIZE) {
-                /* A row of 256 active lanes: warp e takes row e's tree,
-                 * the steps 128, 64 and 32 from local memory
+                /* A row of 256 active lanes: the first warp takes the
+                 * rows' trees, the steps 128, 64 and 32 from local memory
                  * (tally_k_tree_three_steps), then 16 .. 1 by shuffles, as
                  * tally_k_reduce_rows_warp does: the same pairs in the same
-                 * order, with one barrier instead of eight. Its lane 0 then
-                 * leaves N where the group's tree leaves it (no other warp
-                 * reads row e's slots). */
-                const tally_u32 w = i >> 5, l = i & 31u;
+                 * order. Work-item e then holds row e's N, and the rows'
+                 * psi(N + A) follow in the same warp with no barrier between
+                 * (one barrier a step instead of eight). The four trees run
+                 * side by side whatever `rows` (a short step's other slots
+                 * hold stale sums, never used). */
                 TALLY_BARRIER();
-                if (w < rows) {
-                    float n = tally_k_tree_three_steps(nsum + w * TALLY_K_GROUP_SIZE, l, 32u, TALLY_COMBINE_SUM);
+                if (i < 32u) {
+                    float n[4];
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++)
+                        n[e] = tally_k_tree_three_steps(nsum + e * TALLY_K_GROUP_SIZE, i, 32u, TALLY_COMBINE_SUM);
                     for (tally_u32 s = 16u; s > 0u; s >>= 1) {
-                        const float other = TALLY_WARP_SHUFFLE(n, (l + s) & 31u);
-                        if (l < s) n = n + other;
+#pragma unroll
+                        for (tally_u32 e = 0; e < 4u; e++) {
+                            const float other = TALLY_WARP_SHUFFLE(n[e], (i + s) & 31u);
+                            if (i < s) n[e] = n[e] + other;
+                        }
                     }
-                    if (l == 0u) nsum[w * TALLY_K_GROUP_SIZE] = n;
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++) {
+                        const float row_n = TALLY_WARP_SHUFFLE(n[e], 0u);
+                        if (i == e) n_row = row_n;
+                    }
                 }
             } else
 #endif
@@ -791,12 +803,13 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                                 nsum[e * TALLY_K_GROUP_SIZE + i] + nsum[e * TALLY_K_GROUP_SIZE + i + s];
                     }
                 }
+                TALLY_BARRIER();
+                if (i < rows) n_row = nsum[i * TALLY_K_GROUP_SIZE];
             }
             /* The rows' psi(N + A) side by side in the first warp: one
              * stream of instructions for the four. */
-            TALLY_BARRIER();
             if (i < rows) {
-                row_rg[i] = tally_dm_grad_row_of(psi_A, A, nsum[i * TALLY_K_GROUP_SIZE]);
+                row_rg[i] = tally_dm_grad_row_of(psi_A, A, n_row);
                 row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
             }
             /* A whole step (four rows) takes the terms without tests, and
