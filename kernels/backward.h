@@ -529,11 +529,14 @@ TALLY_FN void tally_k_dm_bw_lanes_stage(TALLY_LOCAL tally_f4 *st, TALLY_GLOBAL c
 {
     const tally_u64 row0 = 4u * quad;
     const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
+    if (rows == 0u || ncols != 4u) return;
+    /* One address, then a row's stride to the next (no product a row). */
+    TALLY_GLOBAL const float *row = counts + c_off + row0 * c_stride + 4u * (tally_u64)i;
 #pragma unroll
-    for (tally_u32 e = 0; e < 4u; e++)
-        if (e < rows && ncols == 4u)
-            TALLY_STAGE_COPY(st + e * TALLY_K_GROUP_SIZE,
-                             (TALLY_GLOBAL const tally_f4 *)(counts + c_off + (row0 + e) * c_stride) + i);
+    for (tally_u32 e = 0; e < 4u; e++) {
+        if (e < rows) TALLY_STAGE_COPY(st + e * TALLY_K_GROUP_SIZE, (TALLY_GLOBAL const tally_f4 *)row);
+        if (e + 1u < rows) row += c_stride;
+    }
 }
 #endif
 
@@ -558,12 +561,21 @@ TALLY_FN tally_u32 tally_k_dm_bw_lanes_take(TALLY_LOCAL tally_f4 *st, tally_u32 
         const tally_u64 row0 = 4u * quad;
         const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
         TALLY_STAGE_WAIT();
+        if (rows == 4u && ncols == 4u) {
+            /* A whole step: every slot was copied. */
 #pragma unroll
-        for (tally_u32 e = 0; e < 4u; e++) {
-            const int here = e < rows && ncols == 4u;
-            const tally_f4 w = st[e * TALLY_K_GROUP_SIZE];
-            x[e][0] = here ? w.x : 0.0f, x[e][1] = here ? w.y : 0.0f;
-            x[e][2] = here ? w.z : 0.0f, x[e][3] = here ? w.w : 0.0f;
+            for (tally_u32 e = 0; e < 4u; e++) {
+                const tally_f4 w = st[e * TALLY_K_GROUP_SIZE];
+                x[e][0] = w.x, x[e][1] = w.y, x[e][2] = w.z, x[e][3] = w.w;
+            }
+        } else {
+#pragma unroll
+            for (tally_u32 e = 0; e < 4u; e++) {
+                const int here = e < rows && ncols == 4u;
+                const tally_f4 w = st[e * TALLY_K_GROUP_SIZE];
+                x[e][0] = here ? w.x : 0.0f, x[e][1] = here ? w.y : 0.0f;
+                x[e][2] = here ? w.z : 0.0f, x[e][3] = here ? w.w : 0.0f;
+            }
         }
         TALLY_BARRIER_EACH32();
         tally_k_dm_bw_lanes_stage(st, counts, c_off, c_stride, B, quads, next, i, ncols);
