@@ -857,6 +857,14 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
 #else
             const tally_u64 next = q + 1u < qpl ? first + (tally_u64)(q + 1u) * lanes + j : quads;
             const tally_u64 after = q + 2u < qpl ? first + (tally_u64)(q + 2u) * lanes + j : quads;
+#if TALLY_HAS_PREFETCH_L2 && TALLY_K_DM_BW_LANES_PREFETCH
+            if (staged && (i & 31u) == 0u && q + TALLY_K_DM_BW_LANES_PREFETCH < qpl) {
+                /* Lane 0 of warp e asks for row e of the step that many
+                 * steps ahead, where it exists. */
+                const tally_u64 row = 4u * (first + (tally_u64)(q + TALLY_K_DM_BW_LANES_PREFETCH) * lanes + j) + (i >> 5);
+                if ((i >> 5) < 4u && row < B) TALLY_PREFETCH_L2(counts + c_off + row * c_stride, 4u * V);
+            }
+#endif
             rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, next, after, i, ncols, x);
 #endif
         }

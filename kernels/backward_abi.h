@@ -161,6 +161,14 @@
 #ifndef TALLY_K_DM_BW_LANES_STAGED
 #define TALLY_K_DM_BW_LANES_STAGED 1u
 #endif
+/* N > 0: where the stage is in use and the device has TALLY_PREFETCH_L2,
+ * tally_k_dm_bw_lanes asks for the rows of the step N steps ahead of the
+ * current one into the L2 (a warp's lane 0 a row, the row's 4 V bytes),
+ * so that more of the counts are on their way than the stage's one step
+ * holds. 0: no prefetch. A hint only; the same bits. */
+#ifndef TALLY_K_DM_BW_LANES_PREFETCH
+#define TALLY_K_DM_BW_LANES_PREFETCH 3u
+#endif
 /* A group's stage: a quad of each of a step's four rows a work-item. */
 #define TALLY_K_DM_BW_LANES_STAGE_BYTES (4u * TALLY_K_GROUP_SIZE * 16u)
 /* Groups of tally_k_dm_bw_lanes a multiprocessor that CUDA's register

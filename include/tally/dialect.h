@@ -270,6 +270,22 @@ typedef float4 tally_f4;
 #  define TALLY_STORE_F4_ONCE(p, i, value) TALLY_STORE_F4(p, i, value)
 #endif
 
+/* TALLY_PREFETCH_L2(p, bytes) asks for `bytes` (a multiple of 16, from a
+ * 16-byte aligned global address p) to be brought into the L2 cache ahead
+ * of their loads, where the device has one instruction for it (sm_90's
+ * bulk prefetch; TALLY_HAS_PREFETCH_L2 1); nothing elsewhere. A hint that
+ * moves no value into the program, so never a change of result. */
+#if TALLY_TARGET_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#  define TALLY_HAS_PREFETCH_L2 1
+#  define TALLY_PREFETCH_L2(p, bytes)                                                                          \
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(__cvta_generic_to_global(p)),          \
+                   "r"((unsigned)(bytes))                                                                      \
+                   : "memory")
+#else
+#  define TALLY_HAS_PREFETCH_L2 0
+#  define TALLY_PREFETCH_L2(p, bytes) ((void)(p), (void)(bytes))
+#endif
+
 /* TALLY_HAS_REGISTER_TILES is 1 where a kernel may hold a whole tile in a
  * work-item's constant-indexed private arrays across barriers (CUDA) and 0
  * in OpenCL C, where the backend never launches such a kernel
