@@ -165,7 +165,10 @@
  * tally_k_dm_bw_lanes asks for the rows of the step N steps ahead of the
  * current one into the L2 (a warp's lane 0 a row, the row's 4 V bytes),
  * so that more of the counts are on their way than the stage's one step
- * holds. 0: no prefetch. A hint only; the same bits. */
+ * holds. 0: no prefetch. A hint only; the same bits. On an H100
+ * (bench/RESULTS.md, GPU run 41) 65536 x 1024 took 117.5 us at 3, 120.2 us
+ * at 0 and 156.4 us at 6 (six steps of every group ahead, about 50 MB, no
+ * longer fit the L2 beside what is in use). */
 #ifndef TALLY_K_DM_BW_LANES_PREFETCH
 #define TALLY_K_DM_BW_LANES_PREFETCH 3u
 #endif
