@@ -782,8 +782,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                  * order. Work-item e then holds row e's N, and the rows'
                  * psi(N + A) follow in the same warp with no barrier between
                  * (one barrier a step instead of eight). The four trees run
-                 * side by side whatever `rows` (a short step's other slots
-                 * hold stale sums, never used). */
+                 * side by side whatever `rows` (a short step's missing rows
+                 * sum its zeros, never used). */
                 TALLY_BARRIER();
                 if (i < 32u) {
                     float n[4];
