@@ -540,12 +540,30 @@ TALLY_FN void tally_k_dm_bw_lanes_stage(TALLY_LOCAL tally_f4 *st, TALLY_GLOBAL c
 }
 #endif
 
+/* The first quad of unit u of tally_k_dm_bw_lanes (lane j = u % lanes of
+ * tile t = u / lanes: t lanes qpl + j), quads for u past the units. */
+TALLY_FN tally_u64 tally_k_dm_bw_lanes_unit_quad(tally_u64 u, tally_u64 units, tally_u32 lanes, tally_u32 qpl,
+                                                 tally_u64 quads)
+{
+    return u < units ? (u / lanes) * lanes * qpl + u % lanes : quads;
+}
+
+/* The quad of step s of the unit whose first quad is quad0, for s < qpl;
+ * at s == qpl the next unit's first quad next0, so that the stage runs on
+ * from one unit into the next; quads (no step) past that. */
+TALLY_FN tally_u64 tally_k_dm_bw_lanes_step_quad(tally_u64 quad0, tally_u32 s, tally_u32 lanes, tally_u32 qpl,
+                                                 tally_u64 next0, tally_u64 quads)
+{
+    return s < qpl ? quad0 + (tally_u64)s * lanes : s == qpl ? next0 : quads;
+}
+
 /*
  * tally_k_dm_bw_lanes_load's counts of quad `quad` into x, and its return
  * value; with `staged` from the work-item's stage slots st, into which the
- * previous call (or the kernel, for its first quad) started copying them,
- * and then this call starts copying quad `next`'s, so that they are in
- * flight while this step computes (the lookahead that
+ * previous call (or the kernel, for its unit's first quad) started copying
+ * them, and then this call starts copying quad `next`'s (the next unit's
+ * first quad after a unit's last), so that they are in flight while this
+ * step computes (the lookahead that
  * TALLY_K_DM_BW_LANES_AHEAD gives in registers, which CUDA's 64-register
  * bound at four groups a multiprocessor spills). A work-item reads back
  * only its own copies; the warp barrier orders those reads before the
@@ -560,6 +578,9 @@ TALLY_FN tally_u32 tally_k_dm_bw_lanes_take(TALLY_LOCAL tally_f4 *st, tally_u32 
     if (staged) {
         const tally_u64 row0 = 4u * quad;
         const tally_u32 rows = quad >= quads ? 0u : B - row0 < 4u ? (tally_u32)(B - row0) : 4u;
+        /* No step: nothing to wait for (a copy in flight is the next
+         * unit's first step, which its own first call waits for). */
+        if (rows == 0u) return 0u;
         TALLY_STAGE_WAIT();
         if (rows == 4u && ncols == 4u) {
             /* A whole step: every slot was copied. */
@@ -729,6 +750,18 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
     const tally_u64 row_quads = (V + 3u) / 4u, quads = (B + 3u) / 4u, v0 = 4u * (tally_u64)i;
     const tally_u32 ncols = i < row_quads ? (V - v0 < 4u ? (tally_u32)(V - v0) : 4u) : 0u;
     TALLY_GLOBAL const float *a_of = pre + pre_off, *tab = a_of + V;
+    const tally_u64 units = tiles * lanes;
+    /* The group's first unit's first step is copied while the tables are
+     * filled; from then on each unit's last step starts the copy of the
+     * next unit's first (tally_k_dm_bw_lanes_step_quad). */
+    tally_u32 first_staged = 0u;
+#if TALLY_HAS_STAGE
+    if (staged) {
+        tally_k_dm_bw_lanes_stage(st, counts, c_off, c_stride, B, quads,
+                                  tally_k_dm_bw_lanes_unit_quad(TALLY_GROUP_ID(), units, lanes, qpl, quads), i, ncols);
+        first_staged = 1u;
+    }
+#endif
     float psi_a[4];
 #pragma unroll
     for (tally_u32 c = 0; c < 4u; c++) {
@@ -743,19 +776,25 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
     const float A = sums[a_off];
     const float psi_A = tally_digammaf(A);
     const float g_shared = per_row_grad ? 0.0f : tally_grad_scale(g[g_off], divide, divisor);
-    for (tally_u64 u = TALLY_GROUP_ID(); u < tiles * lanes; u += TALLY_GROUP_COUNT()) {
-        const tally_u64 t = u / lanes, j = u % lanes, first = t * lanes * qpl;
+    for (tally_u64 u = TALLY_GROUP_ID(); u < units; u += TALLY_GROUP_COUNT()) {
+        const tally_u64 t = u / lanes, j = u % lanes, first = t * lanes * qpl, quad0 = first + j;
+        const tally_u64 next0 = tally_k_dm_bw_lanes_unit_quad(u + TALLY_GROUP_COUNT(), units, lanes, qpl, quads);
         float acc[4];
 #pragma unroll
         for (tally_u32 c = 0; c < 4u; c++) acc[c] = -0.0f; /* -0 + x is x: the lane's first term */
         float x[4][4];
 #if TALLY_HAS_STAGE
-        if (staged) tally_k_dm_bw_lanes_stage(st, counts, c_off, c_stride, B, quads, first + j, i, ncols);
+        if (staged && !first_staged) tally_k_dm_bw_lanes_stage(st, counts, c_off, c_stride, B, quads, quad0, i, ncols);
 #endif
-        tally_u32 rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, first + j,
-                                                  qpl > 1u ? first + lanes + j : quads, i, ncols, x);
+        tally_u32 rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, quad0,
+                                                  tally_k_dm_bw_lanes_step_quad(quad0, 1u, lanes, qpl, next0, quads),
+                                                  i, ncols, x);
+        /* Whether the next unit's first step is on its way: its copy
+         * starts with the take of this unit's last step where all qpl
+         * exist. */
+        first_staged = qpl == 1u && rows > 0u;
         for (tally_u32 q = 0; rows > 0u; q++) {
-            const tally_u64 row0 = 4u * (first + (tally_u64)q * lanes + j);
+            const tally_u64 row0 = 4u * (quad0 + (tally_u64)q * lanes);
 #pragma unroll
             for (tally_u32 e = 0; e < 4u; e++) {
                 /* Lane i of the row plan: its quad's counts in order. */
@@ -855,17 +894,23 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             }
             rows = rows_next;
 #else
-            const tally_u64 next = q + 1u < qpl ? first + (tally_u64)(q + 1u) * lanes + j : quads;
-            const tally_u64 after = q + 2u < qpl ? first + (tally_u64)(q + 2u) * lanes + j : quads;
+            const tally_u64 next = q + 1u < qpl ? quad0 + (tally_u64)(q + 1u) * lanes : quads;
 #if TALLY_HAS_PREFETCH_L2 && TALLY_K_DM_BW_LANES_PREFETCH
-            if (staged && (i & 31u) == 0u && q + TALLY_K_DM_BW_LANES_PREFETCH < qpl) {
+            if (staged && (i & 31u) == 0u && (i >> 5) < 4u) {
                 /* Lane 0 of warp e asks for row e of the step that many
-                 * steps ahead, where it exists. */
-                const tally_u64 row = 4u * (first + (tally_u64)(q + TALLY_K_DM_BW_LANES_PREFETCH) * lanes + j) + (i >> 5);
-                if ((i >> 5) < 4u && row < B) TALLY_PREFETCH_L2(counts + c_off + row * c_stride, 4u * V);
+                 * steps ahead, in this unit or the next, where it exists. */
+                const tally_u32 s = q + TALLY_K_DM_BW_LANES_PREFETCH;
+                const tally_u64 quad = s < qpl ? quad0 + (tally_u64)s * lanes
+                                       : s - qpl < qpl && next0 < quads ? next0 + (tally_u64)(s - qpl) * lanes
+                                                                         : quads;
+                const tally_u64 row = 4u * quad + (i >> 5);
+                if (quad < quads && row < B) TALLY_PREFETCH_L2(counts + c_off + row * c_stride, 4u * V);
             }
 #endif
-            rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, next, after, i, ncols, x);
+            rows = tally_k_dm_bw_lanes_take(st, staged, counts, c_off, c_stride, vec4, B, quads, next,
+                                            tally_k_dm_bw_lanes_step_quad(quad0, q + 2u, lanes, qpl, next0, quads), i,
+                                            ncols, x);
+            if (q + 2u == qpl) first_staged = rows > 0u;
 #endif
         }
         TALLY_GLOBAL float *dst = out + out_off + (t * lanes + j) * V + v0;
