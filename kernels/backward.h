@@ -811,34 +811,36 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             const tally_u32 rows_next =
                 tally_k_dm_bw_lanes_load(counts, c_off, c_stride, vec4, B, quads, next, i, ncols, x_next);
 #endif
-            /* The work-item holding row row_e's N (4: none) computes that
-             * row's R and G. */
-            float n_row = 0.0f;
-            tally_u32 row_e = 4u;
+            float n_row = 0.0f; /* work-item i < rows: N of the step's row i */
 #if TALLY_HAS_WARP_SHUFFLE && TALLY_K_DM_BW_LANES_WARP_TREES
             if (row_quads == TALLY_K_GROUP_SIZE) {
-                /* A row of 256 active lanes: warp e takes row e's tree,
-                 * the steps 128, 64 and 32 from local memory
+                /* A row of 256 active lanes: the first warp takes the
+                 * rows' trees, the steps 128, 64 and 32 from local memory
                  * (tally_k_tree_three_steps), then 16 .. 1 by shuffles, as
                  * tally_k_reduce_rows_warp does: the same pairs in the same
-                 * order. Its lane 0 then holds row e's N, and the row's
-                 * psi(N + A) follows in the same warp with no barrier
-                 * between (one barrier a step instead of eight). A warp a
-                 * row, not one warp for the four: the row's work is the
-                 * step's longest chain of dependent instructions, which the
-                 * other warps wait for at the next barrier, and a warp
-                 * taking one row issues a third of the instructions one
-                 * taking four does (the digamma's are the same for one
-                 * lane or four). */
+                 * order. Work-item e then holds row e's N, and the rows'
+                 * psi(N + A) follow in the same warp with no barrier between
+                 * (one barrier a step instead of eight). The four trees run
+                 * side by side whatever `rows` (a short step's missing rows
+                 * sum its zeros, never used). */
                 TALLY_BARRIER();
-                const tally_u32 w = i >> 5, lane = i & 31u;
-                if (w < rows) {
-                    float n = tally_k_tree_three_steps(nsum + w * TALLY_K_GROUP_SIZE, lane, 32u, TALLY_COMBINE_SUM);
+                if (i < 32u) {
+                    float n[4];
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++)
+                        n[e] = tally_k_tree_three_steps(nsum + e * TALLY_K_GROUP_SIZE, i, 32u, TALLY_COMBINE_SUM);
                     for (tally_u32 s = 16u; s > 0u; s >>= 1) {
-                        const float other = TALLY_WARP_SHUFFLE(n, (lane + s) & 31u);
-                        if (lane < s) n = n + other;
+#pragma unroll
+                        for (tally_u32 e = 0; e < 4u; e++) {
+                            const float other = TALLY_WARP_SHUFFLE(n[e], (i + s) & 31u);
+                            if (i < s) n[e] = n[e] + other;
+                        }
                     }
-                    if (lane == 0u) n_row = n, row_e = w;
+#pragma unroll
+                    for (tally_u32 e = 0; e < 4u; e++) {
+                        const float row_n = TALLY_WARP_SHUFFLE(n[e], 0u);
+                        if (i == e) n_row = row_n;
+                    }
                 }
             } else
 #endif
@@ -853,11 +855,13 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
                     }
                 }
                 TALLY_BARRIER();
-                if (i < rows) n_row = nsum[i * TALLY_K_GROUP_SIZE], row_e = i;
+                if (i < rows) n_row = nsum[i * TALLY_K_GROUP_SIZE];
             }
-            if (row_e < rows) {
-                row_rg[row_e] = tally_dm_grad_row_of(psi_A, A, n_row);
-                row_rg[4u + row_e] = per_row_grad ? g[g_off + (row0 + row_e) * g_stride] : g_shared;
+            /* The rows' psi(N + A) side by side in the first warp: one
+             * stream of instructions for the four. */
+            if (i < rows) {
+                row_rg[i] = tally_dm_grad_row_of(psi_A, A, n_row);
+                row_rg[4u + i] = per_row_grad ? g[g_off + (row0 + i) * g_stride] : g_shared;
             }
             /* A whole step (four rows) takes the terms without tests, and
              * its weights compile with rows a constant. A step with a count
