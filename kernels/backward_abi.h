@@ -170,7 +170,7 @@
  * at 0 and 156.4 us at 6 (six steps of every group ahead, about 50 MB, no
  * longer fit the L2 beside what is in use). */
 #ifndef TALLY_K_DM_BW_LANES_PREFETCH
-#define TALLY_K_DM_BW_LANES_PREFETCH 3u
+#define TALLY_K_DM_BW_LANES_PREFETCH 2u
 #endif
 /* A group's stage: a quad of each of a step's four rows a work-item. */
 #define TALLY_K_DM_BW_LANES_STAGE_BYTES (4u * TALLY_K_GROUP_SIZE * 16u)
