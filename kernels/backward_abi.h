@@ -163,14 +163,16 @@
 #endif
 /* N > 0: where the stage is in use and the device has TALLY_PREFETCH_L2,
  * tally_k_dm_bw_lanes asks for the rows of the step N steps ahead of the
- * current one into the L2 (a warp's lane 0 a row, the row's 4 V bytes),
- * so that more of the counts are on their way than the stage's one step
- * holds. 0: no prefetch. A hint only; the same bits. On an H100
- * (bench/RESULTS.md, GPU run 41) 65536 x 1024 took 117.5 us at 3, 120.2 us
- * at 0 and 156.4 us at 6 (six steps of every group ahead, about 50 MB, no
- * longer fit the L2 beside what is in use). */
+ * current one (in its unit or the next) into the L2 (a warp's lane 0 a row,
+ * the row's 4 V bytes), so that more of the counts are on their way than
+ * the stage's one step holds. 0: no prefetch. A hint only; the same bits.
+ * On an H100 (bench/RESULTS.md, GPU run 41) 65536 x 1024 took 117.5 us at
+ * 3, 120.2 us at 0 and 156.4 us at 6 (six steps of every group ahead, about
+ * 50 MB, no longer fit the L2 beside what is in use); once the stage ran on
+ * from unit to unit (GPU run 42) 114.4 us at 1, 115.7 us at 2 and 117.6 us
+ * at 3. */
 #ifndef TALLY_K_DM_BW_LANES_PREFETCH
-#define TALLY_K_DM_BW_LANES_PREFETCH 2u
+#define TALLY_K_DM_BW_LANES_PREFETCH 1u
 #endif
 /* A group's stage: a quad of each of a step's four rows a work-item. */
 #define TALLY_K_DM_BW_LANES_STAGE_BYTES (4u * TALLY_K_GROUP_SIZE * 16u)
