@@ -168,11 +168,12 @@
  * the stage's one step holds. 0: no prefetch. A hint only; the same bits.
  * On an H100 (bench/RESULTS.md, GPU run 41) 65536 x 1024 took 117.5 us at
  * 3, 120.2 us at 0 and 156.4 us at 6 (six steps of every group ahead, about
- * 50 MB, no longer fit the L2 beside what is in use); once the stage ran on
- * from unit to unit (GPU run 42) 114.4 us at 1, 115.7 us at 2 and 117.6 us
- * at 3. */
+ * 50 MB, no longer fit the L2 beside what is in use). Once the stage ran on
+ * from unit to unit the hint no longer paid: 114.4 us at 1, 115.7 us at 2
+ * and 117.6 us at 3 (GPU run 42), then 112.9 us at 0 against 114.9 us at 1
+ * (run 43), so it is off. */
 #ifndef TALLY_K_DM_BW_LANES_PREFETCH
-#define TALLY_K_DM_BW_LANES_PREFETCH 1u
+#define TALLY_K_DM_BW_LANES_PREFETCH 0u
 #endif
 /* A group's stage: a quad of each of a step's four rows a work-item. */
 #define TALLY_K_DM_BW_LANES_STAGE_BYTES (4u * TALLY_K_GROUP_SIZE * 16u)
