@@ -1,0 +1,74 @@
+#!/bin/bash
+# Session 2026-12-06f call 2: the DM backward's builds alternated: 9810267
+# (base), 093c60b (the stage runs on across units: "units"), this commit
+# (a warp a row's tree and digamma: main) and this commit with the L2
+# prefetch two steps ahead (pf2).
+# On an H200 first issue 14's closing set at 093c60b (the three gradient
+# workloads with ceilings and torch in the same call, the gradient suite with
+# its training loops on CUDA and NVIDIA OpenCL, the four-device crosscheck of
+# the gradient ops, the Python autograd tests on CUDA). On either card: the
+# changed kernel's checks (suite, sanitizers, crosscheck) and the builds
+# alternated.
+cd "$(dirname "$0")/.." || exit 1
+O=$OUT; t0=$(date +%s); mkdir -p "$O/x"
+el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$O/x/steps.txt"; tar -C "$O" -cf "$O/x.tar" x; }
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >> "$O/x/steps.txt"
+sed -i '/compute_75\|compute_80\|compute_86\|compute_89/d' backends/cuda/meson.build
+vb() { # name tarball [define value]
+  ( rm -rf /tmp/$1 && mkdir -p /tmp/$1 && tar -C /tmp/$1 -xf $PWD/.debs/v-$2.tar && cd /tmp/$1 &&
+    sed -i '/compute_75\|compute_80\|compute_86\|compute_89/d' backends/cuda/meson.build &&
+    if [ -n "$3" ]; then sed -i "s|^#define $3 .*|#define $3 $4|" kernels/backward_abi.h && grep "^#define $3 $4" kernels/backward_abi.h; fi &&
+    meson setup build -Dcuda=enabled -Dopencl=disabled -Dtests=false && nice -n 19 ninja -C build bench/tally-bench ) > "$O/x/build-$1.txt" 2>&1
+}
+export CK_DEFAULT_TIMEOUT=600
+B=build-gpu
+T() { local n=$1 secs=$2; shift 2; timeout $secs "$@" > "$O/x/$n.txt" 2>&1; el "$n rc=$? $(grep -E 'Checks|SUMMARY|cases x|passed|failed' $O/x/$n.txt | tail -2 | tr '\n' ' ')"; }
+alt() { # rounds
+  for r in $(seq 1 $1); do
+    for b in base units main pf2; do
+      bin=/tmp/$b/build/bench/tally-bench; [ $b = main ] && bin=$B/bench/tally-bench
+      timeout 40 $bin --backend cuda --scales 0.25,1 --no-ceilings --batch-ms 20 --only dm_bw > "$O/x/alt-$b-$r.txt" 2>&1
+    done
+  done
+  el "alternation done: $(for b in base units main pf2; do echo "$b:"; grep -h '65536x1024' $O/x/alt-$b-*.txt | awk '{print $3}' | tr '\n' ' '; done)"
+}
+case "$name" in
+*H200*)
+  export BENCH_COMMIT=$1 BENCH_VARIANT= BENCH_SCALES=1 BENCH_OPENCL=1 GPU_SANITIZE=0 GPU_CROSSCHECK=0 GPU_DEADLINE=230
+  export BENCH_ARGS="--only kl_bw,dm_bw,gmm_bw"
+  bash bench/gpu_bench.sh > "$O/bench.txt" 2>&1
+  el "bench done"
+  for v in "base 9810267" "units 093c60b" "pf2 $1 TALLY_K_DM_BW_LANES_PREFETCH 2u"; do vb $v & done
+  . scripts/gpu_env.sh; gpu_opencl_devices $B/tools/tally
+  T backward_cuda 90 env TALLY_TEST_BACKEND=cuda $B/tests/check_backward
+  T backward_nvcl 90 env TALLY_DEVICE=$cl_nvidia TALLY_TEST_BACKEND=opencl $B/tests/check_backward
+  T crosscheck_bw 150 $B/tools/tally crosscheck --dtype all --ops kl_div_backward,dirichlet_multinomial_backward,gmm_log_prob_backward,gmm_sample_backward
+  ( cd tests/python && T pytest_grad 100 env PYTHONPATH=$(cd ../.. && pwd)/python TALLY_LIBRARY=$(cd ../.. && pwd)/$B/libtally.so \
+      TALLY_CLI=$(cd ../.. && pwd)/$B/tools/tally TALLY_REQUIRE_CUDA=1 python3 -m pytest -q -rs -p no:cacheprovider test_autograd.py test_backward.py )
+  wait; el "variant builds: $(tail -qn1 $O/x/build-*.txt | tr '\n' ' ')"
+  [ $(( $(date +%s) - t0 )) -lt 480 ] && alt 1
+  ;;
+*)
+  for v in "base 9810267" "units 093c60b" "pf2 $1 TALLY_K_DM_BW_LANES_PREFETCH 2u"; do vb $v & done
+  . scripts/gpu_env.sh
+  gpu_build $B $O/x/logs -Dcuda=enabled -Dopencl=enabled; el "build rc=$?"
+  gpu_opencl_devices $B/tools/tally
+  T backward_cuda 90 env TALLY_TEST_BACKEND=cuda $B/tests/check_backward
+  T backward_nvcl 90 env TALLY_DEVICE=$cl_nvidia TALLY_TEST_BACKEND=opencl $B/tests/check_backward
+  T racecheck_dm 90 env CK_FORK=no CK_RUN_CASE=dm TALLY_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/check_backward
+  T memcheck_dm 90 env CK_FORK=no CK_RUN_CASE=dm TALLY_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/check_backward
+  T synccheck_dm 90 env CK_FORK=no CK_RUN_CASE=dm TALLY_TEST_BACKEND=cuda compute-sanitizer --tool synccheck --error-exitcode 9 $B/tests/check_backward
+  T crosscheck_dm 120 $B/tools/tally crosscheck --dtype all --ops dirichlet_multinomial_backward
+  wait; el "variant builds: $(tail -qn1 $O/x/build-*.txt | tr '\n' ' ')"
+  alt 3
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  timeout 90 $ncu --clock-control none -k "regex:tally_k_dm_bw_lanes" --launch-count 1 --import-source no \
+    --section WarpStateStats --section SourceCounters --section SchedulerStats --section InstructionStats --section SpeedOfLight \
+    --metrics "regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$" -o $O/lanes \
+    $B/bench/tally-bench --backend cuda --only dm_bw --no-ceilings --reps 1 --calls 1 --rotate-mib 0 > "$O/x/ncu-run.txt" 2>&1
+  $ncu -i $O/lanes.ncu-rep --page details --print-details all > "$O/x/ncu-details.txt" 2>&1
+  $ncu -i $O/lanes.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > "$O/x/ncu-sass.csv.gz"; el "ncu done"
+  ;;
+esac
+tar -C "$O" -cf "$O/x.tar" x && rm -rf "$O/x"
