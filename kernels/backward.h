@@ -549,12 +549,15 @@ TALLY_FN tally_u64 tally_k_dm_bw_lanes_unit_quad(tally_u64 u, tally_u64 units, t
 }
 
 /* The quad of step s of the unit whose first quad is quad0, for s < qpl;
- * at s == qpl the next unit's first quad next0, so that the stage runs on
- * from one unit into the next; quads (no step) past that. */
+ * from s == qpl on, step s - qpl of the next unit (first quad next0), so
+ * that the stage and the prefetch run on from one unit into the next;
+ * quads (no step) past that or where there is no next unit. */
 TALLY_FN tally_u64 tally_k_dm_bw_lanes_step_quad(tally_u64 quad0, tally_u32 s, tally_u32 lanes, tally_u32 qpl,
                                                  tally_u64 next0, tally_u64 quads)
 {
-    return s < qpl ? quad0 + (tally_u64)s * lanes : s == qpl ? next0 : quads;
+    return s < qpl                               ? quad0 + (tally_u64)s * lanes
+           : s - qpl < qpl && next0 < quads ? next0 + (tally_u64)(s - qpl) * lanes
+                                            : quads;
 }
 
 /*
@@ -899,10 +902,8 @@ TALLY_KERNEL_GROUPS_PER_CU(TALLY_K_DM_BW_LANES_GROUPS_PER_CU) void tally_k_dm_bw
             if (staged && (i & 31u) == 0u && (i >> 5) < 4u) {
                 /* Lane 0 of warp e asks for row e of the step that many
                  * steps ahead, in this unit or the next, where it exists. */
-                const tally_u32 s = q + TALLY_K_DM_BW_LANES_PREFETCH;
-                const tally_u64 quad = s < qpl ? quad0 + (tally_u64)s * lanes
-                                       : s - qpl < qpl && next0 < quads ? next0 + (tally_u64)(s - qpl) * lanes
-                                                                         : quads;
+                const tally_u64 quad = tally_k_dm_bw_lanes_step_quad(quad0, q + TALLY_K_DM_BW_LANES_PREFETCH, lanes,
+                                                                     qpl, next0, quads);
                 const tally_u64 row = 4u * quad + (i >> 5);
                 if (quad < quads && row < B) TALLY_PREFETCH_L2(counts + c_off + row * c_stride, 4u * V);
             }
